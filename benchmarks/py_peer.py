@@ -1,0 +1,178 @@
+"""In-process Python peers for benchmarks/run.py, hosted in a child process.
+
+Each peer (onnxruntime, symwasm-wasm32, symwasm-native) runs in its own long-lived process so a
+crash in freshly compiled native code costs one model's result, not the whole benchmark.  The
+process speaks the same JSON-lines protocol as ort_web_runner.mjs:
+
+    {"op": "load", "model": PATH, "artifact_dir": DIR}   -> {"ok": true, "info": {...}}
+    {"op": "bench", "inputs": [...], "warmup_s": S, "min_time_s": S, "min_runs": N,
+     "out_dir": DIR}                                      -> {"ok": true, "times_ms": [...], ...}
+
+Usage:  python py_peer.py PEER
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the symwasm toolkit is not installed, it lives in the repo
+
+Feeds = dict[str, np.ndarray]
+RunFn = Callable[[Feeds], Any]  # a list of arrays, or a mapping by output name
+
+
+def first_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, the form errors take in the results table."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def ort_session(model: str) -> Any:
+    """An onnxruntime CPU session pinned to one thread, sequential execution."""
+    # Imported here so the symwasm workers never load onnxruntime's native library.
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3  # the light_* models trigger unused-initializer warnings
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def load_onnxruntime(model: str, artifact_dir: str) -> tuple[RunFn, dict[str, Any]]:
+    """Loads `model` in onnxruntime; `artifact_dir` is unused (nothing is compiled)."""
+    sess = ort_session(model)
+    return (lambda feeds: sess.run(None, feeds)), {}
+
+
+def load_symwasm(target: str, model: str, artifact_dir: str) -> tuple[RunFn, dict[str, Any]]:
+    """Compiles `model` for `target` with the symwasm compiler and loads the artifact."""
+    import wasm_runtime
+    from toolkit.compiler import compile_model
+
+    suffix = ".wasm" if target == "wasm32" else ".so"
+    out = Path(artifact_dir) / f"{Path(model).stem}{suffix}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    res = compile_model(model, str(out), target=target)
+    wall = time.perf_counter() - t0
+    m = wasm_runtime.load(str(out))
+    info = {
+        "compile_s": getattr(res, "seconds", wall),
+        "module_bytes": getattr(res, "module_bytes", out.stat().st_size),
+        "weights_bytes": getattr(res, "weights_bytes", None),
+        "artifact": str(out),
+    }
+    return m.run, info
+
+
+LOADERS: dict[str, Callable[[str, str], tuple[RunFn, dict[str, Any]]]] = {
+    "onnxruntime": load_onnxruntime,
+    "symwasm-wasm32": lambda model, d: load_symwasm("wasm32", model, d),
+    "symwasm-native": lambda model, d: load_symwasm("native", model, d),
+}
+
+
+def as_list(outputs: Any, names: list[str]) -> list[np.ndarray]:
+    """Normalizes run results (a mapping by output name, or a sequence) to model order."""
+    if isinstance(outputs, Mapping):
+        return [np.asarray(outputs[n]) for n in names]
+    return [np.asarray(o) for o in outputs]
+
+
+def read_inputs(specs: list[dict[str, Any]]) -> Feeds:
+    """Reads the raw tensor files the orchestrator wrote."""
+    return {s["name"]: np.fromfile(s["file"], dtype=s["dtype"]).reshape(s["shape"])
+            for s in specs}
+
+
+def run_for(run: RunFn, feeds: Feeds, seconds: float, min_runs: int) -> tuple[list[float], Any]:
+    """Runs for at least `seconds` and `min_runs` runs; returns per-run ms and the last outputs."""
+    times: list[float] = []
+    outputs = None
+    end = time.perf_counter() + seconds
+    while len(times) < min_runs or time.perf_counter() < end:
+        t0 = time.perf_counter_ns()
+        outputs = run(feeds)
+        times.append((time.perf_counter_ns() - t0) / 1e6)
+    return times, outputs
+
+
+def write_outputs(peer: str, outputs: list[np.ndarray], names: list[str], out_dir: str
+                  ) -> list[dict[str, Any]]:
+    """Writes each output as a raw file (native byte order) and returns its description."""
+    descs = []
+    for i, (name, arr) in enumerate(zip(names, outputs)):
+        arr = np.ascontiguousarray(arr)
+        file = os.path.join(out_dir, f"{peer}.out{i}.bin")
+        arr.tofile(file)
+        descs.append({"name": name, "dtype": arr.dtype.name, "shape": list(arr.shape),
+                      "file": file})
+    return descs
+
+
+class Worker:
+    """Holds the loaded model of one peer and answers protocol requests."""
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.run: RunFn | None = None
+        self.output_names: list[str] = []
+
+    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.run = None  # drop the previous model before compiling the next
+        self.run, info = LOADERS[self.peer](req["model"], req["artifact_dir"])
+        graph = onnx.load(req["model"], load_external_data=False).graph
+        self.output_names = [o.name for o in graph.output]
+        return {"info": info}
+
+    def bench(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.run is None:
+            raise RuntimeError("no model loaded")
+        feeds = read_inputs(req["inputs"])
+        warm, _ = run_for(self.run, feeds, req["warmup_s"], 1)
+        times, outputs = run_for(self.run, feeds, req["min_time_s"], req["min_runs"])
+        outputs = as_list(outputs, self.output_names)
+        return {"times_ms": times, "warmup_runs": len(warm),
+                "outputs": write_outputs(self.peer, outputs, self.output_names, req["out_dir"])}
+
+    def handle(self, line: str) -> dict[str, Any]:
+        try:
+            req = json.loads(line)
+            op = {"load": self.load, "bench": self.bench}.get(req.get("op"))
+            if op is None:
+                raise ValueError(f"unknown op {req.get('op')!r}")
+            return {"ok": True, **op(req)}
+        except Exception as e:  # noqa: BLE001 - every failure is reported, the worker lives on
+            return {"ok": False, "error": first_line(e), "detail": traceback.format_exc()}
+
+
+def main() -> None:
+    """Serves requests until stdin closes."""
+    if len(sys.argv) != 2 or sys.argv[1] not in LOADERS:
+        sys.exit(f"usage: py_peer.py {{{','.join(LOADERS)}}}")
+    worker = Worker(sys.argv[1])
+    # stdout is the protocol channel; anything the peers print goes to stderr instead.
+    proto = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if line.strip():
+            proto.write(json.dumps(worker.handle(line)) + "\n")
+            proto.flush()
+
+
+if __name__ == "__main__":
+    main()

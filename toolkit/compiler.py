@@ -1,0 +1,112 @@
+"""The compile driver: ONNX -> graph IR -> passes -> program and kernels -> one module file."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from . import __version__
+from .codegen.embed import embed_program
+from .codegen.target import emit_object, get_target, new_module
+from .frontend.onnx.importer import import_model
+from .frontend.onnx.registry import registry
+from .ir import dims as D
+from .ir.graph import Graph
+from .link import link
+from .lower import Lowerer, Program
+from .passes import run_pipeline
+from .vm.isa import FORMAT_VERSION
+
+
+@dataclass
+class CompileResult:
+    path: Path
+    target: str
+    graph: Graph
+    program: Program
+    metadata: dict
+    seconds: float = 0.0
+    module_bytes: int = 0
+    weights_bytes: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+def _dim_json(d):
+    return d if isinstance(d, int) else str(d)
+
+
+def build_metadata(graph: Graph, prog: Program, target) -> dict:
+    def io(name):
+        v = graph.values[name]
+        return {"name": name, "dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
+
+    symbols = {}
+    for v in graph.values.values():
+        for d in v.shape:
+            for s in D.free_symbols(d):
+                symbols[s.name] = {"kind": s.kind, "min": s.lo, "max": s.hi}
+    values = {}
+    for name, v in graph.values.items():
+        entry = {"dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
+        if v.const is not None:
+            entry["kind"] = "const"
+        elif v.sym is not None:
+            entry["kind"] = "shape-value"
+            entry["value"] = [_dim_json(d) for d in v.sym]
+        else:
+            entry["kind"] = "input" if name in graph.inputs else "computed"
+        if v.producer is not None:
+            entry["node"] = v.producer.name
+            entry["op"] = v.producer.op
+        values[name] = entry
+    return {
+        "format": "symwasm", "format_version": list(FORMAT_VERSION), "compiler": __version__,
+        "target": target.name, "features": list(target.wasm_features),
+        "model": {"name": graph.name, "opset": graph.opset},
+        "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
+        "symbols": dict(sorted(symbols.items())), "values": values,
+        "program": {"words": prog.words, "strings": prog.strings, "heap_init": prog.heap_init,
+                    "kernels": prog.kernels, "registers": prog.reg_names,
+                    "slots": {str(k): v for k, v in sorted(prog.slot_names.items())},
+                    "consts": [name for name, _ in prog.consts]},
+    }
+
+
+def compile_model(model, output: str | Path, target: str = "wasm32",
+                  binds: Mapping[str, int] | None = None,
+                  progress: Callable[[str], None] | None = None) -> CompileResult:
+    """Compile an ONNX model (path, bytes or ModelProto) into ``output``.
+
+    Raises :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
+    """
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    stages: dict[str, float] = {}
+
+    def stage(name: str, t: float) -> float:
+        now = time.perf_counter()
+        stages[name] = now - t
+        say(f"{name}: {now - t:.2f}s")
+        return now
+
+    tgt = get_target(target)
+    graph = import_model(model, binds)
+    t = stage("import", t0)
+    graph = run_pipeline(graph)
+    t = stage("passes", t)
+    module = new_module(tgt, graph.name)
+    reg = registry()
+    prog = Lowerer(graph, module).lower(lambda node: reg.lookup(node.op, graph.opset).lower)
+    t = stage("lower", t)
+    meta = build_metadata(graph, prog, tgt)
+    meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
+    weights = embed_program(module, prog, meta_bytes)
+    obj = emit_object(module, tgt)
+    t = stage("codegen", t)
+    out = Path(output)
+    link(tgt, obj, out, meta_bytes)
+    stage("link", t)
+    return CompileResult(out, tgt.name, graph, prog, meta, time.perf_counter() - t0,
+                         out.stat().st_size, weights, stages)

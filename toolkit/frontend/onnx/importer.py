@@ -1,0 +1,187 @@
+"""ONNX -> graph IR: symbols from dim_param, fresh symbols for unknown dims, constants from
+initializers, then each node's shape function in order, folding all-constant nodes."""
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...ir import dims as D
+from ...ir.graph import DTYPE_BY_CODE, CompileError, Graph, Node, Value
+from .infer import InferContext, promote_sym
+from .registry import registry
+
+MIN_OPSET = 13
+# all-constant nodes are folded at compile time only when their outputs are this small
+FOLD_LIMIT = 1 << 20
+
+
+def load_onnx(model: "str | os.PathLike | bytes | onnx.ModelProto") -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, (bytes, bytearray)):
+            return onnx.load_from_string(bytes(model))
+        return onnx.load(os.fspath(model))
+    except FileNotFoundError:
+        raise CompileError(f"model file not found: {model}") from None
+    except Exception as e:  # protobuf raises several types for a corrupt file
+        raise CompileError(f"malformed ONNX file {model}: cannot parse it ({e})") from None
+
+
+def _dtype(code: int, what: str):
+    dt = DTYPE_BY_CODE.get(code)
+    if dt is None:
+        name = onnx.TensorProto.DataType.Name(code) if code in onnx.TensorProto.DataType.values() else code
+        raise CompileError(f"{what} has dtype {name}, which is not supported "
+                           f"(supported: float32, int32, int64, bool)")
+    return dt
+
+
+def _attr_value(a: onnx.AttributeProto):
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return [x.decode() if isinstance(x, bytes) else x for x in v]
+    return v
+
+
+def _attrs_with_defaults(node: onnx.NodeProto, opset: int) -> dict:
+    attrs = {a.name: _attr_value(a) for a in node.attribute}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except Exception:
+        return attrs
+    for name, spec in schema.attributes.items():
+        if name not in attrs and spec.default_value.type != onnx.AttributeProto.UNDEFINED:
+            attrs[name] = _attr_value(spec.default_value)
+    return attrs
+
+
+def import_model(model, binds: Mapping[str, int] | None = None) -> Graph:
+    """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values."""
+    proto = load_onnx(model)
+    binds = dict(binds or {})
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        raise CompileError("malformed ONNX model: it imports no version of the default opset")
+    if opset < MIN_OPSET:
+        raise CompileError(f"opset {opset} is not supported (symwasm reads opset {MIN_OPSET} and newer; "
+                           f"convert with onnx.version_converter)")
+    g = proto.graph
+    graph = Graph(name=g.name or "model", opset=opset, scope=D.SymbolScope())
+
+    for init in g.initializer:
+        try:
+            arr = numpy_helper.to_array(init)
+        except Exception as e:
+            raise CompileError(f"malformed ONNX model: initializer '{init.name}' cannot be read ({e})") from None
+        dt = _dtype(init.data_type, f"initializer '{init.name}'")
+        graph.add_value(Value(init.name, dt, tuple(arr.shape), const=arr.astype(dt.np),
+                              sym=promote_sym(Value(init.name, dt, (), const=arr))))
+
+    unused_binds = set(binds)
+    for inp in g.input:
+        if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
+            continue
+        tt = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type"):
+            raise CompileError(f"input '{inp.name}' is not a tensor")
+        dt = _dtype(tt.elem_type, f"input '{inp.name}'")
+        if not tt.HasField("shape"):
+            raise CompileError(f"input '{inp.name}' has no shape (unknown rank is not supported; "
+                               f"give it a shape with named dims)")
+        shape = []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value"):
+                shape.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param:
+                if d.dim_param in binds:
+                    unused_binds.discard(d.dim_param)
+                    shape.append(int(binds[d.dim_param]))
+                else:
+                    shape.append(graph.scope.get(d.dim_param))
+            else:
+                shape.append(graph.scope.fresh(f"{_ident(inp.name)}_dim{axis}", kind="input"))
+        graph.add_value(Value(inp.name, dt, tuple(shape)))
+        graph.inputs.append(inp.name)
+    if unused_binds:
+        raise CompileError(f"--bind names unknown symbols: {', '.join(sorted(unused_binds))} "
+                           f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
+
+    reg = registry()
+    for index, n in enumerate(g.node):
+        name = n.name or f"{n.op_type}_{index}"
+        node = Node(n.op_type, name, list(n.input), list(n.output), {})
+        if n.domain not in ("", "ai.onnx"):
+            raise CompileError(f"{node.label()}: ops of domain '{n.domain}' are not supported")
+        for i in node.inputs:
+            if i and i not in graph.values:
+                raise CompileError(f"{node.label()}: input '{i}' is not produced by any earlier node, "
+                                   f"initializer or graph input (malformed or unsorted graph)")
+        opdef = reg.lookup(n.op_type, opset)
+        if opdef is None:
+            raise CompileError(f"{node.label()}: unsupported op '{n.op_type}' (opset {opset}); "
+                               f"supported ops: {', '.join(reg.ops())}")
+        node.attrs = _attrs_with_defaults(n, opset)
+        graph.nodes.append(node)
+        ctx = InferContext(graph, node)
+        try:
+            opdef.infer(ctx)
+        except CompileError:
+            raise
+        except Exception as e:  # a bug in a shape function still names the node
+            raise CompileError(f"{node.label()}: shape inference failed: {type(e).__name__}: {e}") from e
+        for o in node.outputs:
+            if o and o not in graph.values:
+                raise CompileError(f"{node.label()}: output '{o}' was not inferred")
+        if opdef.foldable:
+            _fold(graph, node, n)
+
+    for out in g.output:
+        if out.name not in graph.values:
+            raise CompileError(f"graph output '{out.name}' is not produced by any node")
+        graph.outputs.append(out.name)
+    return graph
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name) or "v"
+
+
+def _fold(graph: Graph, node: Node, proto: onnx.NodeProto) -> None:
+    """Replace the outputs of a node whose inputs are all constant by their values."""
+    ins = [graph.values[i] if i else None for i in node.inputs]
+    outs = [graph.values[o] for o in node.outputs if o]
+    if any(v is not None and v.const is None for v in ins) or all(v.const is not None for v in outs):
+        return
+    for v in outs:
+        if not v.is_static or int(np.prod([int(d) for d in v.shape])) > FOLD_LIMIT:
+            return
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {v.name: v.const for v in ins if v is not None}
+    inputs = [onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+              for k, a in feeds.items()]
+    outputs = [onnx.helper.make_tensor_value_info(o, 0, None) for o in proto.output if o]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph([proto], "fold", inputs, outputs),
+        opset_imports=[onnx.helper.make_opsetid("", graph.opset)])
+    try:
+        results = ReferenceEvaluator(model).run(None, feeds)
+    except Exception:
+        return  # leave it to run time, where errors carry run-time context
+    for v, r in zip(outs, results):
+        r = np.asarray(r).astype(v.dtype.np)
+        if tuple(r.shape) != tuple(v.shape):
+            raise CompileError(f"{node.label()}: folded output '{v.name}' has shape {r.shape}, "
+                               f"inferred {D.fmt_shape(v.shape)} (a shape function bug)")
+        v.const = r
+        if v.sym is None:
+            v.sym = promote_sym(v)

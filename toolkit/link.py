@@ -1,0 +1,113 @@
+"""Compile the C VM (cached by content hash) and link one module file.
+
+wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata is
+appended as the ``symwasm.metadata`` custom section. native: ``python -m ziglang cc
+-shared`` -> a shared library.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .codegen.target import Target
+
+VM_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm"
+VM_SOURCES = ("sw_vm.c", "sw_alloc.c")
+VM_HEADERS = ("sw_vm.h", "sw_isa.h")
+EXPORTS = (
+    "sw_init", "sw_num_inputs", "sw_num_outputs", "sw_input_buffer", "sw_shape_buffer",
+    "sw_set_input", "sw_run", "sw_output_data", "sw_output_dtype", "sw_output_rank",
+    "sw_output_dim", "sw_last_error", "sw_last_error_len", "sw_set_memory_limit",
+    "sw_metadata", "sw_metadata_len",
+)
+WASM_STACK = 1 << 20
+METADATA_SECTION = "symwasm.metadata"
+
+
+class LinkError(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("SYMWASM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "symwasm")
+    p = Path(base) / "vm"
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _zig(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "ziglang", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise LinkError(f"{' '.join(cmd[2:4])} failed:\n{r.stderr.strip()}")
+    return r
+
+
+def _cflags(target: Target) -> list[str]:
+    flags = ["-target", target.zig_target, "-O2", "-std=c11", "-Wall", "-Werror",
+             "-fno-strict-aliasing", "-I", str(VM_DIR)]
+    if target.is_wasm:
+        flags += ["-ffreestanding", "-fno-builtin", "-nostdlib", "-mbulk-memory",
+                  "-mnontrapping-fptoint", "-msimd128"]
+    else:
+        flags += ["-fPIC", "-fvisibility=hidden"]
+    return flags
+
+
+def vm_objects(target: Target) -> list[Path]:
+    """The VM's object files for ``target``, compiled once per content hash."""
+    h = hashlib.sha256()
+    for name in VM_SOURCES + VM_HEADERS:
+        h.update(name.encode() + b"\0" + (VM_DIR / name).read_bytes())
+    h.update(" ".join(_cflags(target)).encode())
+    h.update(_zig("version").stdout.encode())
+    key = h.hexdigest()[:16]
+    out = []
+    for src in VM_SOURCES:
+        obj = cache_dir() / f"{Path(src).stem}-{target.name}-{key}.o"
+        if not obj.exists():
+            tmp = obj.with_suffix(f".{os.getpid()}.tmp")
+            _zig("cc", *_cflags(target), "-c", str(VM_DIR / src), "-o", str(tmp))
+            os.replace(tmp, obj)  # atomic: parallel compiles never see a partial object
+        out.append(obj)
+    return out
+
+
+def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes) -> None:
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
+        kobj = Path(tmp) / "model.o"
+        kobj.write_bytes(kernel_object)
+        objs = [str(p) for p in vm_objects(target)] + [str(kobj)]
+        linked = Path(tmp) / output.name
+        if target.is_wasm:
+            _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
+                 *(f"--export={e}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
+                 *objs, "-o", str(linked))
+            data = linked.read_bytes() + custom_section(METADATA_SECTION, metadata)
+            linked.write_bytes(data)
+        else:
+            _zig("cc", "-target", target.zig_target, "-shared", "-O2", *objs, "-o", str(linked))
+        shutil.move(str(linked), str(output))
+
+
+def _leb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def custom_section(name: str, payload: bytes) -> bytes:
+    body = _leb128(len(name.encode())) + name.encode() + payload
+    return b"\x00" + _leb128(len(body)) + body

@@ -1,0 +1,121 @@
+"""Run symwasm modules: ``load(path)`` a ``.wasm`` (under wasmtime) or a native library
+(through ctypes); both give the same :class:`Model` API. Needs only numpy and wasmtime."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from .metadata import read_metadata
+
+__all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata"]
+
+DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+DTYPE_CODES = {"float32": 1, "int32": 6, "int64": 7, "bool": 9}
+CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
+STATUS_NAMES = {1: "invalid input", 2: "out of range", 3: "out of memory",
+                4: "invalid program", 5: "internal error"}
+MAX_RANK = 8
+
+
+class ModelError(RuntimeError):
+    """A failed run or load. ``status`` is the module's status code; the message is the
+    module's own, naming the input, op and dim."""
+
+    def __init__(self, message: str, status: int = 5):
+        super().__init__(message)
+        self.status = status
+
+
+class TensorInfo:
+    """An input or output: name, numpy dtype and symbolic shape (ints and symbol names)."""
+
+    def __init__(self, d: dict):
+        self.name: str = d["name"]
+        self.dtype = np.dtype(DTYPES[d["dtype"]])
+        self.shape: tuple = tuple(d["shape"])
+
+    def __repr__(self) -> str:
+        return f"TensorInfo({self.name!r}, {self.dtype}, {self.shape})"
+
+
+class Model:
+    """A loaded module. ``run`` takes a dict of arrays and returns a dict of arrays."""
+
+    def __init__(self, backend, metadata: dict, path: Path):
+        self._b = backend
+        self.metadata = metadata
+        self.path = path
+        self.target = metadata.get("target")
+        self.inputs = [TensorInfo(d) for d in metadata["inputs"]]
+        self.outputs = [TensorInfo(d) for d in metadata["outputs"]]
+        self._check(self._b.call("sw_init"))
+
+    def __repr__(self) -> str:
+        return f"<symwasm.Model {self.path.name} ({self.target}) inputs={self.inputs} outputs={self.outputs}>"
+
+    def set_memory_limit(self, nbytes: int) -> None:
+        self._b.call("sw_set_memory_limit", int(nbytes))
+
+    def _check(self, status: int) -> None:
+        if status != 0:
+            msg = self._b.last_error() or STATUS_NAMES.get(status, f"status {status}")
+            raise ModelError(msg, status)
+
+    def run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
+        names = [i.name for i in self.inputs]
+        unknown = set(feeds) - set(names)
+        if unknown:
+            raise ModelError(f"unknown input(s) {', '.join(sorted(unknown))}; the model takes "
+                             f"{', '.join(names)}", 1)
+        for index, info in enumerate(self.inputs):
+            if info.name not in feeds:
+                raise ModelError(f"input '{info.name}' is missing", 1)
+            arr = np.asarray(feeds[info.name])
+            code = DTYPE_CODES.get(arr.dtype.name)
+            if code is None:
+                raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported "
+                                 f"(expected {info.dtype})", 1)
+            if arr.ndim > MAX_RANK:
+                raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", 1)
+            arr = np.ascontiguousarray(arr)
+            ptr = self._b.call("sw_input_buffer", index, arr.nbytes)
+            if not ptr:
+                self._check(3)
+            self._b.write(ptr, arr.tobytes())
+            shape_ptr = self._b.call("sw_shape_buffer")
+            self._b.write(shape_ptr, np.array(list(arr.shape) + [0] * (MAX_RANK - arr.ndim),
+                                              dtype="<i8").tobytes())
+            self._check(self._b.call("sw_set_input", index, code, arr.ndim))
+        self._check(self._b.call("sw_run"))
+        result = {}
+        for i, info in enumerate(self.outputs):
+            dtype = np.dtype(DTYPES[CODE_DTYPES[self._b.call("sw_output_dtype", i)]])
+            rank = self._b.call("sw_output_rank", i)
+            shape = tuple(self._b.call("sw_output_dim", i, a) for a in range(rank))
+            count = int(np.prod(shape)) if shape else 1
+            ptr = self._b.call("sw_output_data", i)
+            raw = self._b.read(ptr, count * dtype.itemsize)
+            result[info.name] = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        return result
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Load a compiled model: ``.wasm`` runs under wasmtime, anything else is a native
+    library loaded with ctypes."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such model: {p}")
+    meta = read_metadata(p)
+    if meta.get("target") == "wasm32":
+        from .wasm_host import WasmBackend
+
+        backend = WasmBackend(p)
+    else:
+        from .native_host import NativeBackend
+
+        backend = NativeBackend(p)
+    return Model(backend, meta, p)

@@ -1,0 +1,42 @@
+"""The native backend: the same ABI from a shared library through ctypes."""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+c_i32, c_i64, c_ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+
+SIGNATURES = {
+    "sw_init": (c_i32, []), "sw_num_inputs": (c_i32, []), "sw_num_outputs": (c_i32, []),
+    "sw_input_buffer": (c_ptr, [c_i32, c_i64]), "sw_shape_buffer": (c_ptr, []),
+    "sw_set_input": (c_i32, [c_i32, c_i32, c_i32]), "sw_run": (c_i32, []),
+    "sw_output_data": (c_ptr, [c_i32]), "sw_output_dtype": (c_i32, [c_i32]),
+    "sw_output_rank": (c_i32, [c_i32]), "sw_output_dim": (c_i64, [c_i32, c_i32]),
+    "sw_last_error": (c_ptr, []), "sw_last_error_len": (c_i32, []),
+    "sw_set_memory_limit": (None, [c_i64]), "sw_metadata": (c_ptr, []), "sw_metadata_len": (c_i32, []),
+}
+
+
+class NativeBackend:
+    def __init__(self, path: Path):
+        # each load gets its own copy of the VM's globals only if the file differs; loading the
+        # same path twice shares one instance, as dlopen does
+        self.lib = ctypes.CDLL(str(Path(path).resolve()))
+        self.fns = {}
+        for name, (res, args) in SIGNATURES.items():
+            fn = getattr(self.lib, name)
+            fn.restype, fn.argtypes = res, args
+            self.fns[name] = fn
+
+    def call(self, name: str, *args):
+        r = self.fns[name](*args)
+        return 0 if r is None and SIGNATURES[name][0] is c_ptr else r
+
+    def write(self, ptr: int, data: bytes) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    def read(self, ptr: int, n: int) -> bytes:
+        return ctypes.string_at(ptr, n) if n else b""
+
+    def last_error(self) -> str:
+        return self.read(self.call("sw_last_error"), self.call("sw_last_error_len")).decode(errors="replace")

@@ -1,0 +1,50 @@
+"""The wasmtime backend: instantiate the module (it has no imports) and call its ABI."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import wasmtime
+
+_ENGINE: wasmtime.Engine | None = None
+
+
+def engine() -> wasmtime.Engine:
+    global _ENGINE
+    if _ENGINE is None:
+        cfg = wasmtime.Config()
+        cfg.wasm_simd = True
+        cfg.wasm_bulk_memory = True
+        _ENGINE = wasmtime.Engine(cfg)
+    return _ENGINE
+
+
+class WasmBackend:
+    def __init__(self, path: Path):
+        self.store = wasmtime.Store(engine())
+        module = wasmtime.Module.from_file(engine(), str(path))
+        if module.imports:
+            raise RuntimeError(f"{path}: the module imports {[i.name for i in module.imports]}; "
+                               f"symwasm modules import nothing")
+        self.instance = wasmtime.Instance(self.store, module, [])
+        exports = self.instance.exports(self.store)
+        self.memory: wasmtime.Memory = exports["memory"]
+        self.fns = {name: exports[name] for name in
+                    [e.name for e in module.exports] if name.startswith("sw_")}
+
+    def call(self, name: str, *args):
+        try:
+            return self.fns[name](self.store, *args)
+        except wasmtime.Trap as e:
+            # traps are bugs, never the user's fault; still report them with context
+            raise RuntimeError(f"the module trapped in {name} (a symwasm bug): {e}") from None
+
+    def write(self, ptr: int, data: bytes) -> None:
+        self.memory.write(self.store, data, ptr)
+
+    def read(self, ptr: int, n: int) -> bytes:
+        return bytes(self.memory.read(self.store, ptr, ptr + n)) if n else b""
+
+    def last_error(self) -> str:
+        ptr = self.call("sw_last_error")
+        n = self.call("sw_last_error_len")
+        return self.read(ptr, n).decode(errors="replace")
