@@ -429,7 +429,9 @@ def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, A
     """The full markdown report."""
     web = machine["onnxruntime-web_runtime"]
     web_note = ("" if not web else f" (backend {web['backend']}, numThreads {web['numThreads']}, "
-                f"simd {web['simd']}, extra OS threads {web['os_threads_added']})")
+                f"simd {json.dumps(web['simd'])}, OS threads added {web['os_threads_added']})")
+    rewarm = (f", {min(REWARM_S, opts.warmup_s):g} s before later ones" if opts.repeat > 1
+              else "")
     lines = [
         "# symwasm peer benchmark",
         "",
@@ -438,9 +440,8 @@ def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, A
         f"onnxruntime {machine['onnxruntime']}, wasmtime {machine['wasmtime']}",
         f"- node {machine['node']}, onnxruntime-web {machine['onnxruntime-web']}{web_note}",
         f"- single thread everywhere; {opts.repeat} repetition(s) per peer, interleaved in "
-        f"rotating order; warm-up {opts.warmup_s:g} s before the first repetition, "
-        f"{min(REWARM_S, opts.warmup_s):g} s before later ones; each repetition times "
-        f">= {opts.min_time_s:g} s and >= {MIN_RUNS} runs",
+        f"rotating order; warm-up {opts.warmup_s:g} s before the first repetition{rewarm}; "
+        f"each repetition times >= {opts.min_time_s:g} s and >= {MIN_RUNS} runs",
         "",
         *table(records, peers),
         "",

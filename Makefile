@@ -1,0 +1,44 @@
+# symwasm: `make demo` and `make test` set up everything they need on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+JOBS ?= 2
+BUILD := build
+
+.PHONY: all env demo test test-py test-js bench clean isa
+
+all: demo
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+env: $(STAMP)
+
+js_loader/node_modules/.installed: js_loader/package.json
+	cd js_loader && npm install --no-audit --no-fund --silent
+	touch $@
+
+# the generated VM header must match its ISA table
+isa: env
+	$(PY) -m toolkit.vm.isa --check
+
+demo: env js_loader/node_modules/.installed
+	$(PY) samples/build_samples.py --out $(BUILD)/samples
+	$(PY) samples/run_python.py $(BUILD)/samples
+	node samples/run_node.mjs $(BUILD)/samples
+
+test: env isa js_loader/node_modules/.installed
+	$(PY) -m pytest -n $(JOBS) -q
+	cd js_loader && npm test
+
+bench: env
+	cd benchmarks && npm ci --no-audit --no-fund --silent
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BUILD) .pytest_cache

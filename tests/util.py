@@ -1,0 +1,86 @@
+"""Test helpers: build small ONNX models, compile them once per target, run several
+bindings of their symbolic dims, and compare with onnx.reference (an independent
+implementation)."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import wasm_runtime
+from toolkit.compiler import compile_model
+
+_TMP = Path(tempfile.mkdtemp(prefix="symwasm-tests-"))
+_counter = [0]
+
+NP_TO_ONNX = {np.float32: onnx.TensorProto.FLOAT, np.int64: onnx.TensorProto.INT64,
+              np.int32: onnx.TensorProto.INT32, np.bool_: onnx.TensorProto.BOOL}
+
+
+def vinfo(name: str, dtype, shape: Sequence | None) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, NP_TO_ONNX[np.dtype(dtype).type], shape)
+
+
+def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfoProto],
+               outputs: Sequence[onnx.ValueInfoProto], initializers: Iterable[onnx.TensorProto] = (),
+               opset: int = 17) -> onnx.ModelProto:
+    g = helper.make_graph(list(nodes), "test", list(inputs), list(outputs), initializer=list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def const(name: str, arr) -> onnx.TensorProto:
+    return onnx.numpy_helper.from_array(np.asarray(arr), name)
+
+
+def build(model: onnx.ModelProto, target: str, **kw) -> wasm_runtime.Model:
+    """Compile ``model`` for ``target`` into a fresh file and load it."""
+    _counter[0] += 1
+    path = _TMP / f"m{_counter[0]}{'.wasm' if target == 'wasm32' else '.so'}"
+    compile_model(model, path, target=target, **kw)
+    return wasm_runtime.load(path)
+
+
+def reference(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    sess = ReferenceEvaluator(model)
+    names = [o.name for o in model.graph.output]
+    return dict(zip(names, sess.run(None, dict(feeds))))
+
+
+def assert_outputs_match(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray],
+                         rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    assert set(got) == set(want), (set(got), set(want))
+    for name, w in want.items():
+        w = np.asarray(w)
+        g = got[name]
+        assert g.shape == w.shape, f"{name}: shape {g.shape} != reference {w.shape}"
+        assert g.dtype == w.dtype, f"{name}: dtype {g.dtype} != reference {w.dtype}"
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def check_model(model: onnx.ModelProto, target: str, feeds_list: Sequence[Mapping[str, np.ndarray]],
+                rtol: float = 1e-5, atol: float = 1e-6, **compile_kw) -> wasm_runtime.Model:
+    """One compiled module, run on every feed set, each compared with onnx.reference."""
+    assert len(feeds_list) >= 1
+    m = build(model, target, **compile_kw)
+    for feeds in feeds_list:
+        assert_outputs_match(m.run(feeds), reference(model, feeds), rtol, atol)
+    return m
+
+
+def rand(rng: np.random.Generator, shape, dtype=np.float32, lo=-3, hi=3) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "i":
+        return rng.integers(lo, hi, size=shape).astype(dtype)
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
