@@ -132,6 +132,7 @@ class Worker:
         self.output_names: list[str] = []
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Loads (and for symwasm compiles) `req["model"]`, replacing the previous model."""
         self.run = None  # drop the previous model before compiling the next
         self.run, info = LOADERS[self.peer](req["model"], req["artifact_dir"])
         graph = onnx.load(req["model"], load_external_data=False).graph
@@ -139,6 +140,7 @@ class Worker:
         return {"info": info}
 
     def bench(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Warms up, times the loaded model on the request's inputs, writes the last outputs."""
         if self.run is None:
             raise RuntimeError("no model loaded")
         feeds = read_inputs(req["inputs"])
@@ -149,6 +151,7 @@ class Worker:
                 "outputs": write_outputs(self.peer, outputs, self.output_names, req["out_dir"])}
 
     def handle(self, line: str) -> dict[str, Any]:
+        """Answers one request line; failures become `{"ok": false, "error": ...}` replies."""
         try:
             req = json.loads(line)
             op = {"load": self.load, "bench": self.bench}.get(req.get("op"))

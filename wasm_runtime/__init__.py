@@ -81,7 +81,8 @@ class Model:
                                  f"(expected {info.dtype})", 1)
             if arr.ndim > MAX_RANK:
                 raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", 1)
-            arr = np.ascontiguousarray(arr)
+            if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
+                arr = arr.copy(order="C")
             ptr = self._b.call("sw_input_buffer", index, arr.nbytes)
             if not ptr:
                 self._check(3)

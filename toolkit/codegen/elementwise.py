@@ -14,6 +14,7 @@ from llvmlite import ir
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.graph import BOOL, FLOAT32, DType
+from . import mathlib
 from .kernel import F32, I8, KernelBuilder, Tensor, i64, llvm_type
 
 ScalarFn = Callable[[ir.IRBuilder, list[ir.Value]], ir.Value]
@@ -112,6 +113,11 @@ def binary(op: str, dt: DType) -> ScalarFn:
     t = llvm_type(dt)
 
     def arith(b: ir.IRBuilder, v: list[ir.Value]) -> ir.Value:
+        if len(v) != 2:  # variadic Max/Min fold left; one input is the identity
+            acc = v[0]
+            for y in v[1:]:
+                acc = arith(b, [acc, y])
+            return acc
         x, y = v
         if op == "Add":
             return b.fadd(x, y) if f else b.add(x, y)
@@ -135,8 +141,7 @@ def binary(op: str, dt: DType) -> ScalarFn:
         if op == "Min":
             return _intrinsic(b, "llvm.minimum", t, [x, y]) if f else _intrinsic(b, "llvm.smin", t, [x, y])
         if op == "Pow":
-            from . import mathlib
-            return mathlib.pow(b, x, y) if f else _int_pow(b, x, y)
+            return _pow(b, x, y)
         cmp = {"Equal": "==", "Less": "<", "Greater": ">", "LessOrEqual": "<=", "GreaterOrEqual": ">="}[op]
         if f:
             return from_bool(b, b.fcmp_ordered(cmp, x, y))
@@ -145,6 +150,19 @@ def binary(op: str, dt: DType) -> ScalarFn:
         return from_bool(b, b.icmp_signed(cmp, x, y))
 
     return arith
+
+
+def _pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """ONNX Pow: the exponent may have another dtype than the base; the result has the base's."""
+    if x.type == F32:
+        return mathlib.pow(b, x, y if y.type == F32 else b.sitofp(y, F32))
+    if y.type == F32:
+        sat = b.module.declare_intrinsic(f"llvm.fptosi.sat.i{x.type.width}.f32", (),
+                                         ir.FunctionType(x.type, [F32]))
+        return b.call(sat, [mathlib.pow(b, b.sitofp(x, F32), y)])
+    if y.type != x.type:
+        y = b.trunc(y, x.type) if y.type.width > x.type.width else b.sext(y, x.type)
+    return _int_pow(b, x, y)
 
 
 def _int_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -190,7 +208,6 @@ def unary(op: str, dt: DType, attrs: dict) -> ScalarFn:
             return _intrinsic(b, "llvm.sqrt", t, [x])
         if op == "Reciprocal":
             return b.fdiv(ir.Constant(F32, 1.0), x)
-        from . import mathlib
         math = {"Exp": mathlib.exp, "Log": mathlib.log, "Tanh": mathlib.tanh,
                 "Sigmoid": mathlib.sigmoid, "Erf": mathlib.erf}
         return math[op](b, x)

@@ -6,6 +6,9 @@ Everything is straight-line IR (``select`` instead of branches) built from IEEE 
 operations, bitcasts and integer ops, so LLVM's loop vectorizer can widen it and every
 target computes bit-identical results (no fma contraction is ever requested).
 
+Do not put fast-math flags on these instructions: the rounding tricks and the NaN/inf
+handling rely on strict IEEE semantics.
+
 Each function accepts a ``float`` value or a ``<N x float>`` value and returns the same
 type. Polynomial coefficients are near-minimax fits (Lawson's reweighted least squares
 against float64 references, rounded to float32) unless stated otherwise.
@@ -19,7 +22,6 @@ from llvmlite import ir
 
 __all__ = ["exp", "log", "tanh", "sigmoid", "erf", "pow"]
 
-_F32 = ir.FloatType()
 _F64 = ir.DoubleType()
 
 _INF = math.inf
@@ -238,7 +240,8 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Error function, absolute error ~1e-7, erf(+-inf) = +-1."""
     _check_f32(x)
     ty = x.type
-    ax = _clamp(b, _fabs(b, x), 0.0, _ERF_CLAMP)
+    ax = _fabs(b, x)
+    ax = b.select(b.fcmp_ordered(">", ax, _c(ty, _ERF_CLAMP)), _c(ty, _ERF_CLAMP), ax)
     z = b.fmul(ax, ax)
     # x + x*P rather than x*(1 + P): the leading 2/sqrt(pi) would cost an extra rounding.
     small = b.fadd(ax, b.fmul(ax, _horner(b, z, _ERF_P)))

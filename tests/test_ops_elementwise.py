@@ -1,0 +1,185 @@
+"""Elementwise ops on both targets against onnx.reference, each from one module run with
+several bindings of its symbolic dims (broadcasting decided at run time included)."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from util import check_model, const, make_model, rand, vinfo
+
+BINDINGS = [(1, 5), (3, 5), (7, 5), (0, 5)]  # n x 5: 7*5 is not a multiple of any SIMD width
+
+
+def feeds_for(names_dtypes, shapes_of, rng, lo=-3, hi=3):
+    return [{name: rand(rng, shapes_of(n), dt, lo, hi) for name, dt in names_dtypes} for n, _ in BINDINGS]
+
+
+def binary_model(op, dtype, out_dtype, a_shape=("n", 5), b_shape=(1, 5), **attrs):
+    return make_model([helper.make_node(op, ["a", "b"], ["y"], **attrs)],
+                      [vinfo("a", dtype, list(a_shape)), vinfo("b", dtype, list(b_shape))],
+                      [vinfo("y", out_dtype, None)])
+
+
+ARITH = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+@pytest.mark.parametrize("op", ARITH)
+def test_arith(op, dtype, target):
+    rng = np.random.default_rng(1)
+    m = binary_model(op, dtype, dtype)
+    feeds = []
+    for n, _ in BINDINGS:
+        b = rand(rng, (1, 5), dtype, -5, 6)
+        if op == "Div" and np.dtype(dtype).kind == "i":
+            b[b == 0] = 3  # integer division by zero is undefined in ONNX
+        feeds.append({"a": rand(rng, (n, 5), dtype, -20, 20), "b": b})
+    check_model(m, target, feeds)
+
+
+COMPARE = [(op, dt) for op in ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
+           for dt in [np.float32, np.int32, np.int64]] + [("Equal", np.bool_)]
+
+
+@pytest.mark.parametrize("op,dtype", COMPARE)
+def test_compare(op, dtype, target):
+    rng = np.random.default_rng(2)
+    m = binary_model(op, dtype, np.bool_, ("n", 5), ("n", 1))
+    check_model(m, target, [{"a": rand(rng, (n, 5), dtype, -2, 3), "b": rand(rng, (n, 1), dtype, -2, 3)}
+                            for n, _ in BINDINGS])
+
+
+@pytest.mark.parametrize("op", ["And", "Or"])
+def test_logic(op, target):
+    rng = np.random.default_rng(3)
+    m = binary_model(op, np.bool_, np.bool_, ("n", 5), (5,))
+    check_model(m, target, [{"a": rand(rng, (n, 5), np.bool_), "b": rand(rng, (5,), np.bool_)} for n, _ in BINDINGS])
+
+
+def test_not(target):
+    rng = np.random.default_rng(4)
+    m = make_model([helper.make_node("Not", ["a"], ["y"])], [vinfo("a", np.bool_, ["n", 5])], [vinfo("y", np.bool_, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5), np.bool_)} for n, _ in BINDINGS])
+
+
+UNARY_FLOAT = {"Sqrt": (0, 9), "Reciprocal": (0.1, 4), "Exp": (-20, 20), "Log": (0.01, 50), "Sigmoid": (-30, 30),
+               "Tanh": (-6, 6), "Erf": (-4, 4), "Neg": (-5, 5), "Abs": (-5, 5), "Relu": (-5, 5)}
+
+
+@pytest.mark.parametrize("op", sorted(UNARY_FLOAT))
+def test_unary_float(op, target):
+    rng = np.random.default_rng(5)
+    lo, hi = UNARY_FLOAT[op]
+    m = make_model([helper.make_node(op, ["a"], ["y"])], [vinfo("a", np.float32, ["n", 5])], [vinfo("y", np.float32, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5), np.float32, lo, hi)} for n, _ in BINDINGS], rtol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("op", ["Neg", "Abs", "Relu"])
+def test_unary_int(op, dtype, target):
+    rng = np.random.default_rng(6)
+    m = make_model([helper.make_node(op, ["a"], ["y"])], [vinfo("a", dtype, ["n", 5])], [vinfo("y", dtype, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5), dtype, -9, 9)} for n, _ in BINDINGS])
+
+
+def test_leaky_relu(target):
+    rng = np.random.default_rng(7)
+    m = make_model([helper.make_node("LeakyRelu", ["a"], ["y"], alpha=0.2)], [vinfo("a", np.float32, ["n", 5])],
+                   [vinfo("y", np.float32, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5))} for n, _ in BINDINGS])
+
+
+@pytest.mark.parametrize("ydtype", [np.float32, np.int64])
+def test_pow_float_base(ydtype, target):
+    rng = np.random.default_rng(8)
+    m = make_model([helper.make_node("Pow", ["a", "b"], ["y"])],
+                   [vinfo("a", np.float32, ["n", 5]), vinfo("b", ydtype, [5])], [vinfo("y", np.float32, None)])
+    feeds = []
+    for n, _ in BINDINGS:
+        b = rand(rng, (5,), ydtype, -3, 4)
+        feeds.append({"a": rand(rng, (n, 5), np.float32, 0.1, 4), "b": b})
+    check_model(m, target, feeds, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pow_int(dtype, target):
+    rng = np.random.default_rng(9)
+    m = binary_model("Pow", dtype, dtype, ("n", 5), (5,))
+    check_model(m, target, [{"a": rand(rng, (n, 5), dtype, -4, 5), "b": rand(rng, (5,), dtype, 0, 6)}
+                            for n, _ in BINDINGS])
+
+
+def test_variadic_max_min(target):
+    rng = np.random.default_rng(10)
+    nodes = [helper.make_node("Max", ["a", "b", "c"], ["mx"]), helper.make_node("Min", ["a", "b", "c"], ["mn"])]
+    m = make_model(nodes, [vinfo("a", np.float32, ["n", 5]), vinfo("b", np.float32, [5]), vinfo("c", np.float32, ["n", 1])],
+                   [vinfo("mx", np.float32, None), vinfo("mn", np.float32, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5)), "b": rand(rng, (5,)), "c": rand(rng, (n, 1))} for n, _ in BINDINGS])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_where(dtype, target):
+    rng = np.random.default_rng(11)
+    m = make_model([helper.make_node("Where", ["c", "a", "b"], ["y"])],
+                   [vinfo("c", np.bool_, ["n", 1]), vinfo("a", dtype, ["n", 5]), vinfo("b", dtype, [5])],
+                   [vinfo("y", dtype, None)])
+    check_model(m, target, [{"c": rand(rng, (n, 1), np.bool_), "a": rand(rng, (n, 5), dtype), "b": rand(rng, (5,), dtype)}
+                            for n, _ in BINDINGS])
+
+
+CAST_TYPES = [np.float32, np.int32, np.int64, np.bool_]
+
+
+@pytest.mark.parametrize("src", CAST_TYPES)
+@pytest.mark.parametrize("dst", CAST_TYPES)
+def test_cast(src, dst, target):
+    from util import NP_TO_ONNX
+    rng = np.random.default_rng(12)
+    m = make_model([helper.make_node("Cast", ["a"], ["y"], to=NP_TO_ONNX[np.dtype(dst).type])],
+                   [vinfo("a", src, ["n", 5])], [vinfo("y", dst, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5), src, -100, 100)} for n, _ in BINDINGS])
+
+
+@pytest.mark.parametrize("bounds", ["both", "min", "max", "none"])
+def test_clip(bounds, target):
+    rng = np.random.default_rng(13)
+    inputs = ["a", "lo" if bounds in ("both", "min") else "", "hi" if bounds in ("both", "max") else ""]
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    inits = [const("lo", np.array(-1.0, np.float32)), const("hi", np.array(1.5, np.float32))]
+    m = make_model([helper.make_node("Clip", inputs, ["y"])], [vinfo("a", np.float32, ["n", 5])],
+                   [vinfo("y", np.float32, None)], [i for i in inits if i.name in inputs])
+    check_model(m, target, [{"a": rand(rng, (n, 5))} for n, _ in BINDINGS])
+
+
+def test_clip_runtime_bounds_int(target):
+    rng = np.random.default_rng(14)
+    m = make_model([helper.make_node("Clip", ["a", "lo", "hi"], ["y"])],
+                   [vinfo("a", np.int64, ["n", 5]), vinfo("lo", np.int64, []), vinfo("hi", np.int64, [])],
+                   [vinfo("y", np.int64, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5), np.int64, -9, 9), "lo": np.array(-2), "hi": np.array(n)}
+                            for n, _ in BINDINGS])
+
+
+def test_identity(target):
+    rng = np.random.default_rng(15)
+    m = make_model([helper.make_node("Identity", ["a"], ["t"]), helper.make_node("Add", ["t", "a"], ["y"])],
+                   [vinfo("a", np.float32, ["n", 5])], [vinfo("y", np.float32, None), vinfo("t", np.float32, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5))} for n, _ in BINDINGS])
+
+
+def test_broadcast_two_symbols(target):
+    """[n, 1] + [1, m] and [n, m] + [m]: the output's dims are symbolic broadcasts."""
+    rng = np.random.default_rng(16)
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("Mul", ["y", "c"], ["z"])],
+                   [vinfo("a", np.float32, ["n", 1]), vinfo("b", np.float32, [1, "m"]), vinfo("c", np.float32, ["m"])],
+                   [vinfo("z", np.float32, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 1)), "b": rand(rng, (1, k)), "c": rand(rng, (k,))}
+                            for n, k in [(2, 3), (4, 1), (1, 6)]])
+
+
+def test_broadcast_undecided_symbols(target):
+    """a: [p], b: [q] — whether p or q is 1 is only known at run time."""
+    rng = np.random.default_rng(17)
+    m = make_model([helper.make_node("Sub", ["a", "b"], ["y"])],
+                   [vinfo("a", np.float32, ["p"]), vinfo("b", np.float32, ["q"])], [vinfo("y", np.float32, None)])
+    check_model(m, target, [{"a": rand(rng, (p,)), "b": rand(rng, (q,))} for p, q in [(4, 4), (1, 6), (6, 1), (1, 1)]])

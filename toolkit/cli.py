@@ -1,0 +1,230 @@
+"""The ``symwasm`` command: compile, run and inspect models."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+EPILOG = """examples:
+  symwasm compile model.onnx -o model.wasm
+  symwasm compile model.onnx -o model.so --target native --bind batch=1
+  symwasm inspect model.wasm
+  symwasm run model.wasm --input x=x.npy --save-dir out/
+  symwasm run model.wasm --random n=4      (random inputs, symbol n bound to 4)
+"""
+
+
+def _parse_binds(items: list[str], what: str) -> dict[str, int]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"error: {what} expects NAME=VALUE, got '{item}'")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise SystemExit(f"error: {what} {name}: '{value}' is not an integer") from None
+    return out
+
+
+def cmd_compile(args) -> int:
+    from .compiler import compile_model
+    from .ir.graph import CompileError
+    from .link import LinkError
+
+    src = Path(args.model)
+    out = Path(args.output) if args.output else src.with_suffix(".wasm" if args.target == "wasm32" else ".so")
+    binds = _parse_binds(args.bind, "--bind")
+    progress = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    if not args.quiet:
+        print(f"compiling {src} for {args.target}", file=sys.stderr, flush=True)
+    try:
+        r = compile_model(src, out, target=args.target, binds=binds, progress=progress)
+    except CompileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except LinkError as e:
+        print(f"error: linking failed (a symwasm bug): {e}", file=sys.stderr)
+        return 2
+    code = r.module_bytes - r.weights_bytes
+    print(f"wrote {out} ({args.target}, {r.module_bytes / 1e6:.2f} MB: weights {r.weights_bytes / 1e6:.2f} MB, "
+          f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s")
+    dyn = [f"{i['name']}{tuple(i['shape'])}" for i in r.metadata["outputs"]]
+    print(f"outputs: {', '.join(dyn)}")
+    return 0
+
+
+def _random_input(info, binds: dict[str, int], rng: np.random.Generator) -> np.ndarray:
+    shape = []
+    for d in info.shape:
+        if isinstance(d, int):
+            shape.append(d)
+        elif d in binds:
+            shape.append(binds[d])
+        else:
+            raise SystemExit(f"error: input '{info.name}' has symbolic dim '{d}': give --random {d}=VALUE")
+    if info.dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if info.dtype.kind == "i":
+        return rng.integers(0, 10, size=shape).astype(info.dtype)
+    return rng.standard_normal(shape).astype(info.dtype)
+
+
+def cmd_run(args) -> int:
+    import wasm_runtime
+
+    try:
+        model = wasm_runtime.load(args.model)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        print(f"error: cannot load {args.model}: {e}", file=sys.stderr)
+        return 1
+    feeds = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep:
+            print(f"error: --input expects NAME=FILE.npy, got '{item}'", file=sys.stderr)
+            return 1
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            print(f"error: input '{name}': cannot read {path}: {e}", file=sys.stderr)
+            return 1
+    if args.random is not None:
+        binds = _parse_binds(args.random, "--random")
+        rng = np.random.default_rng(args.seed)
+        for info in model.inputs:
+            if info.name not in feeds:
+                feeds[info.name] = _random_input(info, binds, rng)
+    times = []
+    try:
+        for _ in range(max(1, args.repeat)):
+            t = time.perf_counter()
+            outputs = model.run(feeds)
+            times.append(time.perf_counter() - t)
+    except wasm_runtime.ModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    save = Path(args.save_dir) if args.save_dir else None
+    if save:
+        save.mkdir(parents=True, exist_ok=True)
+    for name, arr in outputs.items():
+        print(f"{name}: {arr.dtype}{list(arr.shape)}")
+        with np.printoptions(threshold=20, edgeitems=3, precision=5):
+            print("  " + str(arr).replace("\n", "\n  "))
+        if save:
+            np.save(save / f"{name}.npy", arr)
+    if args.repeat > 1:
+        print(f"median {statistics.median(times) * 1e3:.3f} ms over {len(times)} runs "
+              f"(min {min(times) * 1e3:.3f}, max {max(times) * 1e3:.3f})")
+    return 0
+
+
+def _shape(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def cmd_inspect(args) -> int:
+    from wasm_runtime.metadata import read_metadata
+
+    from .vm import isa
+
+    try:
+        meta = read_metadata(args.model)
+    except (OSError, ValueError) as e:
+        print(f"error: cannot read {args.model}: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(meta, indent=1))
+        return 0
+    size = Path(args.model).stat().st_size
+    p = meta["program"]
+    print(f"{args.model}: symwasm module, format {'.'.join(map(str, meta['format_version']))}, "
+          f"compiler {meta.get('compiler')}")
+    print(f"  target {meta['target']}" + (f", requires wasm features: {', '.join(meta['features'])}"
+                                         if meta["features"] else "") + f", {size / 1e3:.1f} kB")
+    print(f"  model '{meta['model']['name']}', opset {meta['model']['opset']}")
+    print("\ninputs:")
+    for i in meta["inputs"]:
+        print(f"  {i['name']}: {i['dtype']}{_shape(i['shape'])}")
+    print("outputs:")
+    for o in meta["outputs"]:
+        print(f"  {o['name']}: {o['dtype']}{_shape(o['shape'])}")
+    print("\nsymbols:")
+    kinds = {"input": "bound from input shapes", "data": "computed at run time from tensor values",
+             "derived": "derived"}
+    for name, s in meta["symbols"].items():
+        rng = f", range [{s['min']}, {'inf' if s['max'] is None else s['max']}]"
+        print(f"  {name}: {kinds.get(s['kind'], s['kind'])}{rng}")
+    if not meta["symbols"]:
+        print("  none: every shape is static")
+    print("\nvalues:")
+    width = max((len(n) for n in meta["values"]), default=0)
+    for name, v in meta["values"].items():
+        how = v["kind"] + (f" = {_shape(v['value'])}" if "value" in v else "")
+        src = f"  <- {v['op']} '{v['node']}'" if "node" in v else ""
+        print(f"  {name:<{width}}  {v['dtype']}{_shape(v['shape'])}  [{how}]{src}")
+    if not args.no_program:
+        print(f"\nprogram: {len(p['words'])} words, {len(p['registers'])} registers, "
+              f"{len(p['heap_init'])} shape slots, {len(p['kernels'])} kernels, {len(p['consts'])} constants")
+        slots = {int(k): v for k, v in p["slots"].items()}
+        print(isa.disassemble(p["words"], p["strings"], p["kernels"], p["registers"], slots))
+        if args.messages:
+            print("\nmessages:")
+            for i, s in enumerate(p["strings"]):
+                print(f"  msg#{i}: {s}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="symwasm", description="Compile ONNX models with symbolic dims into self-contained "
+        "WebAssembly modules (or native libraries), run them, and inspect them.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    c = sub.add_parser("compile", help="compile an ONNX model", description="Compile an ONNX model "
+                       "(opset 13 or newer) into one .wasm module or a native shared library.")
+    c.add_argument("model", help="the .onnx file")
+    c.add_argument("-o", "--output", help="output file (default: the model's name with .wasm or .so)")
+    c.add_argument("--target", choices=("wasm32", "native"), default="wasm32",
+                   help="wasm32 (default): one .wasm, no imports; native: a shared library for this host")
+    c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE",
+                   help="fix a symbolic dim at compile time, e.g. --bind batch=1 (repeatable)")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    c.set_defaults(fn=cmd_compile)
+
+    r = sub.add_parser("run", help="run a compiled model", description="Run a compiled model "
+                       "(.wasm under wasmtime, or a native library) on .npy inputs.")
+    r.add_argument("model", help="the .wasm or native library")
+    r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeatable)")
+    r.add_argument("--random", nargs="*", metavar="SYMBOL=VALUE",
+                   help="random data for inputs not given, with these symbol values")
+    r.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    r.add_argument("--repeat", type=int, default=1, help="run N times and report the median time")
+    r.add_argument("--save-dir", help="write each output to DIR/<name>.npy")
+    r.set_defaults(fn=cmd_run)
+
+    i = sub.add_parser("inspect", help="show a compiled model's metadata and program",
+                       description="Show the metadata (inputs, outputs, symbols), the symbolic shape "
+                       "of every value, and the VM program of a compiled model, without running it.")
+    i.add_argument("model", help="the .wasm or native library")
+    i.add_argument("--json", action="store_true", help="print the raw metadata JSON")
+    i.add_argument("--no-program", action="store_true", help="omit the VM program")
+    i.add_argument("--messages", action="store_true", help="also list the error message table")
+    i.set_defaults(fn=cmd_inspect)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

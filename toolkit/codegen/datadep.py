@@ -1,0 +1,89 @@
+"""Kernels of data-dependent ops: each op has a counting kernel, whose result the VM uses
+to size the output, and a filling kernel."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir.dims import Dim
+from ..ir.graph import FLOAT32, DType, Value
+from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, i64, llvm_type
+
+
+def _is_nonzero(b: ir.IRBuilder, t: Tensor, v: ir.Value) -> ir.Value:
+    if t.dtype == FLOAT32:
+        return b.fcmp_unordered("!=", v, ir.Constant(F32, 0.0))  # NaN counts, as in numpy
+    return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+
+
+def build_count_nonzero(kb: KernelBuilder, x: Value) -> None:
+    """scalars[0] := number of non-zero elements of tensor 0."""
+    t = kb.tensor(0, x.dtype, x.shape)
+    b = kb.b
+    count = kb.accumulate(t.numel(), i64(0),
+                          lambda acc, i: b.add(acc, b.zext(_is_nonzero(b, t, t.load(i)), I64)))
+    kb.set_scalar(0, count)
+
+
+def build_nonzero(kb: KernelBuilder, x: Value, out: Value) -> None:
+    """out[d, k] := coordinate d of the k-th non-zero element in row-major order."""
+    t = kb.tensor(0, x.dtype, x.shape)
+    o = kb.tensor(1, out.dtype, out.shape)
+    b = kb.b
+    count = o.dim(1)
+    pos = b.alloca(I64, name="pos")
+    b.store(i64(0), pos)
+    strides = t.strides()
+
+    def level(axis: int, idx: list[ir.Value], off: ir.Value) -> None:
+        if axis == t.rank:
+            with b.if_then(_is_nonzero(b, t, t.load(off))):
+                p = b.load(pos)
+                for d, coord in enumerate(idx):
+                    o.store(b.add(b.mul(i64(d), count), p), coord)
+                b.store(b.add(p, i64(1)), pos)
+            return
+        with kb.loop(t.dim(axis), name=f"ax{axis}") as i:
+            level(axis + 1, idx + [i], kb.add(off, kb.mul(i, strides[axis])))
+
+    level(0, [], i64(0))
+
+
+def _scalar(kb: KernelBuilder, index: int, dtype: DType) -> ir.Value:
+    return kb.tensor(index, dtype, ()).load(i64(0))
+
+
+def build_range_count(kb: KernelBuilder, dtype: DType) -> None:
+    """scalars[0] := max(0, ceil((limit - start) / delta)); fails when delta is 0."""
+    b = kb.b
+    start, limit, delta = (_scalar(kb, k, dtype) for k in range(3))
+    if dtype == FLOAT32:
+        kb.fail_if(b.fcmp_ordered("==", delta, ir.Constant(F32, 0.0)), STATUS_INVALID_INPUT)
+        q = b.fdiv(b.fsub(limit, start), delta)
+        ceil = b.module.declare_intrinsic("llvm.ceil", [F32])
+        sat = b.module.declare_intrinsic("llvm.fptosi.sat.i64.f32", (), ir.FunctionType(I64, [F32]))
+        n = b.call(sat, [b.call(ceil, [q])])
+    else:
+        start, limit, delta = (b.sext(v, I64) if v.type != I64 else v for v in (start, limit, delta))
+        kb.fail_if(b.icmp_signed("==", delta, i64(0)), STATUS_INVALID_INPUT)
+        diff = b.sub(limit, start)
+        q = b.sdiv(diff, delta)
+        r = b.srem(diff, delta)
+        round_up = b.and_(b.icmp_signed("!=", r, i64(0)),
+                          b.icmp_signed("==", b.icmp_signed(">", r, i64(0)), b.icmp_signed(">", delta, i64(0))))
+        n = b.select(round_up, b.add(q, i64(1)), q)
+    kb.set_scalar(0, b.select(b.icmp_signed("<", n, i64(0)), i64(0), n))
+
+
+def build_range_fill(kb: KernelBuilder, dtype: DType, n: Dim) -> None:
+    """out[i] := start + i * delta."""
+    b = kb.b
+    start = _scalar(kb, 0, dtype)
+    delta = _scalar(kb, 2, dtype)
+    o = kb.tensor(3, dtype, (n,))
+    t = llvm_type(dtype)
+    with kb.loop(o.dim(0)) as i:
+        if dtype == FLOAT32:
+            o.store(i, b.fadd(start, b.fmul(b.sitofp(i, F32), delta)))
+        else:
+            ii = b.trunc(i, t) if t != I64 else i
+            o.store(i, b.add(start, b.mul(ii, delta)))
