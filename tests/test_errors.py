@@ -1,0 +1,171 @@
+"""Bad input gets a clear error and loses nothing: run-time errors name the input, op and
+dim and leave the module usable; compile-time errors name the node and op."""
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import wasm_runtime
+from toolkit.compiler import compile_model
+from toolkit.ir.graph import CompileError
+from util import _TMP, assert_outputs_match, build, const, make_model, reference, vinfo
+from conftest import ROOT
+
+
+def _two_input_model():
+    return make_model([helper.make_node("Mul", ["a", "b"], ["y"], name="mul")],
+                      [vinfo("a", np.float32, ["n", 3]), vinfo("b", np.float32, ["n", 1])],
+                      [vinfo("y", np.float32, None)])
+
+
+def _ok(mod, model, n=2):
+    feeds = {"a": np.arange(n * 3, dtype=np.float32).reshape(n, 3), "b": np.ones((n, 1), np.float32)}
+    assert_outputs_match(mod.run(feeds), reference(model, feeds))
+
+
+@pytest.fixture
+def two_input(target):
+    m = _two_input_model()
+    mod = build(m, target)
+    _ok(mod, m)
+    return m, mod
+
+
+def test_wrong_rank(two_input):
+    m, mod = two_input
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'a': expected rank 2, got rank 3"):
+        mod.run({"a": np.zeros((2, 3, 1), np.float32), "b": np.ones((2, 1), np.float32)})
+    _ok(mod, m)
+
+
+def test_wrong_dtype(two_input):
+    m, mod = two_input
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'b': expected dtype float32, got int64"):
+        mod.run({"a": np.zeros((2, 3), np.float32), "b": np.ones((2, 1), np.int64)})
+    _ok(mod, m)
+
+
+def test_static_dim_mismatch(two_input):
+    m, mod = two_input
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'a' dim 1: expected 3, got 4"):
+        mod.run({"a": np.zeros((2, 4), np.float32), "b": np.ones((2, 1), np.float32)})
+    _ok(mod, m)
+
+
+def test_symbol_bound_to_two_values(two_input):
+    m, mod = two_input
+    with pytest.raises(wasm_runtime.ModelError,
+                       match=r"input 'b' dim 0 \(n\): got 5, but n = 2 from input 'a' dim 0"):
+        mod.run({"a": np.zeros((2, 3), np.float32), "b": np.ones((5, 1), np.float32)})
+    _ok(mod, m, n=5)
+
+
+def test_missing_and_unknown_inputs(two_input):
+    m, mod = two_input
+    with pytest.raises(wasm_runtime.ModelError, match="input 'b' is missing"):
+        mod.run({"a": np.zeros((2, 3), np.float32)})
+    with pytest.raises(wasm_runtime.ModelError, match="unknown input"):
+        mod.run({"a": np.zeros((2, 3), np.float32), "b": np.ones((2, 1), np.float32), "c": np.ones(1)})
+    _ok(mod, m)
+
+
+def test_gather_index_out_of_range(target):
+    m = make_model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0, name="pick")],
+                   [vinfo("x", np.float32, ["n", 2]), vinfo("i", np.int64, ["k"])], [vinfo("y", np.float32, None)])
+    mod = build(m, target)
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    with pytest.raises(wasm_runtime.ModelError) as e:
+        mod.run({"x": x, "i": np.array([0, 7], np.int64)})
+    msg = str(e.value)
+    assert "node 'pick' (Gather)" in msg and "7" in msg and "5" in msg
+    feeds = {"x": x, "i": np.array([4, -5, 1], np.int64)}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))
+
+
+def _range_model():
+    return make_model([helper.make_node("Range", ["start", "limit", "step"], ["y"], name="arange")],
+                      [vinfo("limit", np.int64, [])], [vinfo("y", np.int64, None)],
+                      [const("start", np.array(0, np.int64)), const("step", np.array(1, np.int64))])
+
+
+def test_too_large_allocation(target):
+    m = _range_model()
+    mod = build(m, target)
+    with pytest.raises(wasm_runtime.ModelError) as e:
+        mod.run({"limit": np.array(10 ** 12, np.int64)})
+    assert e.value.status == 3
+    assert "node 'arange' (Range): cannot allocate 8000000000000 bytes for 'y'" in str(e.value)
+    feeds = {"limit": np.array(6, np.int64)}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))
+
+
+def test_memory_limit(target):
+    m = _range_model()
+    mod = build(m, target)
+    mod.set_memory_limit(1000)
+    with pytest.raises(wasm_runtime.ModelError, match=r"cannot allocate 8000 bytes .* \(memory limit 1000 bytes\)"):
+        mod.run({"limit": np.array(1000, np.int64)})
+    feeds = {"limit": np.array(100, np.int64)}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))
+
+
+def test_unsupported_op_names_node_and_op():
+    m = make_model([helper.make_node("Hardmax", ["x"], ["y"], name="hm")], [vinfo("x", np.float32, ["n", 3])],
+                   [vinfo("y", np.float32, None)])
+    with pytest.raises(CompileError, match=r"node 'hm' \(Hardmax\): unsupported op 'Hardmax'"):
+        compile_model(m, _TMP / "unsupported.wasm")
+
+
+def test_undefined_input_names_node_and_op():
+    m = make_model([helper.make_node("Relu", ["nope"], ["y"], name="r")], [vinfo("x", np.float32, [3])],
+                   [vinfo("y", np.float32, None)])
+    with pytest.raises(CompileError, match=r"node 'r' \(Relu\): input 'nope' is not produced"):
+        compile_model(m, _TMP / "undefined.wasm")
+
+
+def test_static_broadcast_mismatch_at_compile_time():
+    m = make_model([helper.make_node("Add", ["x", "y"], ["z"], name="add")],
+                   [vinfo("x", np.float32, [3, 4]), vinfo("y", np.float32, [5])], [vinfo("z", np.float32, None)])
+    with pytest.raises(CompileError, match=r"node 'add' \(Add\): shapes do not broadcast"):
+        compile_model(m, _TMP / "bcast.wasm")
+
+
+def test_unsupported_dtype():
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vinfo("x", np.float32, [3])],
+                   [vinfo("y", np.float32, None)])
+    m.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    with pytest.raises(CompileError, match="input 'x' has dtype FLOAT16, which is not supported"):
+        compile_model(m, _TMP / "f16.wasm")
+
+
+def test_malformed_file_cli(tmp_path):
+    """A corrupt file: the CLI says what is wrong, with no traceback, exit status 1."""
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07\x12\x03abc\xff\xff\xff\xff garbage")
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", "compile", str(bad), "-o", str(tmp_path / "o.wasm")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1
+    assert "error: malformed ONNX file" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unsupported_op_cli(tmp_path):
+    m = make_model([helper.make_node("Hardmax", ["x"], ["y"], name="hm")], [vinfo("x", np.float32, ["n", 3])],
+                   [vinfo("y", np.float32, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", "compile", str(path)], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 1
+    assert "error: node 'hm' (Hardmax): unsupported op" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_old_opset_rejected():
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vinfo("x", np.float32, [3])],
+                   [vinfo("y", np.float32, None)], opset=11)
+    with pytest.raises(CompileError, match="opset 11 is not supported"):
+        compile_model(m, _TMP / "old.wasm")
