@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the symwasm toolkit is not installed, it lives in the repo
+sys.path.insert(0, str(REPO))  # use the tree's toolkit even if the venv lacks it
 
 Feeds = dict[str, np.ndarray]
 RunFn = Callable[[Feeds], Any]  # a list of arrays, or a mapping by output name

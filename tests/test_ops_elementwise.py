@@ -183,3 +183,18 @@ def test_broadcast_undecided_symbols(target):
     m = make_model([helper.make_node("Sub", ["a", "b"], ["y"])],
                    [vinfo("a", np.float32, ["p"]), vinfo("b", np.float32, ["q"])], [vinfo("y", np.float32, None)])
     check_model(m, target, [{"a": rand(rng, (p,)), "b": rand(rng, (q,))} for p, q in [(4, 4), (1, 6), (6, 1), (1, 1)]])
+
+
+@pytest.mark.parametrize("attr,value", [("value", np.array([[1.5, -2.0]], np.float32)),
+                                        ("value", np.array([3, 4], np.int64)),
+                                        ("value_float", 2.5), ("value_ints", [1, 2])])
+def test_constant(attr, value, target):
+    """Constant feeds a kernel (so it is materialized in the module) next to a symbolic input."""
+    import onnx
+    arr = np.asarray(value, np.float32 if attr.startswith("value_float") else None)
+    kw = {attr: onnx.numpy_helper.from_array(value, "v") if attr == "value" else value}
+    dt = arr.dtype.type if attr == "value" else (np.float32 if "float" in attr else np.int64)
+    m = make_model([helper.make_node("Constant", [], ["c"], **kw), helper.make_node("Add", ["x", "c"], ["y"])],
+                   [vinfo("x", dt, ["n", arr.shape[-1] if arr.ndim else 1])], [vinfo("y", dt, None)])
+    rng = np.random.default_rng(18)
+    check_model(m, target, [{"x": rand(rng, (n, arr.shape[-1] if arr.ndim else 1), dt)} for n in (1, 4)])

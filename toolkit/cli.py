@@ -54,7 +54,7 @@ def cmd_compile(args) -> int:
     code = r.module_bytes - r.weights_bytes
     print(f"wrote {out} ({args.target}, {r.module_bytes / 1e6:.2f} MB: weights {r.weights_bytes / 1e6:.2f} MB, "
           f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s")
-    dyn = [f"{i['name']}{tuple(i['shape'])}" for i in r.metadata["outputs"]]
+    dyn = [f"{i['name']}: {i['dtype']}{_shape(i['shape'])}" for i in r.metadata["outputs"]]
     print(f"outputs: {', '.join(dyn)}")
     return 0
 

@@ -92,9 +92,13 @@ class Lowerer:
 
     def define(self, d: Dim, slot: int) -> None:
         """Record that ``slot`` holds the run-time value of ``d`` (a symbol, usually)."""
-        self._expr_slots[D.as_dim(d)] = slot
+        d = D.as_dim(d)
+        self._expr_slots[d] = slot
         if isinstance(d, D.Expr):
-            self.prog.slot_names.setdefault(slot, str(d))
+            if isinstance(d.atom(), Sym):  # a symbol names its slot better than its source
+                self.prog.slot_names[slot] = str(d)
+            else:
+                self.prog.slot_names.setdefault(slot, str(d))
 
     def is_defined(self, d: Dim) -> bool:
         return isinstance(d, int) or D.as_dim(d) in self._expr_slots
