@@ -23,6 +23,13 @@ js_loader/node_modules/.installed: js_loader/package.json
 	cd js_loader && npm install --no-audit --no-fund --silent
 	touch $@
 
+# the browser tests drive Debian's Chromium (a browser download by npm is not possible here)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
 # the generated VM header must match its ISA table
 isa: env
 	$(PY) -m toolkit.vm.isa --check
@@ -32,7 +39,7 @@ demo: env js_loader/node_modules/.installed
 	$(PY) samples/run_python.py $(BUILD)/samples
 	node samples/run_node.mjs $(BUILD)/samples
 
-test: env isa js_loader/node_modules/.installed
+test: env isa js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) -m pytest -n $(JOBS) -q
 	cd js_loader && npm test
 

@@ -321,7 +321,7 @@ def summarize(cell: Cell) -> dict[str, float] | None:
 
 
 def fmt(x: float) -> str:
-    """Three significant digits without switching to exponent notation."""
+    """Three significant digits, whole numbers from 1000 up."""
     return f"{x:.0f}" if x >= 1000 else f"{x:.3g}"
 
 

@@ -1,0 +1,79 @@
+"""The symwasm command: compile, inspect and run, with clear errors and no tracebacks."""
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from conftest import ROOT
+from util import make_model, reference, vinfo
+
+
+def symwasm(*args, check=True):
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", *map(str, args)], capture_output=True, text=True,
+                       cwd=ROOT)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    m = make_model([helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+                    helper.make_node("NonZero", ["x"], ["nz"])],
+                   [vinfo("x", np.float32, ["n", 3])], [vinfo("sq", np.float32, None), vinfo("nz", np.int64, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    return m, path
+
+
+def test_help():
+    out = symwasm("--help").stdout
+    for cmd in ("compile", "run", "inspect"):
+        assert cmd in out
+    assert "--bind" in symwasm("compile", "--help").stdout
+
+
+@pytest.mark.parametrize("suffix", [".wasm", ".so"])
+def test_compile_inspect_run(model_file, tmp_path, suffix):
+    m, path = model_file
+    out = tmp_path / f"m{suffix}"
+    target = "wasm32" if suffix == ".wasm" else "native"
+    r = symwasm("compile", path, "-o", out, "--target", target)
+    assert f"wrote {out}" in r.stdout and "nz: int64(2, nonzero_0)" in r.stdout
+    assert "import:" in r.stderr and "link:" in r.stderr  # progress per stage
+    info = symwasm("inspect", out).stdout
+    assert "x: float32(n, 3)" in info and "nonzero_0: computed at run time" in info
+    assert "CALL" in info and "ALLOC" in info
+    x = np.array([[0, 1, 2], [3, 0, 5]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = symwasm("run", out, "--input", f"x={tmp_path / 'x.npy'}", "--save-dir", tmp_path / "res")
+    assert "sq: float32[2, 3]" in r.stdout
+    want = reference(m, {"x": x})
+    for name, w in want.items():
+        np.testing.assert_array_equal(np.load(tmp_path / "res" / f"{name}.npy"), w)
+
+
+def test_bind_specializes(model_file, tmp_path):
+    _, path = model_file
+    out = tmp_path / "b.wasm"
+    symwasm("compile", path, "-o", out, "--bind", "n=2", "-q")
+    assert "x: float32(2, 3)" in symwasm("inspect", out, "--no-program").stdout
+    r = symwasm("compile", path, "-o", out, "--bind", "batch=2", check=False)
+    assert r.returncode == 1 and "--bind names unknown symbols: batch" in r.stderr
+
+
+def test_run_errors_are_messages(model_file, tmp_path):
+    _, path = model_file
+    out = tmp_path / "m.wasm"
+    symwasm("compile", path, "-o", out, "-q")
+    np.save(tmp_path / "bad.npy", np.zeros((2, 4), np.float32))
+    r = symwasm("run", out, "--input", f"x={tmp_path / 'bad.npy'}", check=False)
+    assert r.returncode == 1 and "error: input 'x' dim 1: expected 3, got 4" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = symwasm("run", out, "--random", "n=4", "--repeat", "3")
+    assert "median" in r.stdout
+    r = symwasm("run", tmp_path / "missing.wasm", check=False)
+    assert r.returncode == 1 and "cannot load" in r.stderr
