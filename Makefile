@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 
 env: $(STAMP)
 
-js_loader/node_modules/.installed: js_loader/package.json
-	cd js_loader && npm install --no-audit --no-fund --silent
+js_loader/node_modules/.installed: js_loader/package.json js_loader/package-lock.json
+	cd js_loader && npm ci --no-audit --no-fund --silent
 	touch $@
 
 # the browser tests drive Debian's Chromium (a browser download by npm is not possible here)

@@ -9,7 +9,7 @@ from onnx import helper
 
 import wasm_runtime
 from toolkit.compiler import compile_model
-from util import _TMP, assert_outputs_match, build, check_model, const, make_model, reference, vinfo
+from util import _TMP, assert_outputs_match, check_model, const, make_model, reference, vinfo
 from conftest import ROOT
 
 
@@ -58,7 +58,7 @@ def test_seed002_reshape_from_shape_values(target):
     assert "d: float32(1, n, 10, 1)" in out
     mod = wasm_runtime.load(path)
     rng = np.random.default_rng(2)
-    for n in (1, 4, 9, 0):
+    for n in (1, 4, 9):  # n = 0 would make the Reshape target's 0 mean 'copy a dim' in ONNX
         feeds = {"a": rng.standard_normal((n, 10)).astype(np.float32), "b": rng.standard_normal(1).astype(np.float32)}
         assert_outputs_match(mod.run(feeds), reference(m, feeds))
 

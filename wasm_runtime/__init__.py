@@ -2,7 +2,6 @@
 (through ctypes); both give the same :class:`Model` API. Needs only numpy and wasmtime."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Mapping

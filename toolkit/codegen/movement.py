@@ -82,12 +82,13 @@ def build_gather(kb: KernelBuilder, dtype: DType, data_shape: Sequence[Dim], idx
 def build_concat(kb: KernelBuilder, dtype: DType, in_shapes: Sequence[Sequence[Dim]], axis: int,
                  out_shape: Sequence[Dim]) -> None:
     """out = concat(inputs, axis): each input's (dims[axis:]) block goes to its offset in
-    every output row."""
+    every output row. Scalar 0 is where the first input starts along ``axis`` (a concat of
+    more inputs than one call takes is split into calls)."""
     ins = [kb.tensor(k, dtype, s) for k, s in enumerate(in_shapes)]
     o = kb.tensor(len(ins), dtype, out_shape)
     outer, inner = o.numel(0, axis), o.numel(axis + 1)
     row = kb.mul(o.dim(axis), inner)
-    off: ir.Value = i64(0)
+    off = kb.mul(kb.scalar(0), inner)
     for t in ins:
         blk = kb.mul(t.dim(axis), inner)
         with kb.loop(outer, name="row") as a:

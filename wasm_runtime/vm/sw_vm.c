@@ -445,11 +445,13 @@ static sw_status_t slice_dim(const int32_t* w) {
   if (step > 0) {
     start = clamp64(start, 0, dim);
     end = clamp64(end, 0, dim);
-    count = end > start ? (end - start + step - 1) / step : 0;
+    count = end > start ? (end - start - 1) / step + 1 : 0; /* no overflow for huge steps */
   } else {
-    start = clamp64(start, 0, dim - 1);
+    /* numpy's (and onnx.reference's) clamping: a backward slice starting before the first
+     * element is empty, and so is any slice of an empty dim */
+    start = clamp64(start, -1, dim - 1);
     end = clamp64(end, -1, dim - 1);
-    count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    count = start > end ? (int64_t)((uint64_t)(start - end - 1) / ((uint64_t)0 - (uint64_t)step)) + 1 : 0;
   }
   heap[w[4]] = start;
   heap[w[5]] = count;

@@ -42,14 +42,17 @@ def known_elements(dtype: DType, values: Sequence[Value],
     ``positions`` gets, per input, an int array of the input's shape holding the indices of
     its elements in one pool (all inputs' elements in order), and returns the pool indices
     of the output's elements: the op itself applied to positions (``np.take``, slicing...).
-    None when the dtype is not integer, an input is unknown, or the output is large."""
+    None when the dtype is not integer, an input is unknown, or a tensor is large
+    (all-constant nodes are folded by the importer anyway)."""
     if dtype not in (INT32, INT64):
         return None
     pool: list[Dim] = []
     arrays = []
     for v in values:
+        if not v.is_static or D.product(v.shape) > SYM_LIMIT:
+            return None
         vals = int_values(v)
-        if vals is None or not v.is_static:
+        if vals is None:
             return None
         arrays.append(np.arange(len(pool), len(pool) + len(vals)).reshape([int(d) for d in v.shape]))
         pool.extend(vals)
@@ -62,7 +65,7 @@ def known_elements(dtype: DType, values: Sequence[Value],
 def shape_length(ctx: InferContext, v: Value, what: str) -> int:
     """The static length of a 1-D integer tensor holding a shape (or starts, axes...)."""
     if v.dtype not in (INT32, INT64):
-        ctx.fail(f"{what} '{v.name}' has dtype {v.dtype}; it must be int64")
+        ctx.fail(f"{what} '{v.name}' has dtype {v.dtype}; it must be int64 or int32")
     if v.rank != 1:
         ctx.fail(f"{what} '{v.name}' must be 1-D, has shape {D.fmt_shape(v.shape)}")
     if not isinstance(v.shape[0], int):
@@ -82,6 +85,13 @@ def define_from_values(lw, dims: Sequence[Dim], slots: Sequence[int], what: str)
         if not lw.is_defined(d):
             lw.emit("CHECK_LE", zero, s, lw.string(f"{lw.context()}: {what} dim {axis} is {{1}}"))
             lw.define(d, s)
+
+
+def arith(lw, kind: str, a: int, b: int) -> int:
+    """A new slot := a <kind> b (an ARITH instruction)."""
+    dst = lw.new_slot()
+    lw.emit("ARITH", kind, dst, a, b, lw.string(f"{lw.context()}: {kind.lower()} of {{0}} by {{1}}"))
+    return dst
 
 
 # ----------------------------------------------------------------------------- Shape, Size
@@ -147,7 +157,9 @@ def _infer_reshape(ctx: InferContext, allowzero: bool) -> None:
     if vals is None:
         ctx.set_output(0, x.dtype, [ctx.fresh("reshape") for _ in range(n)])
     else:
-        ctx.set_output(0, x.dtype, _resolve_target(ctx, x, vals, allowzero), sym=x.sym)
+        out = _resolve_target(ctx, x, vals, allowzero)
+        # known elements need a static shape (a symbolic target dim must then equal a constant)
+        ctx.set_output(0, x.dtype, out, sym=x.sym if all(isinstance(d, int) for d in out) else None)
 
 
 def infer_reshape_13(ctx: InferContext) -> None:
@@ -159,34 +171,28 @@ def infer_reshape_14(ctx: InferContext) -> None:
     _infer_reshape(ctx, bool(ctx.attr("allowzero", 0)))
 
 
-def _arith(lw, kind: str, a: int, b: int) -> int:
-    dst = lw.new_slot()
-    lw.emit("ARITH", kind, dst, a, b, lw.string(f"{lw.context()}: {kind.lower()} of {{0}} by {{1}}"))
-    return dst
-
-
 def _resolve_allowzero(lw, x: Value, slots: list[int], msg: str) -> list[int]:
     """RESHAPE's work for allowzero=1 (the builtin always copies input dims for 0s): slots
     of the target with its -1 inferred; fails unless the element counts match."""
-    one, minus_one = lw.const_slot(1), lw.const_slot(-1)
+    one, two, minus_one = lw.const_slot(1), lw.const_slot(2), lw.const_slot(-1)
     total = lw.slot(x.numel)
     marks, known = [], one
     for s in slots:
-        m = _arith(lw, "EQ", s, minus_one)
+        m = arith(lw, "EQ", s, minus_one)
         marks.append(m)
-        # a -1 counts as 1 in the product of the known dims
-        known = _arith(lw, "MUL", known, _arith(lw, "ADD", s, _arith(lw, "MUL", m, _arith(lw, "SUB", one, s))))
-    inferred = _arith(lw, "FLOORDIV", total, _arith(lw, "MAX", known, one))
+        known = arith(lw, "MUL", known, arith(lw, "ADD", s, arith(lw, "MUL", m, two)))  # -1 counts as 1
+    # the inferred dim is -1 + (inferred + 1)
+    inferred_1 = arith(lw, "ADD", arith(lw, "FLOORDIV", total, arith(lw, "MAX", known, one)), one)
     out, product, count = [], one, lw.const_slot(0)
     for s, m in zip(slots, marks):
-        d = _arith(lw, "ADD", s, _arith(lw, "MUL", m, _arith(lw, "SUB", inferred, s)))
+        d = arith(lw, "ADD", s, arith(lw, "MUL", m, inferred_1))
         lw.emit("CHECK_LE", lw.const_slot(0), d, lw.string(f"{msg}: the target has the negative dim {{1}}"))
         out.append(d)
-        product = _arith(lw, "MUL", product, d)
-        count = _arith(lw, "ADD", count, m)
+        product = arith(lw, "MUL", product, d)
+        count = arith(lw, "ADD", count, m)
     lw.emit("CHECK_LE", count, one, lw.string(f"{msg}: the target has {{0}} dims of -1"))
     lw.emit("CHECK_EQ", total, product, lw.string(
-        f"{msg}: {{0}} elements do not fit the target's {{1}}"))
+        f"{msg}: cannot reshape {{0}} elements into a shape of {{1}}"))
     return out
 
 
@@ -194,7 +200,7 @@ def lower_reshape(lw, node) -> None:
     x, target, out = lw.value(node.inputs[0]), lw.value(node.inputs[1]), lw.value(node.outputs[0])
     if not target.known:
         slots = lw.values_of(target.name)
-        msg = f"{lw.context()}: cannot reshape '{x.name}' {x.describe()} to the shape in '{target.name}'"
+        msg = f"{lw.context()}: reshape of '{x.name}' {x.describe()} to the shape in '{target.name}'"
         if lw.graph.opset >= 14 and node.attrs.get("allowzero", 0):
             slots = _resolve_allowzero(lw, x, slots, msg)
         else:
@@ -282,7 +288,8 @@ def infer_expand(ctx: InferContext) -> None:
 def lower_expand(lw, node) -> None:
     x, shape, out = (lw.value(n) for n in (node.inputs[0], node.inputs[1], node.outputs[0]))
     if not shape.known:
-        target = lw.values_of(shape.name)
+        # both sides align on their last dims
+        target = [lw.const_slot(1)] * (out.rank - shape.shape[0]) + lw.values_of(shape.name)
         padded = (1,) * (out.rank - x.rank) + tuple(x.shape)
         dims = []
         for axis, (d, t) in enumerate(zip(padded, target)):

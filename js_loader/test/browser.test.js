@@ -1,0 +1,91 @@
+// The loader in Chromium: the page test-support/browser.html imports index.js over HTTP,
+// runs fixture models with several bindings of their symbolic dims and compares the outputs
+// with onnx.reference's. Needs Debian's Chromium at /usr/bin/chromium: without it these
+// tests fail (CI installs it); they never skip.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let built;
+let server;
+let browser;
+let page;
+const pageErrors = [];
+
+before(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: the browser tests drive Debian's Chromium; install it with `
+      + '`apt-get update && apt-get install -y chromium` (`make test` does)');
+  }
+  built = await buildFixtures('add_mul', 'where_greater');
+  server = await serve([{ prefix: '/fixtures/', dir: built.dir }, { prefix: '/', dir: LOADER_DIR }]);
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  page = await browser.newPage();
+  // a failing import or top-level await in the page shows up here, not as a rejection
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => m.type() === 'error' && pageErrors.push(m.text()));
+  await page.goto(`${server.url}/test-support/browser.html`);
+  try {
+    await page.waitForFunction(() => globalThis.symwasmTest, null, { timeout: 30_000 });
+  } catch (e) {
+    throw new Error(`the test page did not start: ${pageErrors.join('; ') || e.message}`, { cause: e });
+  }
+}, { timeout: 120_000 });
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+  await built?.cleanup();
+});
+
+/** Run fixture runs in the page and fail with every mismatch, naming each binding. */
+async function assertRunsMatch(name, picks, how) {
+  const report = await page.evaluate(([n, p, h]) => globalThis.symwasmTest.runFixture(n, p, h), [name, picks, how]);
+  assert.equal(report.length, picks.length);
+  const problems = report.filter((r) => r.mismatches.length).map((r) => `${r.run}: ${r.mismatches.join('; ')}`);
+  assert.deepEqual(problems, [], problems.join('\n'));
+  return report;
+}
+
+test('Chromium: add_mul, one module fetched by URL, four bindings of n match onnx.reference', async () => {
+  const report = await assertRunsMatch('add_mul', [0, 1, 2, 3], 'url');
+  assert.equal(new Set(report.map((r) => r.run)).size, 4);
+});
+
+test('Chromium: where_greater, two symbols and a bool output, three bindings match', async () => {
+  await assertRunsMatch('where_greater', [0, 1, 2], 'url');
+});
+
+test('Chromium: loads from an ArrayBuffer and from a WebAssembly.Module', async () => {
+  await assertRunsMatch('where_greater', [2, 0], 'bytes');
+  await assertRunsMatch('add_mul', [1, 2], 'module');
+});
+
+test('Chromium: memory growth, a big input between small ones', async () => {
+  await assertRunsMatch('add_mul', [1, 'growth', 2], 'url');
+});
+
+test("Chromium: bad inputs raise ModelErrors with the Python host's messages; the model keeps working", async () => {
+  for (const name of ['add_mul', 'where_greater']) {
+    const report = await page.evaluate((n) => globalThis.symwasmTest.errorCases(n), name);
+    assert.ok(report.length >= 1);
+    for (const r of report) {
+      assert.deepEqual({ isModelError: r.isModelError, message: r.message, status: r.status },
+        { isModelError: true, ...r.expected }, r.case);
+      assert.deepEqual(r.after, [], `${r.case}: the next run`);
+    }
+  }
+});
+
+test('Chromium: the page loaded and raised no errors', () => {
+  assert.ok(page, 'the page never loaded');
+  assert.deepEqual(pageErrors, []);
+});

@@ -1,0 +1,150 @@
+"""Build the JS loader's test fixtures: small ONNX models compiled to .wasm, each with inputs
+for several bindings of its symbolic dims and the outputs onnx.reference (an implementation
+independent of symwasm) computes for them. For the error cases it records what the Python
+host (wasm_runtime) reports, so the JS tests can check that the loader says the same.
+
+    python make_fixtures.py OUT_DIR [NAME ...]
+
+writes OUT_DIR/NAME.wasm and OUT_DIR/fixtures.json. Tensors are {dtype, shape, data} with
+data the base64 of the raw little-endian bytes: exact for float32 and for int64 beyond 2**53.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import wasm_runtime
+from toolkit.compiler import compile_model
+
+F32, I32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
+RNG = np.random.default_rng(7)
+
+
+def model(name, nodes, inputs, outputs, initializers=()):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(*i) for i in inputs],
+                          [helper.make_tensor_value_info(*o) for o in outputs], initializer=list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def f32(*shape):
+    return RNG.uniform(-3, 3, shape).astype(np.float32)
+
+
+def add_mul():
+    """Elementwise float32 arithmetic with broadcasting: x [n, 10] against b [1, 10]."""
+    m = model("add_mul", [
+        helper.make_node("Add", ["x", "b"], ["s"]),
+        helper.make_node("Mul", ["s", "x"], ["y"]),
+        helper.make_node("Sub", ["x", "b"], ["d"]),
+        helper.make_node("Mul", ["b", "b"], ["bb"]),
+        helper.make_node("Add", ["bb", "one"], ["den"]),
+        helper.make_node("Div", ["d", "den"], ["z"]),
+    ], [("x", F32, ["n", 10]), ("b", F32, [1, 10])], [("y", F32, ["n", 10]), ("z", F32, ["n", 10])],
+        [numpy_helper.from_array(np.array(1, np.float32), "one")])
+    runs = [{"x": f32(n, 10), "b": f32(1, 10)} for n in (1, 4, 9, 0)]
+    # 2.4 MB per input, more than the module's initial memory: the run must grow it
+    growth = {"x": f32(60_000, 10), "b": f32(1, 10)}
+    ok = runs[1]
+    errors = {
+        "wrong rank": {**ok, "x": ok["x"].reshape(-1)},
+        "wrong dtype": {**ok, "x": ok["x"].astype(np.int32)},
+        "unsupported dtype": {**ok, "x": ok["x"].astype(np.float64)},
+        "wrong dim": {**ok, "x": f32(4, 9)},
+        "missing input": {"x": ok["x"]},
+        "unknown input": {**ok, "c": ok["b"]},
+    }
+    return m, runs, growth, errors
+
+
+def where_greater():
+    """Greater (a bool output), Where and Cast over two symbols: x [n, m] against t [m]."""
+    m = model("where_greater", [
+        helper.make_node("Greater", ["x", "t"], ["mask"]),
+        helper.make_node("Where", ["mask", "x", "t"], ["y"]),
+        helper.make_node("Cast", ["mask"], ["count"], to=I32),
+    ], [("x", F32, ["n", "m"]), ("t", F32, ["m"])],
+        [("mask", BOOL, ["n", "m"]), ("y", F32, ["n", "m"]), ("count", I32, ["n", "m"])])
+    runs = [{"x": f32(n, k), "t": f32(k)} for n, k in ((2, 3), (5, 1), (1, 6))]
+    errors = {"symbol conflict": {"x": f32(2, 3), "t": f32(4)}}
+    return m, runs, None, errors
+
+
+def int64_ops():
+    """int64 arithmetic beyond 2**53 (exact only as BigInt), Equal, Cast and a bool input."""
+    m = model("int64_ops", [
+        helper.make_node("Add", ["a", "b"], ["sum"]),
+        helper.make_node("Sub", ["a", "b"], ["diff"]),
+        helper.make_node("Equal", ["a", "b"], ["same"]),
+        helper.make_node("Where", ["pick", "a", "b"], ["picked"]),
+        helper.make_node("Cast", ["b"], ["b32"], to=I32),
+        helper.make_node("Cast", ["pick"], ["pick32"], to=I32),
+    ], [("a", I64, ["n"]), ("b", I64, ["n"]), ("pick", BOOL, ["n"])],
+        [("sum", I64, ["n"]), ("diff", I64, ["n"]), ("same", BOOL, ["n"]), ("picked", I64, ["n"]),
+         ("b32", I32, ["n"]), ("pick32", I32, ["n"])])
+
+    def feeds(n):
+        a = RNG.integers(-(2**60), 2**60, n, dtype=np.int64)
+        b = RNG.integers(-1000, 1000, n, dtype=np.int64)
+        b[::3] = a[::3]  # some equal pairs
+        return {"a": a, "b": b, "pick": RNG.random(n) < 0.5}
+
+    return m, [feeds(4), feeds(11)], None, {}
+
+
+FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops)}
+
+
+def encode(arr) -> dict:
+    arr = np.ascontiguousarray(arr)
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape),
+            "data": base64.b64encode(arr.astype(arr.dtype.newbyteorder("<")).tobytes()).decode()}
+
+
+def run_record(ref: ReferenceEvaluator, names: list[str], feeds: dict) -> dict:
+    expected = dict(zip(names, ref.run(None, feeds)))
+    return {"inputs": {k: encode(v) for k, v in feeds.items()},
+            "expected": {k: encode(np.asarray(v)) for k, v in expected.items()}}
+
+
+def build(name: str, out: Path) -> dict:
+    m, runs, growth, errors = FIXTURES[name]()
+    wasm = out / f"{name}.wasm"
+    compile_model(m, wasm, target="wasm32")
+    ref = ReferenceEvaluator(m)
+    names = [o.name for o in m.graph.output]
+    host = wasm_runtime.load(wasm)
+    recorded = []
+    for case, feeds in errors.items():
+        try:
+            host.run(feeds)
+        except wasm_runtime.ModelError as e:
+            recorded.append({"case": case, "inputs": {k: encode(v) for k, v in feeds.items()},
+                             "message": str(e), "status": e.status})
+        else:
+            raise AssertionError(f"{name}: the Python host accepted the '{case}' inputs")
+    return {"wasm": wasm.name, "doc": FIXTURES[name].__doc__, "runs": [run_record(ref, names, f) for f in runs],
+            "growth": run_record(ref, names, growth) if growth else None, "errors": recorded}
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    index = {name: build(name, out) for name in (argv[1:] or FIXTURES)}
+    (out / "fixtures.json").write_text(json.dumps(index))
+    print(f"wrote {len(index)} fixtures to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

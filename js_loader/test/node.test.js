@@ -1,0 +1,269 @@
+// The loader in Node: every way of loading, metadata, runs with several bindings of the
+// symbolic dims checked against onnx.reference, the same errors as the Python host, memory
+// growth, and modules that are not what they claim to be.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+
+import { loadModel, Model, ModelError, readMetadata } from '../index.js';
+import { buildFixtures, serve } from '../test-support/harness.js';
+import { decodeTensor, describeRun, feedsOf, mismatches } from '../test-support/fixtures.js';
+
+let dir;
+let fixtures;
+let cleanup;
+
+before(async () => {
+  ({ dir, fixtures, cleanup } = await buildFixtures());
+});
+after(() => cleanup?.());
+
+const wasmPath = (name) => path.join(dir, fixtures[name].wasm);
+
+/** Run `run` (a fixture run) on `model` and fail with every difference from the reference. */
+async function assertRunMatches(model, run) {
+  const problems = mismatches(await model.run(feedsOf(run.inputs)), run.expected);
+  assert.deepEqual(problems, [], `${describeRun(run)}: ${problems.join('; ')}`);
+}
+
+const ADD_MUL_IO = {
+  inputs: [{ name: 'x', dtype: 'float32', shape: ['n', 10] }, { name: 'b', dtype: 'float32', shape: [1, 10] }],
+  outputs: [{ name: 'y', dtype: 'float32', shape: ['n', 10] }, { name: 'z', dtype: 'float32', shape: ['n', 10] }],
+};
+
+function assertAddMul(model) {
+  assert.ok(model instanceof Model);
+  assert.equal(model.target, 'wasm32');
+  assert.equal(model.metadata.format, 'symwasm');
+  assert.deepEqual({ inputs: model.inputs, outputs: model.outputs }, ADD_MUL_IO);
+}
+
+test('loads from bytes: a Buffer, a Uint8Array view and an ArrayBuffer', async () => {
+  const buffer = await readFile(wasmPath('add_mul'));
+  const padded = new Uint8Array(buffer.length + 3);
+  padded.set(buffer, 3);
+  const exact = buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.length);
+  for (const bytes of [buffer, padded.subarray(3), exact]) {
+    const model = await loadModel(bytes);
+    assertAddMul(model);
+    await assertRunMatches(model, fixtures.add_mul.runs[1]);
+  }
+});
+
+test('loads from a file path and a file: URL (string or URL)', async () => {
+  const url = pathToFileURL(wasmPath('add_mul'));
+  for (const source of [wasmPath('add_mul'), url, url.href]) {
+    const model = await loadModel(source);
+    assertAddMul(model);
+    await assertRunMatches(model, fixtures.add_mul.runs[0]);
+  }
+});
+
+test('loads from a WebAssembly.Module; every load is a separate instance', async () => {
+  const module = await WebAssembly.compile(await readFile(wasmPath('add_mul')));
+  const [a, b] = [await loadModel(module), await loadModel(module)];
+  assertAddMul(a);
+  a.setMemoryLimit(100);
+  const run = fixtures.add_mul.runs[1];
+  await assert.rejects(a.run(feedsOf(run.inputs)), { name: 'ModelError', status: 3 });
+  await assertRunMatches(b, run);
+});
+
+test('loads over HTTP, whether or not the server sends application/wasm', async () => {
+  const server = await serve([
+    { prefix: '/typed/', dir },
+    { prefix: '/plain/', dir, wasmType: 'application/octet-stream' },
+  ]);
+  try {
+    for (const prefix of ['/typed/', '/plain/']) {
+      const model = await loadModel(`${server.url}${prefix}where_greater.wasm`);
+      await assertRunMatches(model, fixtures.where_greater.runs[0]);
+      await assertRunMatches(await loadModel(new URL(`${prefix}add_mul.wasm`, server.url)), fixtures.add_mul.runs[1]);
+    }
+    await assert.rejects(loadModel(`${server.url}/typed/nothing.wasm`), /nothing\.wasm: HTTP 404/);
+  } finally {
+    await server.close();
+  }
+});
+
+test('readMetadata reads the custom section without running the module', async () => {
+  const meta = await readMetadata(wasmPath('int64_ops'));
+  assert.equal(meta.format, 'symwasm');
+  assert.equal(meta.target, 'wasm32');
+  assert.deepEqual(meta.inputs.map((i) => [i.name, i.dtype, i.shape]),
+    [['a', 'int64', ['n']], ['b', 'int64', ['n']], ['pick', 'bool', ['n']]]);
+  assert.deepEqual(meta.outputs.map((o) => o.dtype), ['int64', 'int64', 'bool', 'int64', 'int32', 'int32']);
+  assert.equal(meta.symbols.n.kind, 'input');
+});
+
+test('inputs and outputs are frozen {name, dtype, shape} with symbolic dims', async () => {
+  const model = await loadModel(wasmPath('where_greater'));
+  assert.deepEqual(model.inputs, [{ name: 'x', dtype: 'float32', shape: ['n', 'm'] }, { name: 't', dtype: 'float32', shape: ['m'] }]);
+  assert.deepEqual(model.outputs.map((o) => [o.name, o.dtype]), [['mask', 'bool'], ['y', 'float32'], ['count', 'int32']]);
+  assert.ok(Object.isFrozen(model.inputs) && Object.isFrozen(model.inputs[0]) && Object.isFrozen(model.inputs[0].shape));
+});
+
+for (const name of ['add_mul', 'where_greater', 'int64_ops']) {
+  test(`${name}: one module, every binding of its symbolic dims matches onnx.reference`, async () => {
+    const { runs } = fixtures[name];
+    assert.ok(new Set(runs.map(describeRun)).size >= 2, 'the fixture must bind its dims at least two ways');
+    const model = await loadModel(wasmPath(name));
+    for (const run of runs) await assertRunMatches(model, run);
+  });
+}
+
+test('int64 crosses the ABI as BigInt, exact beyond 2**53', async () => {
+  const run = fixtures.int64_ops.runs[1];
+  const { sum, diff } = await (await loadModel(wasmPath('int64_ops'))).run(feedsOf(run.inputs));
+  assert.ok(sum.data instanceof BigInt64Array && diff.data instanceof BigInt64Array);
+  assert.ok(decodeTensor(run.inputs.a).data.some((v) => v > 2n ** 53n || v < -(2n ** 53n)));
+  assert.deepEqual([...sum.data], [...decodeTensor(run.expected.sum).data]);
+});
+
+test('bool inputs are 0 or 1 inside the module whatever bytes the Uint8Array holds', async () => {
+  const run = fixtures.int64_ops.runs[1];
+  const model = await loadModel(wasmPath('int64_ops'));
+  const feeds = feedsOf(run.inputs);
+  feeds.pick.data = feeds.pick.data.map((v) => v * 255);
+  assert.ok(feeds.pick.data.includes(255));
+  assert.deepEqual(mismatches(await model.run(feeds), run.expected), []);
+});
+
+test("bad inputs raise the Python host's ModelError (same message and status); the model keeps working", async () => {
+  let cases = 0;
+  for (const [name, fixture] of Object.entries(fixtures)) {
+    const model = await loadModel(wasmPath(name));
+    for (const { case: what, inputs, message, status } of fixture.errors) {
+      await assert.rejects(model.run(feedsOf(inputs)), (e) => {
+        assert.ok(e instanceof ModelError, `${what}: ${e}`);
+        assert.equal(e.message, message, what);
+        assert.equal(e.status, status, what);
+        return true;
+      });
+      await assertRunMatches(model, fixture.runs[0]);
+      cases++;
+    }
+  }
+  assert.ok(cases >= 7, `only ${cases} error cases`);
+});
+
+test('JS-side checks (data length, shape, data type) raise a ModelError naming the input', async () => {
+  const model = await loadModel(wasmPath('add_mul'));
+  const run = fixtures.add_mul.runs[1];
+  const good = feedsOf(run.inputs);
+  const bad = {
+    'data length': [{ data: good.x.data.subarray(1), shape: good.x.shape }, /input 'x': data has 39 elements but shape \[4, 10\] needs 40/],
+    'a bare typed array': [good.x.data, /input 'x': expected \{data, shape\}.*got a bare Float32Array/],
+    'a plain array': [{ data: [...good.x.data], shape: good.x.shape }, /input 'x': expected \{data, shape\}.*got data Array/],
+    'a DataView': [{ data: new DataView(good.x.data.buffer), shape: good.x.shape }, /input 'x': expected \{data, shape\}.*got data DataView/],
+    'no shape': [{ data: good.x.data }, /input 'x': shape must be an array of non-negative integers, got undefined/],
+    'a negative dim': [{ data: good.x.data, shape: [-4, -10] }, /input 'x': shape must be .*got \[-4,-10\]/],
+    'a fractional dim': [{ data: good.x.data, shape: [2.5, 16] }, /input 'x': shape must be/],
+    'rank 9': [{ data: good.x.data, shape: [4, 10, 1, 1, 1, 1, 1, 1, 1] }, /input 'x': rank 9 exceeds 8/],
+  };
+  for (const [what, [x, pattern]] of Object.entries(bad)) {
+    await assert.rejects(model.run({ ...good, x }), (e) => {
+      assert.ok(e instanceof ModelError, what);
+      assert.equal(e.status, 1, what);
+      assert.match(e.message, pattern, what);
+      return true;
+    });
+    await assertRunMatches(model, run);
+  }
+  await assert.rejects(model.run(null), TypeError);
+});
+
+test('memory growth: a big input after a small one, then a small one again', async () => {
+  const { runs, growth } = fixtures.add_mul;
+  const module = await WebAssembly.compile(await readFile(wasmPath('add_mul')));
+  const initial = (await WebAssembly.instantiate(module)).exports.memory.buffer.byteLength;
+  assert.ok(decodeTensor(growth.inputs.x).data.byteLength > initial, 'the big input must not fit the initial memory');
+  const model = await loadModel(module);
+  await assertRunMatches(model, runs[1]);
+  await assertRunMatches(model, growth);
+  await assertRunMatches(model, runs[2]);
+});
+
+test('outputs are copies that outlive later runs', async () => {
+  const { runs } = fixtures.add_mul;
+  const model = await loadModel(wasmPath('add_mul'));
+  const first = await model.run(feedsOf(runs[1].inputs));
+  await model.run(feedsOf(runs[2].inputs));
+  await model.run(feedsOf(runs[0].inputs));
+  assert.deepEqual(mismatches(first, runs[1].expected), []);
+});
+
+test('setMemoryLimit: a run over the limit is status 3; raising the limit recovers', async () => {
+  const model = await loadModel(wasmPath('add_mul'));
+  const run = fixtures.add_mul.runs[2];
+  model.setMemoryLimit(64);
+  await assert.rejects(model.run(feedsOf(run.inputs)), (e) => e instanceof ModelError && e.status === 3
+    && /memory limit/.test(e.message));
+  model.setMemoryLimit(2n ** 31n);
+  await assertRunMatches(model, run);
+});
+
+// Hand-assembled modules that claim to be symwasm modules: enough of the binary format to
+// declare the ABI's functions, each body `unreachable` unless given.
+const SIGNATURES = {
+  sw_init: [[], ['i32']], sw_input_buffer: [['i32', 'i64'], ['i32']], sw_shape_buffer: [[], ['i32']],
+  sw_set_input: [['i32', 'i32', 'i32'], ['i32']], sw_run: [[], ['i32']], sw_output_data: [['i32'], ['i32']],
+  sw_output_dtype: [['i32'], ['i32']], sw_output_rank: [['i32'], ['i32']], sw_output_dim: [['i32', 'i32'], ['i64']],
+  sw_last_error: [[], ['i32']], sw_last_error_len: [[], ['i32']], sw_set_memory_limit: [['i64'], []],
+};
+const VALTYPES = { i32: 0x7f, i64: 0x7e };
+const i32const = (v) => [0x41, v]; // v < 64: one signed LEB byte
+
+function fakeModule({ bodies = {}, omit = [], imports = false, metadata = { inputs: [], outputs: [], target: 'wasm32' } } = {}) {
+  const leb = (n) => (n < 0x80 ? [n] : [(n & 0x7f) | 0x80, ...leb(n >> 7)]);
+  const str = (s) => { const b = [...new TextEncoder().encode(s)]; return [...leb(b.length), ...b]; };
+  const vec = (items) => [...leb(items.length), ...items.flat()];
+  const section = (id, content) => [id, ...leb(content.length), ...content];
+  const names = Object.keys(SIGNATURES).filter((n) => !omit.includes(n));
+  const sigs = names.map((n) => SIGNATURES[n]);
+  const types = vec(sigs.map(([p, r]) => [0x60, ...vec(p.map((t) => [VALTYPES[t]])), ...vec(r.map((t) => [VALTYPES[t]]))]));
+  const base = imports ? 1 : 0; // imported functions come first in the index space
+  const body = (n) => { const code = [0x00, ...(bodies[n] ?? [0x00]), 0x0b]; return [...leb(code.length), ...code]; };
+  return new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, types),
+    ...(imports ? section(2, vec([[...str('env'), ...str('log'), 0x00, ...leb(0)]])) : []),
+    ...section(3, vec(names.map((_, i) => leb(i)))),
+    ...section(5, vec([[0x00, 1]])),
+    ...section(7, vec([[...str('memory'), 0x02, 0], ...names.map((n, i) => [...str(n), 0x00, ...leb(base + i)])])),
+    ...section(10, vec(names.map(body))),
+    ...(metadata ? section(0, [...str('symwasm.metadata'), ...new TextEncoder().encode(JSON.stringify(metadata))]) : []),
+  ]);
+}
+
+test('a trap is an Error with context, not a ModelError', async () => {
+  const model = await loadModel(fakeModule({ bodies: { sw_init: i32const(0) } }));
+  await assert.rejects(model.run({}), (e) => {
+    assert.ok(!(e instanceof ModelError));
+    assert.match(e.message, /^the module trapped in sw_run \(a symwasm bug\): .*unreachable/);
+    assert.ok(e.cause instanceof WebAssembly.RuntimeError);
+    return true;
+  });
+});
+
+test('a failing sw_init is a ModelError at load', async () => {
+  const bodies = { sw_init: i32const(4), sw_last_error: i32const(0), sw_last_error_len: i32const(0) };
+  await assert.rejects(loadModel(fakeModule({ bodies })), { name: 'ModelError', status: 4, message: 'invalid program' });
+});
+
+test('modules that are not symwasm modules are rejected at load with a plain message', async () => {
+  const init = { sw_init: i32const(0) };
+  assert.ok(await loadModel(fakeModule({ bodies: init })) instanceof Model, 'the well-formed fake must load');
+  await assert.rejects(loadModel(fakeModule({ bodies: init, imports: true })),
+    /^Error: the given bytes: the module imports \["log"\]; symwasm modules import nothing$/);
+  await assert.rejects(loadModel(fakeModule({ bodies: init, metadata: null })),
+    /the given bytes: a WebAssembly module without symwasm metadata/);
+  await assert.rejects(loadModel(fakeModule({ bodies: init, omit: ['sw_run'] })),
+    /not a symwasm module: it does not export sw_run/);
+  await assert.rejects(loadModel(new TextEncoder().encode('\x7fELF not wasm')), /the given bytes: not a WebAssembly module/);
+  const missing = path.join(dir, 'missing.wasm');
+  await assert.rejects(loadModel(missing), { message: `no such model: ${missing}` });
+  await assert.rejects(loadModel(42), TypeError);
+});
