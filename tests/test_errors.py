@@ -169,3 +169,18 @@ def test_old_opset_rejected():
                    [vinfo("y", np.float32, None)], opset=11)
     with pytest.raises(CompileError, match="opset 11 is not supported"):
         compile_model(m, _TMP / "old.wasm")
+
+
+def test_two_loads_do_not_share_state(target):
+    """Two loads of one file are two independent models (for native, dlopen would share)."""
+    m = _two_input_model()
+    a = build(m, target)
+    b = wasm_runtime.load(a.path)
+    fa = {"a": np.ones((2, 3), np.float32), "b": np.full((2, 1), 2, np.float32)}
+    fb = {"a": np.ones((4, 3), np.float32), "b": np.full((4, 1), 3, np.float32)}
+    ra = a.run(fa)["y"]
+    rb = b.run(fb)["y"]
+    assert ra.shape == (2, 3) and rb.shape == (4, 3)
+    assert_outputs_match(a.run(fa), reference(m, fa))
+    assert_outputs_match(b.run(fb), reference(m, fb))
+    np.testing.assert_array_equal(ra, reference(m, fa)["y"])

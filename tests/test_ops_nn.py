@@ -75,8 +75,8 @@ def test_matmul_runtime_k_mismatch(target):
 
 # ----------------------------------------------------------------------------- Gemm
 
-# K is 21 and N up to 37: B's staged transposition copies whole and partial 16 x 16 tiles
-GEMM_BINDINGS = [dict(m=1, n=3), dict(m=7, n=37), dict(m=0, n=4), dict(m=3, n=0)]
+GEMM_BINDINGS = [dict(m=1, n=3, k=9), dict(m=7, n=37, k=21), dict(m=0, n=4, k=2), dict(m=3, n=0, k=5),
+                 dict(m=2, n=3, k=0)]
 GEMM = [
     # (transA, transB, C shape or None, alpha, beta)
     (0, 0, None, 1.0, 1.0),
@@ -90,8 +90,8 @@ GEMM = [
 
 @pytest.mark.parametrize("ta,tb,c_shape,alpha,beta", GEMM, ids=str)
 def test_gemm(ta, tb, c_shape, alpha, beta, target):
-    a = [21, "m"] if ta else ["m", 21]
-    b = ["n", 21] if tb else [21, "n"]
+    a = ["k", "m"] if ta else ["m", "k"]
+    b = ["n", "k"] if tb else ["k", "n"]
     inputs = [("a", F32, a), ("b", F32, b)] + ([("c", F32, c_shape)] if c_shape is not None else [])
     run_op("Gemm", inputs, GEMM_BINDINGS, target, np.random.default_rng(4),
            transA=ta, transB=tb, alpha=alpha, beta=beta)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 c_i32, c_i64, c_ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
@@ -17,11 +20,23 @@ SIGNATURES = {
 }
 
 
+_LOADED: set[str] = set()
+
+
 class NativeBackend:
     def __init__(self, path: Path):
-        # each load gets its own copy of the VM's globals only if the file differs; loading the
-        # same path twice shares one instance, as dlopen does
-        self.lib = ctypes.CDLL(str(Path(path).resolve()))
+        real = str(Path(path).resolve())
+        if real in _LOADED:
+            # dlopen returns the already loaded library for the same file, and the VM's state
+            # is in its globals: a second load gets a private copy so models never share state
+            fd, copy = tempfile.mkstemp(suffix=Path(real).suffix, prefix="symwasm-")
+            os.close(fd)
+            shutil.copyfile(real, copy)
+            self.lib = ctypes.CDLL(copy)
+            os.unlink(copy)  # the mapping stays valid
+        else:
+            _LOADED.add(real)
+            self.lib = ctypes.CDLL(real)
         self.fns = {}
         for name, (res, args) in SIGNATURES.items():
             fn = getattr(self.lib, name)
