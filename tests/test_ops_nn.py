@@ -105,6 +105,20 @@ def test_gemm_constant_weights(target):
            initializers=[w, bias], transB=1)
 
 
+def test_gemm_c_does_not_stretch_y(target):
+    """C broadcasts one way only: a dim of C may be 1, never larger than Y's."""
+    model = make_model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="g")],
+                       [vinfo("a", F32, ["m", 3]), vinfo("b", F32, [3, 4]), vinfo("c", F32, ["p", 4])],
+                       [vinfo("y", F32, None)])
+    mod = build(model, target)
+    rng = np.random.default_rng(9)
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'g' \(Gemm\): C 'c' dim 0: dim p = 3 does not broadcast with m = 1"):
+        mod.run({"a": rand(rng, (1, 3)), "b": rand(rng, (3, 4)), "c": rand(rng, (3, 4))})
+    for m, p in [(3, 1), (3, 3)]:
+        feeds = {"a": rand(rng, (m, 3)), "b": rand(rng, (3, 4)), "c": rand(rng, (p, 4))}
+        assert_outputs_match(mod.run(feeds), reference(model, feeds), atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- Softmax
 
 

@@ -249,8 +249,12 @@ class Lowerer:
                 if c.kind == "eq":
                     self.emit("CHECK_EQ", self.slot(c.a), self.slot(c.b), self.string(c.message))
                 else:
-                    self.emit("BCAST", self.new_slot(), self.slot(c.a), self.slot(c.b),
-                              self.string(c.message))
+                    # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would
+                    # also accept b == 1 < a)
+                    msg = self.string(c.message)
+                    out = self.new_slot()
+                    self.emit("BCAST", out, self.slot(c.a), self.slot(c.b), msg)
+                    self.emit("CHECK_EQ", out, self.slot(c.b), msg)
             lowering_of(node)(self, node)
             self._free_dead(index, last_use)
         self.node = None

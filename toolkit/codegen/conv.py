@@ -23,13 +23,13 @@ the overhang of ``ceil_mode``) is a scratch copy filled with the pooling's neutr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.graph import FLOAT32
-from .kernel import F32, I32, I64, KernelBuilder, Tensor, fast, i64
+from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, fast, i64
 
 LANES = 4  # f32 lanes of a SIMD128 vector
 OC_BLOCK = 4  # output channels per register tile
@@ -156,6 +156,11 @@ def _carry(kb: KernelBuilder, start: ir.Value, stop: ir.Value, inits: list[ir.Va
     return vals
 
 
+def _opaque_dim(kb: KernelBuilder, t: Tensor, axis: int) -> ir.Value:
+    p = kb.b.gep(t.desc, [ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, axis)], source_etype=TENSOR)
+    return kb.b.load(p, typ=I64)
+
+
 def _splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
     if lanes == 1:
         return s
@@ -191,10 +196,6 @@ def _load_lanes(kb: KernelBuilder, t: Tensor, idx: ir.Value, lanes: int, stride:
     return v
 
 
-def _store_lanes(kb: KernelBuilder, t: Tensor, idx: ir.Value, v: ir.Value) -> None:
-    kb.b.store(v, _ptr(kb, t, idx), align=4)
-
-
 def _pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, top: ir.Value, left: ir.Value,
               fill: float) -> None:
     """xp := ``fill`` everywhere, then x's rows at row ``top``, column ``left`` of each plane."""
@@ -216,6 +217,21 @@ def _pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, top: ir.Value, left: ir.
 # ----------------------------------------------------------------------------- Conv
 
 
+class _Row(NamedTuple):
+    """Where a run of tiles works: image n (``in_base``: its group's first input channel),
+    output channels [oc, oc + ocb), output row oh reading input rows ih0 + kh * dilation
+    for kh in [kh_lo, kh_hi)."""
+
+    n: ir.Value
+    in_base: ir.Value
+    oc: ir.Value
+    ocb: int
+    oh: ir.Value
+    ih0: ir.Value
+    kh_lo: ir.Value
+    kh_hi: ir.Value
+
+
 def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[Dim],
                  w_shape: Sequence[Dim], bias: bool, y_shape: Sequence[Dim],
                  scratch: Sequence[Dim] | None) -> None:
@@ -224,134 +240,129 @@ def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[D
     b = kb.b
     x = kb.tensor(0, FLOAT32, x_shape)
     w = kb.tensor(1, FLOAT32, w_shape)
-    k = 2
-    bt = None
-    if bias:
-        bt = kb.tensor(k, FLOAT32, (y_shape[1],))
-        k += 1
-    src = x
+    k = 2 + int(bias)  # the next tensor argument
+    bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
     top, left, _, _ = _dims_in(kb, win.pads)
+    src = x
     if scratch is not None:
         src = kb.tensor(k, FLOAT32, scratch)
         k += 1
         _pad_copy(kb, x, src, i64(0), left, 0.0)
     y = kb.tensor(k, FLOAT32, y_shape)
 
-    kh_n, kw_n = win.kernel
     (sh, sw), (dh, dw) = win.strides, win.dilations
+    kh_n, kw_n = win.kernel
     taps = kh_n * kw_n
-    c_in, cg = x.dim(1), w.dim(1)
-    m = y.dim(1)
-    mg = _udiv(kb, m, group)
+    c_in, cg, m = x.dim(1), w.dim(1), y.dim(1)
     if taps == 1 and win.strides == (1, 1) and not win.pads_rows and not win.pads_cols:
-        rows, cols = i64(1), kb.mul(x.dim(2), x.dim(3))
+        rows, cols = i64(1), kb.mul(x.dim(2), x.dim(3))  # a matrix product: one long row
         out_rows, out_cols = i64(1), kb.mul(y.dim(2), y.dim(3))
     else:
         rows, cols = x.dim(2), src.dim(3)
         out_rows, out_cols = y.dim(2), y.dim(3)
     plane, out_plane = kb.mul(rows, cols), kb.mul(out_rows, out_cols)
     w_per_oc = kb.mul(cg, i64(taps))
+    # The tap loops run to trip counts LLVM cannot see. Unrolled, the wasm backend's
+    # register stackifier sinks each accumulator's chain of adds into one expression tree
+    # and keeps every loaded input and weight vector live across all the trees: far more
+    # than the 16 vector registers wasm engines map locals to, so they spill.
+    kh_trips, kw_trips = _opaque_dim(kb, w, 2), _opaque_dim(kb, w, 3)
 
-    def tile(at: tuple[ir.Value, ir.Value], oc: ir.Value, ocb: int, oh: ir.Value, ih0: ir.Value,
-             kh_range: tuple[ir.Value, ir.Value] | None, ow0: ir.Value, vecs: int, lanes: int) -> None:
-        """One register tile of image ``at = (n, offset of its group's first input channel)``:
-        channels [oc, oc + ocb) x columns [ow0, ow0 + vecs * lanes) of output row ``oh``."""
-        n, n_base = at
+    def tile(r: _Row, ow0: ir.Value, vecs: int, lanes: int) -> None:
+        """Accumulate and store the tile of r's channels x columns [ow0, ow0 + vecs * lanes)."""
         zero = ir.Constant(VEC, [0.0] * LANES) if lanes > 1 else ir.Constant(F32, 0.0)
         inits = []
-        for j in range(ocb):
-            start = _splat(b, bt.load(kb.add(oc, i64(j))), lanes) if bt is not None else zero
+        for j in range(r.ocb):
+            start = _splat(b, _load(kb, bt, kb.add(r.oc, i64(j))), lanes) if bt is not None else zero
             inits += [start] * vecs
         col0 = kb.mul(ow0, i64(sw))
-        w_oc = kb.mul(oc, w_per_oc)
+        w_oc = kb.mul(r.oc, w_per_oc)
 
         def over_ic(ic: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-            chan = kb.add(n_base, kb.mul(ic, plane))
+            chan = kb.add(r.in_base, kb.mul(ic, plane))
             w_ic = kb.add(w_oc, kb.mul(ic, i64(taps)))
 
-            def at_kh(kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                row = kb.add(kb.add(chan, kb.mul(kb.add(ih0, kb.mul(kh, i64(dh))), cols)), col0)
+            def over_kh(kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                row = kb.add(kb.add(chan, kb.mul(kb.add(r.ih0, kb.mul(kh, i64(dh))), cols)), col0)
                 w_kh = kb.add(w_ic, kb.mul(kh, i64(kw_n)))
-                acc = list(acc)
-                for kw in range(kw_n):
-                    at_kw = kb.add(row, i64(kw * dw))
-                    xs = [_load_lanes(kb, src, kb.add(at_kw, i64(u * lanes * sw)), lanes, sw)
-                          for u in range(vecs)]
-                    for j in range(ocb):
-                        wv = _splat(b, _load(kb, w, kb.add(kb.add(w_kh, kb.mul(i64(j), w_per_oc)), i64(kw))), lanes)
-                        for u in range(vecs):
-                            prod = b.fmul(wv, xs[u])
-                            prod.flags.extend(MAC_FLAGS)
-                            acc[j * vecs + u] = b.fadd(acc[j * vecs + u], prod)
-                            acc[j * vecs + u].flags.extend(MAC_FLAGS)
-                return acc
 
-            if kh_range is None:
-                for kh in range(kh_n):
-                    acc = at_kh(i64(kh), acc)
-                return acc
-            return _carry(kb, kh_range[0], kh_range[1], acc, at_kh, "kh")
+                def over_kw(kw: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                    at = kb.add(row, kb.mul(kw, i64(dw)))
+                    xs = [_load_lanes(kb, src, kb.add(at, i64(u * lanes * sw)), lanes, sw)
+                          for u in range(vecs)]
+                    acc = list(acc)
+                    for j in range(r.ocb):
+                        wv = _splat(b, _load(kb, w, kb.add(kb.add(w_kh, kw), kb.mul(i64(j), w_per_oc))), lanes)
+                        for u in range(vecs):
+                            acc[j * vecs + u] = _mac(b, acc[j * vecs + u], wv, xs[u])
+                    return acc
+
+                return _carry(kb, i64(0), kw_trips, acc, over_kw, "kw")
+
+            return _carry(kb, r.kh_lo, r.kh_hi, acc, over_kh, "kh")
 
         acc = _carry(kb, i64(0), cg, inits, over_ic, "ic")
-        out0 = kb.add(kb.mul(oh, out_cols), ow0)
-        for j in range(ocb):
-            base = kb.add(kb.mul(kb.add(kb.mul(n, m), kb.add(oc, i64(j))), out_plane), out0)
+        out0 = kb.add(kb.mul(r.oh, out_cols), ow0)
+        for j in range(r.ocb):
+            base = kb.add(kb.mul(kb.add(kb.mul(r.n, m), kb.add(r.oc, i64(j))), out_plane), out0)
             for u in range(vecs):
-                _store_lanes(kb, y, kb.add(base, i64(u * lanes)), acc[j * vecs + u])
+                kb.b.store(acc[j * vecs + u], _ptr(kb, y, kb.add(base, i64(u * lanes))), align=4)
 
-    def columns(at, oc, ocb, oh, ih0, kh_range) -> None:
+    def row_of_tiles(r: _Row) -> None:
         """Covers output columns [0, out_cols) with tiles, the widest that fit."""
-        def t(ow0, vecs, lanes):
-            tile(at, oc, ocb, oh, ih0, kh_range, ow0, vecs, lanes)
-
         width = TILE_VECS * LANES
         ow = out_cols
         full = _udiv(kb, ow, width)
         with kb.loop(full, name="ow") as i:
-            t(kb.mul(i, i64(width)), TILE_VECS, LANES)
+            tile(r, kb.mul(i, i64(width)), TILE_VECS, LANES)
         s = _static(ow)
         wide = s >= width if s is not None else b.icmp_signed(">=", ow, i64(width))
         ragged = s % width != 0 if s is not None else b.icmp_signed("!=", kb.mul(full, i64(width)), ow)
         mid = s >= LANES if s is not None else b.icmp_signed(">=", ow, i64(LANES))
 
         def last_wide():  # ends at the row's end, overlapping the previous tile
-            t(b.sub(ow, i64(width)), TILE_VECS, LANES)
+            tile(r, b.sub(ow, i64(width)), TILE_VECS, LANES)
 
         def two_vectors():  # LANES <= ow < width: two overlapping one-vector tiles
-            t(i64(0), 1, LANES)
-            t(b.sub(ow, i64(LANES)), 1, LANES)
+            tile(r, i64(0), 1, LANES)
+            tile(r, b.sub(ow, i64(LANES)), 1, LANES)
 
         def scalars():
             with kb.loop(ow, name="owc") as c:
-                t(c, 1, 1)
+                tile(r, c, 1, 1)
 
         _when(kb, wide, lambda: _when(kb, ragged, last_wide),
               lambda: _when(kb, mid, two_vectors, scalars))
 
-    def output_rows(at, oc, ocb) -> None:
+    def output_rows(n: ir.Value, in_base: ir.Value, oc: ir.Value, ocb: int) -> None:
         with kb.loop(out_rows, name="oh") as oh:
-            if win.pads_rows:
-                ih0 = b.sub(kb.mul(oh, i64(sh)), top)
-                lo = _smax(kb, i64(0), b.sub(i64(0), _floordiv(kb, ih0, dh)))
-                hi = _smin(kb, i64(kh_n), b.add(_floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
-                inside = b.and_(b.icmp_signed("==", lo, i64(0)), b.icmp_signed("==", hi, i64(kh_n)))
-                _when(kb, inside, lambda: columns(at, oc, ocb, oh, ih0, None),
-                      lambda: columns(at, oc, ocb, oh, ih0, (lo, hi)))
-            else:
-                columns(at, oc, ocb, oh, kb.mul(oh, i64(sh)), None)
+            ih0 = b.sub(kb.mul(oh, i64(sh)), top)
+            lo, hi = i64(0), kh_trips
+            if win.pads_rows:  # only the window rows inside the input
+                lo = _smax(kb, lo, b.sub(i64(0), _floordiv(kb, ih0, dh)))
+                hi = _smin(kb, hi, b.add(_floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
+            row_of_tiles(_Row(n, in_base, oc, ocb, oh, ih0, lo, hi))
 
+    mg = _udiv(kb, m, group)
+    blocks = _udiv(kb, mg, OC_BLOCK)
     with kb.loop(y.dim(0), name="n") as n:
         with kb.loop(i64(group), name="g") as g:
-            at = (n, kb.mul(kb.add(kb.mul(n, c_in), kb.mul(g, cg)), plane))
+            in_base = kb.mul(kb.add(kb.mul(n, c_in), kb.mul(g, cg)), plane)
             oc0 = kb.mul(g, mg)
-            blocks = _udiv(kb, mg, OC_BLOCK)
             with kb.loop(blocks, name="ocb") as blk:
-                output_rows(at, kb.add(oc0, kb.mul(blk, i64(OC_BLOCK))), OC_BLOCK)
-            rest = _static(mg)
-            if rest is None or rest % OC_BLOCK:
+                output_rows(n, in_base, kb.add(oc0, kb.mul(blk, i64(OC_BLOCK))), OC_BLOCK)
+            if _static(mg) is None or _static(mg) % OC_BLOCK:
                 done = kb.add(oc0, kb.mul(blocks, i64(OC_BLOCK)))
-                with kb.loop(b.sub(mg, kb.mul(blocks, i64(OC_BLOCK))), name="oc1") as r:
-                    output_rows(at, kb.add(done, r), 1)
+                with kb.loop(b.sub(mg, kb.mul(blocks, i64(OC_BLOCK))), name="oc1") as j:
+                    output_rows(n, in_base, kb.add(done, j), 1)
+
+
+def _mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    prod = b.fmul(x, y)
+    prod.flags.extend(MAC_FLAGS)
+    s = b.fadd(acc, prod)
+    s.flags.extend(MAC_FLAGS)
+    return s
 
 
 # ----------------------------------------------------------------------------- pooling

@@ -55,6 +55,10 @@ class Tensor:
                                  source_etype=TENSOR), typ=PTR, name=f"t{index}.data")
         self.elem = llvm_type(dtype)
         self._dims: dict[int, ir.Value] = {}
+        # load symbolic dims here, at the kernel's entry: a load first emitted inside a loop
+        # or branch would not dominate later uses outside it
+        for axis in range(len(self.shape)):
+            self.dim(axis)
 
     @property
     def rank(self) -> int:

@@ -1,7 +1,10 @@
 """Neural-network ops: MatMul, Gemm, Softmax, LayerNormalization.
 
 MatMul follows numpy (1-D operands, broadcast batch dims); the shared inner dim is proved
-equal at compile time or checked at run time, naming both dims.
+equal at compile time or checked at run time, naming both dims. Gemm with transB runs over
+B transposed (at compile time when B is a constant). LayerNormalization applies Scale and B
+in its own kernel when they index like one normalized row, and otherwise with the
+elementwise kernels' broadcasting.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ def _unidirectional(ctx: InferContext, v: Value, shape: Sequence[Dim], what: str
     if v.rank > len(shape):
         ctx.fail(f"{what} '{v.name}' {D.fmt_shape(v.shape)} has more dims than {D.fmt_shape(shape)}")
     for axis, d in enumerate(v.shape):
-        ctx.require_bcast(d, shape[len(shape) - v.rank + axis], f"{what} '{v.name}' dim {axis}")
+        out = shape[len(shape) - v.rank + axis]
+        ctx.require_bcast(d, out, f"{what} '{v.name}' dim {axis}")
 
 
 # ----------------------------------------------------------------------------- MatMul
