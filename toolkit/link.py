@@ -21,7 +21,7 @@ VM_SOURCES = ("sw_vm.c", "sw_alloc.c")
 VM_HEADERS = ("sw_vm.h", "sw_isa.h")
 EXPORTS = (
     "sw_init", "sw_num_inputs", "sw_num_outputs", "sw_input_buffer", "sw_shape_buffer",
-    "sw_set_input", "sw_run", "sw_output_data", "sw_output_dtype", "sw_output_rank",
+    "sw_set_input", "sw_run", "sw_output_tensor", "sw_output_data", "sw_output_dtype", "sw_output_rank",
     "sw_output_dim", "sw_last_error", "sw_last_error_len", "sw_set_memory_limit",
     "sw_metadata", "sw_metadata_len",
 )

@@ -52,6 +52,9 @@ class Model:
         self.inputs = [TensorInfo(d) for d in metadata["inputs"]]
         self.outputs = [TensorInfo(d) for d in metadata["outputs"]]
         self._check(self._b.call("sw_init"))
+        self._shape_buffer = self._b.call("sw_shape_buffer")
+        self._buffers: dict[int, tuple[int, int]] = {}  # input -> (address, capacity)
+        self._ptr_size = 4 if self.target == "wasm32" else 8
 
     def __repr__(self) -> str:
         return f"<symwasm.Model {self.path.name} ({self.target}) inputs={self.inputs} outputs={self.outputs}>"
@@ -82,25 +85,33 @@ class Model:
                 raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", 1)
             if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
                 arr = arr.copy(order="C")
-            ptr = self._b.call("sw_input_buffer", index, arr.nbytes)
-            if not ptr:
-                self._check(3)
+            ptr = self._input_buffer(index, arr.nbytes)
             self._b.write(ptr, arr.tobytes())
-            shape_ptr = self._b.call("sw_shape_buffer")
-            self._b.write(shape_ptr, np.array(list(arr.shape) + [0] * (MAX_RANK - arr.ndim),
-                                              dtype="<i8").tobytes())
+            self._b.write(self._shape_buffer, np.array(list(arr.shape) + [0] * (MAX_RANK - arr.ndim),
+                                                       dtype="<i8").tobytes())
             self._check(self._b.call("sw_set_input", index, code, arr.ndim))
         self._check(self._b.call("sw_run"))
-        result = {}
-        for i, info in enumerate(self.outputs):
-            dtype = np.dtype(DTYPES[CODE_DTYPES[self._b.call("sw_output_dtype", i)]])
-            rank = self._b.call("sw_output_rank", i)
-            shape = tuple(self._b.call("sw_output_dim", i, a) for a in range(rank))
-            count = int(np.prod(shape)) if shape else 1
-            ptr = self._b.call("sw_output_data", i)
-            raw = self._b.read(ptr, count * dtype.itemsize)
-            result[info.name] = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-        return result
+        return {info.name: self._output(i) for i, info in enumerate(self.outputs)}
+
+    def _input_buffer(self, index: int, nbytes: int) -> int:
+        """The module's buffer for an input; asked for again only when it must grow."""
+        ptr, capacity = self._buffers.get(index, (0, -1))
+        if nbytes > capacity:
+            ptr = self._b.call("sw_input_buffer", index, nbytes)
+            if not ptr:
+                self._buffers.pop(index, None)
+                self._check(3)
+            self._buffers[index] = (ptr, nbytes)
+        return ptr
+
+    def _output(self, i: int) -> np.ndarray:
+        desc = self._b.read(self._b.call("sw_output_tensor", i), 16 + 8 * MAX_RANK)
+        ptr = int.from_bytes(desc[:self._ptr_size], "little")
+        code, rank = np.frombuffer(desc[self._ptr_size:self._ptr_size + 8], dtype="<i4")
+        shape = tuple(int(d) for d in np.frombuffer(desc[16:16 + 8 * rank], dtype="<i8"))
+        dtype = np.dtype(DTYPES[CODE_DTYPES[int(code)]])
+        raw = self._b.read(ptr, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
 def load(path: str | os.PathLike) -> Model:

@@ -13,7 +13,7 @@ SIGNATURES = {
     "sw_init": (c_i32, []), "sw_num_inputs": (c_i32, []), "sw_num_outputs": (c_i32, []),
     "sw_input_buffer": (c_ptr, [c_i32, c_i64]), "sw_shape_buffer": (c_ptr, []),
     "sw_set_input": (c_i32, [c_i32, c_i32, c_i32]), "sw_run": (c_i32, []),
-    "sw_output_data": (c_ptr, [c_i32]), "sw_output_dtype": (c_i32, [c_i32]),
+    "sw_output_tensor": (c_ptr, [c_i32]), "sw_output_data": (c_ptr, [c_i32]), "sw_output_dtype": (c_i32, [c_i32]),
     "sw_output_rank": (c_i32, [c_i32]), "sw_output_dim": (c_i64, [c_i32, c_i32]),
     "sw_last_error": (c_ptr, []), "sw_last_error_len": (c_i32, []),
     "sw_set_memory_limit": (None, [c_i64]), "sw_metadata": (c_ptr, []), "sw_metadata_len": (c_i32, []),

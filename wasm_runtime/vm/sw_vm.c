@@ -330,6 +330,11 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(int32_t index, int32_t dtype, i
 
 static int valid_output(int32_t i) { return vm_ready && i >= 0 && i < P->noutputs && outputs[i] >= 0; }
 
+/* The whole descriptor of output i (NULL if none): one call instead of one per field.
+ * Layout on both targets: data pointer at 0 (4 or 8 bytes), dtype at 8 on native / 4 on
+ * wasm32, rank after it, shape (int64[8]) at offset 16. */
+SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(int32_t i) { return valid_output(i) ? &regs[outputs[i]] : 0; }
+
 SW_EXPORT(sw_output_data) void* sw_output_data(int32_t i) { return valid_output(i) ? regs[outputs[i]].data : 0; }
 SW_EXPORT(sw_output_dtype) int32_t sw_output_dtype(int32_t i) { return valid_output(i) ? regs[outputs[i]].dtype : 0; }
 SW_EXPORT(sw_output_rank) int32_t sw_output_rank(int32_t i) { return valid_output(i) ? regs[outputs[i]].rank : -1; }
