@@ -20,7 +20,7 @@ from llvmlite import ir
 from .codegen.kernel import KernelBuilder
 from .ir import dims as D
 from .ir.dims import Dim, Sym, _Op
-from .ir.graph import CompileError, Graph, Node, Value
+from .ir.graph import CompileError, DType, Graph, Node, Value, dtype_of_numpy
 from .vm import isa
 
 
@@ -198,6 +198,26 @@ class Lowerer:
         self._regs[out] = reg
         self._alias_root[out] = self._alias_root.get(src, src)
         return reg
+
+    def _unique(self, name: str) -> str:
+        while name in self.graph.values:
+            name += "'"
+        return name
+
+    def constant(self, name: str, array: np.ndarray) -> str:
+        """A new constant only one lowering uses (e.g. a weight transposed for its kernel);
+        returns its value name."""
+        arr = np.ascontiguousarray(array)
+        v = Value(self._unique(name), dtype_of_numpy(arr.dtype), tuple(arr.shape), const=arr)
+        return self.graph.add_value(v).name
+
+    def scratch(self, name: str, dtype: DType, shape: Sequence[Dim]) -> int:
+        """A temporary buffer for one kernel call; release it with ``free`` after the call."""
+        v = self.graph.add_value(Value(self._unique(name), dtype, tuple(shape)))
+        return self.alloc(v.name)
+
+    def free(self, reg: int) -> None:
+        self.emit("FREE", reg)
 
     def values_of(self, name: str) -> list[int]:
         """Slots holding the integer elements of a value (loaded at run time if unknown)."""

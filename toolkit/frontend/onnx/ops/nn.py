@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 from llvmlite import ir
 
 from ....codegen import elementwise as E
@@ -91,25 +90,17 @@ def lower_gemm(lw, node) -> None:
     # a constant B (weights) is transposed now, any other is staged in a scratch buffer
     stage = tb and b.const is None
     if tb and not stage:
-        b, tb = _new_value(lw, f"{b.name}^T", b.shape[::-1], np.ascontiguousarray(b.const.T)), False
+        b, tb = lw.value(lw.constant(f"{b.name}^T", b.const.T)), False
     ins = [a.name, b.name] + ([c.name] if c is not None else [])
     c_shape = None if c is None else c.shape
     key = ("gemm", "f32", a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta, stage)
     k = lw.kernel(key, lambda kb: L.build_gemm(kb, a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta,
                                                stage))
     regs = [lw.tensor(i) for i in ins]
-    scratch = [lw.alloc(_new_value(lw, f"{out.name}.B^T", b.shape[::-1]).name)] if stage else []
+    scratch = [lw.scratch(f"{out.name}.B^T", FLOAT32, b.shape[::-1])] if stage else []
     lw.call(k, regs + scratch + [lw.alloc(out.name)])
     for reg in scratch:
-        lw.emit("FREE", reg)
-
-
-def _new_value(lw, name: str, shape: Sequence[Dim], const: np.ndarray | None = None) -> Value:
-    """A float32 value only this lowering uses (a transposed weight, a scratch buffer the
-    caller frees), under a name no other value has."""
-    while name in lw.graph.values:
-        name += "'"
-    return lw.graph.add_value(Value(name, FLOAT32, tuple(shape), const=const))
+        lw.free(reg)
 
 
 # ----------------------------------------------------------------------------- Softmax
