@@ -11,6 +11,7 @@ import wasm_runtime
 from toolkit.compiler import compile_model
 from util import _TMP, assert_outputs_match, check_model, const, make_model, reference, vinfo
 from conftest import ROOT
+from samples.models import reshape_of_shape
 
 
 def test_seed000_argwhere_nonzero_transpose(target):
@@ -30,18 +31,9 @@ def test_seed000_argwhere_nonzero_transpose(target):
 
 
 def _seed002_model():
-    nodes = [
-        helper.make_node("Add", ["a", "b"], ["c"]),
-        helper.make_node("Shape", ["c"], ["cshape"]),
-        helper.make_node("Slice", ["cshape", "zero", "one"], ["d0"]),
-        helper.make_node("Slice", ["cshape", "one", "two"], ["d1"]),
-        helper.make_node("Concat", ["one", "d0", "d1", "one"], ["target"], axis=0),
-        helper.make_node("Reshape", ["c", "target"], ["d"]),
-    ]
-    inits = [const("zero", np.array([0], np.int64)), const("one", np.array([1], np.int64)),
-             const("two", np.array([2], np.int64))]
-    return make_model(nodes, [vinfo("a", np.float32, ["n", 10]), vinfo("b", np.float32, [1])],
-                      [vinfo("d", np.float32, None)], inits)
+    """c = a + b for a: [n, 10], then Reshape(c, Concat([1], Shape(c)[0:1], Shape(c)[1:2], [1]));
+    the same graph the reshape_of_shape sample shows."""
+    return reshape_of_shape()[0]
 
 
 def test_seed002_reshape_from_shape_values(target):

@@ -140,8 +140,10 @@ class KernelBuilder:
         return self.b.add(a, b)
 
     @contextmanager
-    def loop(self, n: ir.Value, name: str = "i"):
-        """``for i in range(n)``; yields ``i`` (i64). The body is what the ``with`` emits."""
+    def _counted(self, n: ir.Value, name: str, inits: Sequence[ir.Value]):
+        """``for i in range(n)`` carrying values: yields ``(i, phis, updates)``. The ``with``
+        body emits the loop body and appends to ``updates`` one next value per phi; after the
+        loop the phis hold the final values."""
         b = self.b
         pre = b.block
         header = self.fn.append_basic_block(f"{name}.head")
@@ -151,37 +153,34 @@ class KernelBuilder:
         b.position_at_end(header)
         i = b.phi(I64, name=name)
         i.add_incoming(i64(0), pre)
+        phis = []
+        for k, init in enumerate(inits):
+            phi = b.phi(init.type, name=f"{name}.acc{k}")
+            phi.add_incoming(init, pre)
+            phis.append(phi)
         b.cbranch(b.icmp_signed("<", i, n), body, done)
         b.position_at_end(body)
-        yield i
+        updates: list[ir.Value] = []
+        yield i, phis, updates
         nxt = b.add(i, i64(1), name=f"{name}.next")
         nxt.flags.append("nsw")
         i.add_incoming(nxt, b.block)
+        for phi, new in zip(phis, updates):
+            phi.add_incoming(new, b.block)
         b.branch(header)
         b.position_at_end(done)
+
+    @contextmanager
+    def loop(self, n: ir.Value, name: str = "i"):
+        """``for i in range(n)``; yields ``i`` (i64). The body is what the ``with`` emits."""
+        with self._counted(n, name, ()) as (i, _, _updates):
+            yield i
 
     def accumulate(self, n: ir.Value, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value],
                    name: str = "r") -> ir.Value:
         """A reduction loop: ``acc = init; for i in range(n): acc = step(acc, i)``."""
-        b = self.b
-        pre = b.block
-        header = self.fn.append_basic_block(f"{name}.head")
-        body = self.fn.append_basic_block(f"{name}.body")
-        done = self.fn.append_basic_block(f"{name}.done")
-        b.branch(header)
-        b.position_at_end(header)
-        i = b.phi(I64, name=name)
-        acc = b.phi(init.type, name=f"{name}.acc")
-        i.add_incoming(i64(0), pre)
-        acc.add_incoming(init, pre)
-        b.cbranch(b.icmp_signed("<", i, n), body, done)
-        b.position_at_end(body)
-        new = step(acc, i)
-        nxt = b.add(i, i64(1), name=f"{name}.next")
-        i.add_incoming(nxt, b.block)
-        acc.add_incoming(new, b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        with self._counted(n, name, (init,)) as (i, (acc,), updates):
+            updates.append(step(acc, i))
         return acc
 
     def fail_if(self, cond: ir.Value, status: int, details: Sequence[ir.Value] = ()) -> None:
