@@ -42,3 +42,14 @@ def test_symbolic_shape_values_fold_away():
     g = import_model(m)
     assert g.values["s2"].sym is not None and str(g.values["s2"].sym) == "(2*n, 6)"
     assert str(g.values["y"].shape) == "(2*n, 6)"
+
+
+def test_declared_output_names_data_dependent_dims():
+    """idx: [count, 2] in the model names NonZero's count 'count' instead of 'nonzero_0'."""
+    m = make_model([helper.make_node("NonZero", ["x"], ["nz"]),
+                    helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0])],
+                   [vinfo("x", np.float32, ["n", 4])], [vinfo("idx", np.int64, ["count", 2])])
+    g = import_model(m)
+    assert str(g.values["idx"].shape) == "(count, 2)"
+    assert str(g.values["nz"].shape) == "(2, count)"
+    assert g.scope.symbols["count"].kind == "data" and "nonzero_0" not in g.scope.symbols

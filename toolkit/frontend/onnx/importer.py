@@ -148,7 +148,39 @@ def import_model(model, binds: Mapping[str, int] | None = None) -> Graph:
         if out.name not in graph.values:
             raise CompileError(f"graph output '{out.name}' is not produced by any node")
         graph.outputs.append(out.name)
+    _adopt_output_names(graph, g)
     return graph
+
+
+def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:
+    """A data-dependent dim the model declares with a name (``idx: [count, 2]``) takes that
+    name instead of the generated one (``nonzero_0``), so messages and inspect use it."""
+    renames: dict[D.Sym, D.Expr] = {}
+    for out in g.output:
+        declared = out.type.tensor_type.shape.dim if out.type.tensor_type.HasField("shape") else []
+        inferred = graph.values[out.name].shape
+        if len(declared) != len(inferred):
+            continue
+        for d, dim in zip(declared, inferred):
+            atom = dim.atom() if isinstance(dim, D.Expr) else None
+            if (d.dim_param and isinstance(atom, D.Sym) and atom.kind == "data" and atom not in renames
+                    and d.dim_param not in graph.scope.symbols):
+                renames[atom] = graph.scope.get(d.dim_param, kind="data", lo=atom.lo, hi=atom.hi)
+    if not renames:
+        return
+    for name in renames:
+        del graph.scope.symbols[name.name]
+
+    def sub(d):
+        return D.substitute(d, renames.get)
+
+    for v in graph.values.values():
+        v.shape = tuple(sub(d) for d in v.shape)
+        if v.sym is not None:
+            v.sym = tuple(sub(d) for d in v.sym)
+    for node in graph.nodes:
+        for c in node.checks:
+            c.a, c.b = sub(c.a), sub(c.b)
 
 
 def _ident(name: str) -> str:
