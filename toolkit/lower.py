@@ -58,6 +58,7 @@ class Lowerer:
         self._alias_root: dict[str, str] = {}  # value -> the value owning its buffer
         self._first_binding: dict[Sym, str] = {}  # input symbol -> where it was bound
         self._freed: set[str] = set()
+        self._derived: set[str] = set()  # constants made by lowerings
         self.node: Node | None = None
 
     # ------------------------------------------------------------------ tables
@@ -199,22 +200,25 @@ class Lowerer:
         self._alias_root[out] = self._alias_root.get(src, src)
         return reg
 
-    def _unique(self, name: str) -> str:
-        while name in self.graph.values:
-            name += "'"
+    def constant(self, name: str, array: np.ndarray) -> str:
+        """A constant derived at compile time for a lowering (a weight transposed or packed
+        for its kernel), named ``name``; asking again for the same name gives the same one."""
+        if name not in self._derived:
+            if name in self.graph.values:
+                raise CompileError(f"{self.context()}: derived constant '{name}' clashes with a value")
+            arr = np.ascontiguousarray(array)
+            self.graph.add_value(Value(name, dtype_of_numpy(arr.dtype), tuple(arr.shape), const=arr))
+            self._derived.add(name)
         return name
 
-    def constant(self, name: str, array: np.ndarray) -> str:
-        """A new constant only one lowering uses (e.g. a weight transposed for its kernel);
-        returns its value name."""
-        arr = np.ascontiguousarray(array)
-        v = Value(self._unique(name), dtype_of_numpy(arr.dtype), tuple(arr.shape), const=arr)
-        return self.graph.add_value(v).name
-
-    def scratch(self, name: str, dtype: DType, shape: Sequence[Dim]) -> int:
-        """A temporary buffer for one kernel call; release it with ``free`` after the call."""
-        v = self.graph.add_value(Value(self._unique(name), dtype, tuple(shape)))
-        return self.alloc(v.name)
+    def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> int:
+        """A temporary buffer for one kernel call (``what`` names it in messages); release
+        it with ``free`` after the call."""
+        reg = self.new_reg(what)
+        msg = self.string(f"{self.context()}: cannot allocate {{0}} bytes for the {what} "
+                          f"{D.fmt_shape(shape)} (memory limit {{1}} bytes)")
+        self.emit("ALLOC", reg, dtype.code, msg, [self.slot(d) for d in shape])
+        return reg
 
     def free(self, reg: int) -> None:
         self.emit("FREE", reg)

@@ -1,40 +1,54 @@
 """2-D convolution and pooling kernels (NCHW, float32) and the per-channel BatchNormalization
 and global-average kernels.
 
-Conv is a register-blocked direct convolution. One tile is ``OC_BLOCK`` output channels by
-``TILE_VECS`` SIMD128 vectors of consecutive output columns of one output row; its
-accumulators stay in registers over the whole (ic, kh, kw) reduction and are stored once,
-so each input vector loaded feeds ``OC_BLOCK`` multiply-adds. Tiles never test bounds:
+Conv is a register-blocked direct convolution. A tile is ``OC_BLOCK`` output channels by
+``TILE_VECS`` vectors of output columns of one output row (SIMD128 on wasm32, AVX2 width
+on hosts that have it: :func:`vector_lanes`); its accumulators stay in registers over the
+(ic, kh, kw) reduction and are stored once, so each input vector loaded feeds ``OC_BLOCK``
+multiply-adds, and constant weights are reordered at compile time (:func:`pack_weights`) so
+each tap's ``OC_BLOCK`` weights are one SIMD128 load. Tiles never test bounds and only load
+contiguous vectors:
 
-- horizontal padding is materialized once per call in a scratch copy of the input whose
-  rows carry the pad columns as zeros (a copy costs one pass over the input; the
-  convolution reads each input element ``M * KH * KW / stride`` times);
-- vertical padding clamps the kh range per output row. Rows whose window lies inside the
-  input, nearly all of them, take a variant whose kh loop is unrolled at compile time;
-- a row whose width is not a multiple of the tile ends with one more full tile shifted left
-  to end at the row's end; it recomputes a few columns instead of running a scalar tail.
+- the input rows are staged once per call into a scratch copy when they need column
+  padding (zeros) or a column stride (each row split into stride phases, so a strided walk
+  is a contiguous one): one pass over the input, which the convolution reads
+  ``M * kh * kw / strides`` times;
+- vertical padding clamps the kh range of each output row;
+- a row whose width is not a multiple of the tile ends with one more tile shifted left to
+  end at the row's end: it recomputes a few columns instead of running a scalar tail.
+  A narrower row is one tile of its first and last vectors (overlapping), of the widest
+  vectors that fit; only rows narrower than SIMD128 go column by column.
 
-A 1x1 convolution with unit strides and no padding is a matrix product: its spatial dims
-are treated as one row so tiles run over ``H * W`` columns.
+A 1x1 convolution without padding is a matrix product: its (strided, compacted) spatial
+dims are treated as one long row. Loops are blocked for the caches (see ``IC_CHUNK``,
+``W_CHUNK``, ``X_CHUNK``).
 
-Pooling runs one output element at a time over its (kh, kw) window, unrolled; padding (and
-the overhang of ``ceil_mode``) is a scratch copy filled with the pooling's neutral value.
+Pooling runs one output element at a time over its (kh, kw) window, unrolled, with the ow
+loop vectorized by LLVM; padding (and the overhang of ``ceil_mode``) is a scratch copy
+filled with the pooling's neutral value.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from functools import lru_cache
+from typing import NamedTuple
 
+import numpy as np
+import llvmlite.binding as llvm
 from llvmlite import ir
 
+from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.graph import FLOAT32
 from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, fast, i64
 
-LANES = 4  # f32 lanes of a SIMD128 vector
-OC_BLOCK = 4  # output channels per register tile
+OC_BLOCK = 4  # output channels per register tile: one SIMD128 vector of weights per tap
 TILE_VECS = 2  # vectors per register tile: OC_BLOCK * TILE_VECS accumulators
-VEC = ir.VectorType(F32, LANES)
+MIN_LANES = 4  # f32 lanes of a SIMD128 vector, the narrowest vector tiles use
+IC_CHUNK = 2048  # floats of weights one tile reads in one pass (L1)
+W_CHUNK = 32768  # floats of weights one sweep over the output rows reuses (L2)
+X_CHUNK = 8192  # floats of input one chunk of output columns reads per pass (L1)
 # multiply-adds may fuse (FMA on hosts that have it); sums keep their order
 MAC_FLAGS = ("contract",)
 
@@ -99,6 +113,14 @@ def _udiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
     return i64(s // c) if s is not None else kb.b.udiv(x, i64(c))
 
 
+def _ceildiv(kb: KernelBuilder, a: ir.Value, c: ir.Value) -> ir.Value:
+    """ceil(a / c) for a >= 0 and c >= 1."""
+    sa, sc = _static(a), _static(c)
+    if sa is not None and sc is not None:
+        return i64(-(-sa // sc))
+    return kb.b.udiv(kb.b.sub(kb.add(a, c), i64(1)), c)
+
+
 def _smax(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
     return kb.b.select(kb.b.icmp_signed(">", a, b_), a, b_)
 
@@ -157,109 +179,169 @@ def _carry(kb: KernelBuilder, start: ir.Value, stop: ir.Value, inits: list[ir.Va
 
 
 def _opaque_dim(kb: KernelBuilder, t: Tensor, axis: int) -> ir.Value:
-    p = kb.b.gep(t.desc, [ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, axis)], source_etype=TENSOR)
+    """Dim ``axis`` of t read from its descriptor even when static: LLVM cannot see it."""
+    field = [ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, axis)]  # desc->shape[axis]
+    p = kb.b.gep(t.desc, field, source_etype=TENSOR)
     return kb.b.load(p, typ=I64)
 
 
 def _splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
+    """s in every one of ``lanes`` lanes (s itself when 1)."""
     if lanes == 1:
         return s
-    undef = ir.Constant(VEC, ir.Undefined)
+    undef = ir.Constant(ir.VectorType(s.type, lanes), ir.Undefined)
     v = b.insert_element(undef, s, ir.Constant(I32, 0))
-    return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+    return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
-def _ptr(kb: KernelBuilder, t: Tensor, idx: ir.Value) -> ir.Value:
-    # inbounds: the wasm backend then folds constant offsets into the load instruction
-    return kb.b.gep(t.data, [idx], inbounds=True, source_etype=t.elem)
+def vector_lanes(module: ir.Module) -> int:
+    """f32 lanes of the widest vectors conv tiles use on the module's target: SIMD128 on
+    wasm32, AVX2 registers on x86 hosts that have them (native code is for the host)."""
+    return 8 if module.triple.startswith("x86_64") and _host_has_avx2() else MIN_LANES
 
 
-def _load(kb: KernelBuilder, t: Tensor, idx: ir.Value) -> ir.Value:
-    return kb.b.load(_ptr(kb, t, idx), typ=t.elem)
+@lru_cache(maxsize=None)
+def _host_has_avx2() -> bool:
+    return bool(llvm.get_host_cpu_features().get("avx2"))
 
 
-def _load_lanes(kb: KernelBuilder, t: Tensor, idx: ir.Value, lanes: int, stride: int) -> ir.Value:
-    """``lanes`` elements of ``t`` at ``idx, idx + stride, ...`` (one vector when lanes > 1)."""
-    b = kb.b
+def _lane(b: ir.IRBuilder, v: ir.Value, lane: int, lanes: int) -> ir.Value:
+    """Lane ``lane`` of vector v, broadcast to ``lanes`` lanes (a scalar when 1)."""
     if lanes == 1:
-        return _load(kb, t, idx)
-    if stride == 1:
-        return b.load(_ptr(kb, t, idx), typ=VEC, align=4)
-    if stride == 2:
-        # two overlapping loads end exactly at the last lane: never past the data
-        lo = b.load(_ptr(kb, t, idx), typ=VEC, align=4)
-        hi = b.load(_ptr(kb, t, kb.add(idx, i64(3))), typ=VEC, align=4)
-        return b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, LANES), [0, 2, 5, 7]))
-    v = ir.Constant(VEC, ir.Undefined)
-    for lane in range(lanes):
-        v = b.insert_element(v, _load(kb, t, kb.add(idx, i64(lane * stride))), ir.Constant(I32, lane))
-    return v
+        return b.extract_element(v, ir.Constant(I32, lane))
+    mask = ir.Constant(ir.VectorType(I32, lanes), [lane] * lanes)
+    return b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask)
+
+
+def _load_lanes(kb: KernelBuilder, t: Tensor, idx: ir.Value, lanes: int) -> ir.Value:
+    """``lanes`` consecutive elements of ``t`` from ``idx``: a vector, or a scalar when 1."""
+    if lanes == 1:
+        return t.load(idx)
+    return kb.b.load(t.ptr(idx), typ=ir.VectorType(F32, lanes), align=4)
 
 
 def _pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, top: ir.Value, left: ir.Value,
-              fill: float) -> None:
-    """xp := ``fill`` everywhere, then x's rows at row ``top``, column ``left`` of each plane."""
+              fill: float, phases: int = 1) -> None:
+    """xp := ``fill`` everywhere, then x's rows at row ``top``, column ``left`` of each
+    plane. With ``phases`` p > 1, a padded row is stored as p runs: the columns whose
+    index is 0, 1, ... modulo p, so a stride-p walk over the row reads one contiguous run."""
     b = kb.b
     planes = kb.mul(x.dim(0), x.dim(1))
     h, w = x.dim(2), x.dim(3)
     hp, wp = xp.dim(2), xp.dim(3)
+    run = _udiv(kb, wp, phases)
     c = ir.Constant(F32, fill)
     with kb.loop(xp.numel(), name="fill") as i:
         xp.store(i, c)
     with kb.loop(kb.mul(planes, h), name="row") as r:
         plane = b.udiv(r, h) if _static(h) != 1 else r
-        dst = kb.add(kb.mul(kb.add(kb.mul(plane, hp), kb.add(b.urem(r, h), top)), wp), left)
+        dst = kb.mul(kb.add(kb.mul(plane, hp), kb.add(b.urem(r, h), top)), wp)
         src = kb.mul(r, w)
-        with kb.loop(w, name="cp") as j:
-            xp.store(kb.add(dst, j), x.load(kb.add(src, j)))
+        with kb.loop(w, name="cp") as i:
+            col = kb.add(i, left)
+            if phases > 1:
+                col = kb.add(kb.mul(b.urem(col, i64(phases)), run), b.udiv(col, i64(phases)))
+            xp.store(kb.add(dst, col), x.load(kb.add(src, i)))
+
+
+def _subsample(kb: KernelBuilder, x: Tensor, xs: Tensor, strides: tuple[int, int]) -> None:
+    """xs[n, c, i, j] := x[n, c, i * stride_h, j * stride_w]."""
+    h, w = x.dim(2), x.dim(3)
+    with kb.loop(kb.mul(xs.dim(0), xs.dim(1)), name="nc") as nc:
+        with kb.loop(xs.dim(2), name="i") as i:
+            src = kb.mul(kb.add(kb.mul(nc, h), kb.mul(i, i64(strides[0]))), w)
+            dst = kb.mul(kb.add(kb.mul(nc, xs.dim(2)), i), xs.dim(3))
+            with kb.loop(xs.dim(3), name="j") as j:
+                xs.store(kb.add(dst, j), x.load(kb.add(src, kb.mul(j, i64(strides[1])))))
 
 
 # ----------------------------------------------------------------------------- Conv
 
 
 class _Row(NamedTuple):
-    """Where a run of tiles works: image n (``in_base``: its group's first input channel),
-    output channels [oc, oc + ocb), output row oh reading input rows ih0 + kh * dilation
-    for kh in [kh_lo, kh_hi)."""
+    """Where tiles work: image n, input channels [ic0, ic0 + ics) of its group (the
+    first of which starts at ``in_base``; ``first``: ic0 is 0), output row oh reading
+    input rows ih0 + kh * dilation for kh in [kh_lo, kh_hi)."""
 
     n: ir.Value
+    ic0: ir.Value
+    ics: ir.Value
+    first: ir.Value
     in_base: ir.Value
-    oc: ir.Value
-    ocb: int
     oh: ir.Value
     ih0: ir.Value
     kh_lo: ir.Value
     kh_hi: ir.Value
 
 
+def pack_weights(w: np.ndarray, group: int) -> np.ndarray:
+    """w (M, C/group, kh, kw) in the order the kernel reads with ``packed``: within each
+    group, every full block of OC_BLOCK output channels has the channel innermost, so one
+    vector load fetches the block's weights of one tap; the remaining channels keep their
+    order. Each channel block stays where its channels were."""
+    m = w.shape[0]
+    per_group, k = m // group, w[0].size
+    full = per_group // OC_BLOCK * OC_BLOCK
+    g = w.reshape(group, per_group, k).copy()
+    g[:, :full] = (g[:, :full].reshape(group, full // OC_BLOCK, OC_BLOCK, k)
+                   .transpose(0, 1, 3, 2).reshape(group, full, k))
+    return g.reshape(w.shape)
+
+
+def _pointwise(win: Window) -> bool:
+    return win.kernel == (1, 1) and not win.pads_rows and not win.pads_cols
+
+
+def conv_scratch(win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) -> tuple[Dim, ...] | None:
+    """The shape of the staged copy of the input that a Conv's tiles read, or None when
+    they read the input itself. A 1x1 convolution without padding reads its strided input
+    compacted; any other, when it has column padding or a column stride, reads rows padded
+    and split into stride phases (see :func:`_pad_copy`)."""
+    n, c, h, w = x_shape
+    sw = win.strides[1]
+    if _pointwise(win):
+        return None if win.strides == (1, 1) else (n, c, y_shape[2], y_shape[3])
+    if not win.pads_cols and sw == 1:
+        return None
+    return (n, c, h, D.ceildiv(w + win.pads[1] + win.pads[3], sw) * sw)
+
+
 def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[Dim],
-                 w_shape: Sequence[Dim], bias: bool, y_shape: Sequence[Dim],
-                 scratch: Sequence[Dim] | None) -> None:
-    """y = conv(x, w) (+ bias). Tensors: x, w, [bias], [scratch for the column-padded
-    input, shape (N, C, H, W + left + right)], y. Scalars: the symbolic pads."""
+                 w_shape: Sequence[Dim], packed: bool, bias: bool, y_shape: Sequence[Dim]) -> None:
+    """y = conv(x, w) (+ bias). Tensors: x, w (laid out by :func:`pack_weights` when
+    ``packed``), [bias], [the staged input of :func:`conv_scratch`], y. Scalars: the
+    symbolic pads."""
     b = kb.b
     x = kb.tensor(0, FLOAT32, x_shape)
     w = kb.tensor(1, FLOAT32, w_shape)
     k = 2 + int(bias)  # the next tensor argument
     bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
     top, left, _, _ = _dims_in(kb, win.pads)
+    scratch = conv_scratch(win, x_shape, y_shape)
     src = x
     if scratch is not None:
         src = kb.tensor(k, FLOAT32, scratch)
         k += 1
-        _pad_copy(kb, x, src, i64(0), left, 0.0)
     y = kb.tensor(k, FLOAT32, y_shape)
 
     (sh, sw), (dh, dw) = win.strides, win.dilations
     kh_n, kw_n = win.kernel
     taps = kh_n * kw_n
     c_in, cg, m = x.dim(1), w.dim(1), y.dim(1)
-    if taps == 1 and win.strides == (1, 1) and not win.pads_rows and not win.pads_cols:
-        rows, cols = i64(1), kb.mul(x.dim(2), x.dim(3))  # a matrix product: one long row
+    phases = 1  # column phases of the staged rows
+    if _pointwise(win):
+        if scratch is not None:
+            _subsample(kb, x, src, win.strides)
+        sh = 1
+        rows, cols = i64(1), kb.mul(src.dim(2), src.dim(3))  # a matrix product: one long row
         out_rows, out_cols = i64(1), kb.mul(y.dim(2), y.dim(3))
     else:
+        if scratch is not None:
+            phases = sw
+            _pad_copy(kb, x, src, i64(0), left, 0.0, phases)
         rows, cols = x.dim(2), src.dim(3)
         out_rows, out_cols = y.dim(2), y.dim(3)
+    run = _udiv(kb, cols, phases)
     plane, out_plane = kb.mul(rows, cols), kb.mul(out_rows, out_cols)
     w_per_oc = kb.mul(cg, i64(taps))
     # The tap loops run to trip counts LLVM cannot see. Unrolled, the wasm backend's
@@ -268,31 +350,72 @@ def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[D
     # than the 16 vector registers wasm engines map locals to, so they spill.
     kh_trips, kw_trips = _opaque_dim(kb, w, 2), _opaque_dim(kb, w, 3)
 
-    def tile(r: _Row, ow0: ir.Value, vecs: int, lanes: int) -> None:
-        """Accumulate and store the tile of r's channels x columns [ow0, ow0 + vecs * lanes)."""
-        zero = ir.Constant(VEC, [0.0] * LANES) if lanes > 1 else ir.Constant(F32, 0.0)
-        inits = []
-        for j in range(r.ocb):
-            start = _splat(b, _load(kb, bt, kb.add(r.oc, i64(j))), lanes) if bt is not None else zero
-            inits += [start] * vecs
-        col0 = kb.mul(ow0, i64(sw))
-        w_oc = kb.mul(r.oc, w_per_oc)
+    wide = vector_lanes(kb.module)  # lanes of the vectors of whole tiles
+    width = TILE_VECS * wide
+    full = _udiv(kb, out_cols, width)  # whole tiles per output row
+    # Cache blocking. The reduction runs in passes over chunks of input channels whose
+    # weights for one tile stay in L1 (later passes add to the stored partial sums); in
+    # a pass, a chunk of output-channel blocks, whose weights stay in L2, sweeps the
+    # output rows; in a row, each chunk of columns, whose input rows stay in L1, is done
+    # for every block of the channel chunk before the next.
+    ic_chunk = max(1, IC_CHUNK // (OC_BLOCK * taps))
+    if _static(cg) is not None:
+        ic_chunk = min(ic_chunk, max(1, _static(cg)))
+    one_pass = _static(cg) is not None and _static(cg) <= ic_chunk
+    oc_chunk = i64(max(1, W_CHUNK // (OC_BLOCK * ic_chunk * taps)))
+    col_chunk = i64(max(1, X_CHUNK // (ic_chunk * kh_n * width)))
 
-        def over_ic(ic: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+    def column(kw: ir.Value) -> ir.Value:
+        """Where tap kw of output column 0 reads in a staged row."""
+        at = kb.mul(kw, i64(dw))
+        if phases == 1:
+            return at
+        return kb.add(kb.mul(b.urem(at, i64(phases)), run), b.udiv(at, i64(phases)))
+
+    def tile(r: _Row, oc: ir.Value, ocb: int, starts: list[ir.Value], lanes: int,
+             done_below: ir.Value | None = None) -> None:
+        """Accumulate channels [oc, oc + ocb) x ``lanes`` columns from each of ``starts``
+        over r's input channels, onto the bias (first pass) or the partial sums so far.
+        Columns below ``done_below`` were already summed in this pass by another tile:
+        their stored sums are kept."""
+        vecs = len(starts)
+        zero = ir.Constant(ir.VectorType(F32, lanes), [0.0] * lanes) if lanes > 1 else ir.Constant(F32, 0.0)
+        row_out = kb.mul(r.oh, out_cols)
+        outs = [kb.add(kb.mul(kb.add(kb.mul(r.n, m), kb.add(oc, i64(j))), out_plane), row_out)
+                for j in range(ocb)]
+        inits = []
+        for j in range(ocb):
+            start = _splat(b, bt.load(kb.add(oc, i64(j))), lanes) if bt is not None else zero
+            for col in starts:
+                if one_pass:
+                    inits.append(start)
+                else:
+                    done = _load_lanes(kb, y, kb.add(outs[j], col), lanes)
+                    inits.append(b.select(r.first, start, done))
+        w_oc = kb.mul(oc, w_per_oc)
+        # a packed block holds OC_BLOCK weights per tap, contiguous
+        w_tap = OC_BLOCK if packed and ocb == OC_BLOCK else 1
+
+        def over_ic(i: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            ic = kb.add(r.ic0, i)
             chan = kb.add(r.in_base, kb.mul(ic, plane))
-            w_ic = kb.add(w_oc, kb.mul(ic, i64(taps)))
+            w_ic = kb.add(w_oc, kb.mul(ic, i64(taps * w_tap)))
 
             def over_kh(kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                row = kb.add(kb.add(chan, kb.mul(kb.add(r.ih0, kb.mul(kh, i64(dh))), cols)), col0)
-                w_kh = kb.add(w_ic, kb.mul(kh, i64(kw_n)))
+                row = kb.add(chan, kb.mul(kb.add(r.ih0, kb.mul(kh, i64(dh))), cols))
+                w_kh = kb.add(w_ic, kb.mul(kh, i64(kw_n * w_tap)))
 
                 def over_kw(kw: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                    at = kb.add(row, kb.mul(kw, i64(dw)))
-                    xs = [_load_lanes(kb, src, kb.add(at, i64(u * lanes * sw)), lanes, sw)
-                          for u in range(vecs)]
+                    at = kb.add(row, column(kw))
+                    xs = [_load_lanes(kb, src, kb.add(at, col), lanes) for col in starts]
                     acc = list(acc)
-                    for j in range(r.ocb):
-                        wv = _splat(b, _load(kb, w, kb.add(kb.add(w_kh, kw), kb.mul(i64(j), w_per_oc))), lanes)
+                    w_at = kb.add(w_kh, kb.mul(kw, i64(w_tap)))
+                    block = _load_lanes(kb, w, w_at, OC_BLOCK) if w_tap > 1 else None
+                    for j in range(ocb):
+                        if block is None:
+                            wv = _splat(b, w.load(kb.add(w_at, kb.mul(i64(j), w_per_oc))), lanes)
+                        else:
+                            wv = _lane(b, block, j, lanes)
                         for u in range(vecs):
                             acc[j * vecs + u] = _mac(b, acc[j * vecs + u], wv, xs[u])
                     return acc
@@ -301,60 +424,84 @@ def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[D
 
             return _carry(kb, r.kh_lo, r.kh_hi, acc, over_kh, "kh")
 
-        acc = _carry(kb, i64(0), cg, inits, over_ic, "ic")
-        out0 = kb.add(kb.mul(r.oh, out_cols), ow0)
-        for j in range(r.ocb):
-            base = kb.add(kb.mul(kb.add(kb.mul(r.n, m), kb.add(r.oc, i64(j))), out_plane), out0)
-            for u in range(vecs):
-                kb.b.store(acc[j * vecs + u], _ptr(kb, y, kb.add(base, i64(u * lanes))), align=4)
+        acc = _carry(kb, i64(0), r.ics, inits, over_ic, "ic")
+        for j in range(ocb):
+            for u, col in enumerate(starts):
+                at = kb.add(outs[j], col)
+                v = acc[j * vecs + u]
+                if done_below is not None and not one_pass:
+                    v = b.select(_lanes_from(kb, col, done_below, lanes), v, _load_lanes(kb, y, at, lanes))
+                b.store(v, y.ptr(at), align=4)
 
-    def row_of_tiles(r: _Row) -> None:
-        """Covers output columns [0, out_cols) with tiles, the widest that fit."""
-        width = TILE_VECS * LANES
+    def row_end(r: _Row, oc: ir.Value, ocb: int) -> None:
+        """The columns after the whole tiles, or all of a row narrower than one tile."""
         ow = out_cols
-        full = _udiv(kb, ow, width)
-        with kb.loop(full, name="ow") as i:
-            tile(r, kb.mul(i, i64(width)), TILE_VECS, LANES)
         s = _static(ow)
-        wide = s >= width if s is not None else b.icmp_signed(">=", ow, i64(width))
+        fits_tile = s >= width if s is not None else b.icmp_signed(">=", ow, i64(width))
         ragged = s % width != 0 if s is not None else b.icmp_signed("!=", kb.mul(full, i64(width)), ow)
-        mid = s >= LANES if s is not None else b.icmp_signed(">=", ow, i64(LANES))
 
         def last_wide():  # ends at the row's end, overlapping the previous tile
-            tile(r, b.sub(ow, i64(width)), TILE_VECS, LANES)
+            tile(r, oc, ocb, _vector_starts(kb, b.sub(ow, i64(width)), wide), wide, kb.mul(full, i64(width)))
 
-        def two_vectors():  # LANES <= ow < width: two overlapping one-vector tiles
-            tile(r, i64(0), 1, LANES)
-            tile(r, b.sub(ow, i64(LANES)), 1, LANES)
+        def narrow(n: int) -> None:
+            """ow < 2n: the row's first and last vectors of n lanes (overlapping) if ow >= n,
+            else narrower vectors, else columns one by one."""
+            if n < MIN_LANES:
+                with kb.loop(ow, name="owc") as c:
+                    tile(r, oc, ocb, [c], 1)
+                return
+            fits = s >= n if s is not None else b.icmp_signed(">=", ow, i64(n))
+            _when(kb, fits, lambda: tile(r, oc, ocb, [i64(0), b.sub(ow, i64(n))], n),
+                  lambda: narrow(n // 2))
 
-        def scalars():
-            with kb.loop(ow, name="owc") as c:
-                tile(r, c, 1, 1)
+        _when(kb, fits_tile, lambda: _when(kb, ragged, last_wide), lambda: narrow(wide))
 
-        _when(kb, wide, lambda: _when(kb, ragged, last_wide),
-              lambda: _when(kb, mid, two_vectors, scalars))
-
-    def output_rows(n: ir.Value, in_base: ir.Value, oc: ir.Value, ocb: int) -> None:
+    def output_rows(at: tuple[ir.Value, ...], oc_lo: ir.Value, blocks: ir.Value, ocb: int) -> None:
+        """All output rows of channels [oc_lo, oc_lo + blocks * ocb); at: _Row's first fields."""
         with kb.loop(out_rows, name="oh") as oh:
             ih0 = b.sub(kb.mul(oh, i64(sh)), top)
             lo, hi = i64(0), kh_trips
             if win.pads_rows:  # only the window rows inside the input
                 lo = _smax(kb, lo, b.sub(i64(0), _floordiv(kb, ih0, dh)))
                 hi = _smin(kb, hi, b.add(_floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
-            row_of_tiles(_Row(n, in_base, oc, ocb, oh, ih0, lo, hi))
+            r = _Row(*at, oh, ih0, lo, hi)
+            with kb.loop(_ceildiv(kb, full, col_chunk), name="cc") as cc:
+                t0 = kb.mul(cc, col_chunk)
+                with kb.loop(blocks, name="blk") as blk:
+                    oc = kb.add(oc_lo, kb.mul(blk, i64(ocb)))
+                    with kb.loop(_smin(kb, col_chunk, b.sub(full, t0)), name="t") as t:
+                        tile(r, oc, ocb, _vector_starts(kb, kb.mul(kb.add(t0, t), i64(width)), wide), wide)
+            with kb.loop(blocks, name="blk") as blk:
+                row_end(r, kb.add(oc_lo, kb.mul(blk, i64(ocb))), ocb)
 
     mg = _udiv(kb, m, group)
     blocks = _udiv(kb, mg, OC_BLOCK)
-    with kb.loop(y.dim(0), name="n") as n:
-        with kb.loop(i64(group), name="g") as g:
-            in_base = kb.mul(kb.add(kb.mul(n, c_in), kb.mul(g, cg)), plane)
-            oc0 = kb.mul(g, mg)
-            with kb.loop(blocks, name="ocb") as blk:
-                output_rows(n, in_base, kb.add(oc0, kb.mul(blk, i64(OC_BLOCK))), OC_BLOCK)
+    with kb.loop(y.dim(0), name="n") as n, kb.loop(i64(group), name="g") as g:
+        in_base = kb.mul(kb.add(kb.mul(n, c_in), kb.mul(g, cg)), plane)
+        oc0 = kb.mul(g, mg)
+        with kb.loop(_ceildiv(kb, cg, i64(ic_chunk)), name="icc") as pass_:
+            ic0 = kb.mul(pass_, i64(ic_chunk))
+            at = (n, ic0, _smin(kb, i64(ic_chunk), b.sub(cg, ic0)),
+                  b.icmp_signed("==", pass_, i64(0)), in_base)
+            with kb.loop(_ceildiv(kb, blocks, oc_chunk), name="occ") as ch:
+                first = kb.mul(ch, oc_chunk)
+                output_rows(at, kb.add(oc0, kb.mul(first, i64(OC_BLOCK))),
+                            _smin(kb, oc_chunk, b.sub(blocks, first)), OC_BLOCK)
             if _static(mg) is None or _static(mg) % OC_BLOCK:
-                done = kb.add(oc0, kb.mul(blocks, i64(OC_BLOCK)))
-                with kb.loop(b.sub(mg, kb.mul(blocks, i64(OC_BLOCK))), name="oc1") as j:
-                    output_rows(n, in_base, kb.add(done, j), 1)
+                done = kb.mul(blocks, i64(OC_BLOCK))
+                output_rows(at, kb.add(oc0, done), b.sub(mg, done), 1)
+
+
+def _lanes_from(kb: KernelBuilder, col: ir.Value, first: ir.Value, lanes: int) -> ir.Value:
+    """Which lanes of the vector of columns [col, col + lanes) are at or after ``first``."""
+    b = kb.b
+    idx = b.add(_splat(b, col, lanes), ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))))
+    return b.icmp_signed(">=", idx, _splat(b, first, lanes))
+
+
+def _vector_starts(kb: KernelBuilder, ow0: ir.Value, lanes: int) -> list[ir.Value]:
+    """The first columns of the vectors of a whole tile starting at ow0."""
+    return [kb.add(ow0, i64(u * lanes)) for u in range(TILE_VECS)]
 
 
 def _mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -401,7 +548,8 @@ def build_pool2d(kb: KernelBuilder, kind: str, win: Window, count_include_pad: b
     rows, cols = src.dim(2), src.dim(3)
     out_rows, out_cols = y.dim(2), y.dim(3)
     if count_include_pad:
-        bounds_h, bounds_w = (i64(0), kb.add(kb.add(h, top), bottom)), (i64(0), kb.add(kb.add(w, left), right))
+        bounds_h = (i64(0), kb.add(kb.add(h, top), bottom))
+        bounds_w = (i64(0), kb.add(kb.add(w, left), right))
     else:
         bounds_h, bounds_w = (top, kb.add(h, top)), (left, kb.add(w, left))
 

@@ -8,7 +8,7 @@ are then symbolic too and reach the kernels as run-time scalars.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ....codegen import conv as C
 from ....codegen import elementwise as E
@@ -28,7 +28,7 @@ def _float32_inputs(ctx: InferContext) -> None:
             ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.node.op} takes float32")
 
 
-def _spatial_2d(ctx: InferContext, x: Value) -> None:
+def _require_2d(ctx: InferContext, x: Value) -> None:
     if x.rank != 4:
         ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; only 2-D {ctx.node.op} "
                  f"(rank 4, NCHW) is supported")
@@ -73,7 +73,7 @@ def window(attrs: dict, x_shape: Sequence[Dim], kernel: tuple[int, int],
                 out[a] = D.minimum(D.ceildiv(span, s) + 1, D.ceildiv(size + begin[a], s))
             else:
                 out[a] = D.floordiv(span, s) + 1
-        if isinstance(out[a], int) and out[a] < 1:
+        if isinstance(out[a], int) and out[a] < 0:
             raise ValueError(f"the {'height' if a == 0 else 'width'} {size} is too small for a window "
                              f"of {ext} with pads {begin[a]}+{end[a]} (output size {out[a]})")
     win = C.Window((int(kernel[0]), int(kernel[1])), strides, dilations, (begin[0], begin[1], end[0], end[1]))
@@ -87,21 +87,24 @@ def _window_or_fail(ctx: InferContext, x: Value, kernel: tuple[int, int], ceil_m
         ctx.fail(str(e))
 
 
-def _scratch(lw, name: str, shape: Sequence[Dim]) -> int:
-    """A float32 buffer that lives for one kernel call (the caller frees it)."""
-    reg = lw.new_reg(name)
-    msg = lw.string(f"{lw.context()}: cannot allocate {{0}} bytes for the padded input "
-                    f"{D.fmt_shape(shape)} (memory limit {{1}} bytes)")
-    lw.emit("ALLOC", reg, FLOAT32.code, msg, [lw.slot(d) for d in shape])
-    return reg
+def _check_output_size(lw, x: Value, y: Value, win: C.Window) -> None:
+    """A symbolic output height or width is negative when the input is smaller than the
+    window: say so instead of failing to allocate."""
+    for a, what in ((0, "height"), (1, "width")):
+        out = y.shape[2 + a]
+        if not isinstance(out, int):
+            lw.emit("CHECK_LE", lw.const_slot(0), lw.slot(out), lw.string(
+                f"{lw.context()}: input {what} {x.shape[2 + a]} is too small for a window of "
+                f"{win.extent(a)} with pads {win.pads[a]} + {win.pads[a + 2]} (output {what} {out} = {{1}})"))
 
 
-def _call_with_scratch(lw, kernel: int, inputs: list[int], scratch: Sequence[Dim] | None,
+def _call_with_scratch(lw, kernel: int, x: Value, inputs: list[int], scratch: Sequence[Dim] | None,
                        out: str, win: C.Window) -> None:
-    tmp = [_scratch(lw, f"{out}.padded", scratch)] if scratch is not None else []
+    _check_output_size(lw, x, lw.value(out), win)
+    tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []
     lw.call(kernel, inputs + tmp + [lw.alloc(out)], [lw.slot(d) for d in C.symbolic(win.pads)])
-    if tmp:
-        lw.emit("FREE", tmp[0])
+    for reg in tmp:
+        lw.free(reg)
 
 
 # ----------------------------------------------------------------------------- Conv
@@ -122,7 +125,7 @@ def _kernel_of(ctx: InferContext, w: Value) -> tuple[int, int]:
 def infer_conv(ctx: InferContext) -> None:
     x, w, bias = ctx.input(0), ctx.input(1), ctx.optional(2)
     _float32_inputs(ctx)
-    _spatial_2d(ctx, x)
+    _require_2d(ctx, x)
     if w.rank != 4:
         ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank 4 (M, C/group, kH, kW)")
     kernel = _kernel_of(ctx, w)
@@ -150,16 +153,15 @@ def lower_conv(lw, node) -> None:
     y = lw.value(node.outputs[0])
     group = int(node.attrs.get("group", 1))
     win, _ = window(node.attrs, x.shape, (int(w.shape[2]), int(w.shape[3])))
-    scratch = None
-    if win.pads_cols:
-        n, c, h, wd = x.shape
-        scratch = (n, c, h, wd + win.pads[1] + win.pads[3])
-    key = ("conv2d", f"f32_oc{C.OC_BLOCK}x{C.TILE_VECS * C.LANES}", x.shape, w.shape, bias is not None,
-           y.shape, win, group)
-    k = lw.kernel(key, lambda kb: C.build_conv2d(kb, win, group, x.shape, w.shape, bias is not None,
-                                                  y.shape, scratch))
-    ins = [lw.tensor(x.name), lw.tensor(w.name)] + ([lw.tensor(bias.name)] if bias is not None else [])
-    _call_with_scratch(lw, k, ins, scratch, y.name, win)
+    scratch = C.conv_scratch(win, x.shape, y.shape)
+    packed = w.const is not None  # reordered now: the kernel loads a vector of weights per tap
+    weight = lw.constant(f"{w.name}.packed_g{group}", C.pack_weights(w.const, group)) if packed else w.name
+    tile = f"f32_oc{C.OC_BLOCK}x{C.TILE_VECS * C.vector_lanes(lw.module)}"
+    key = ("conv2d", tile, x.shape, w.shape, packed, bias is not None, y.shape, win, group)
+    k = lw.kernel(key, lambda kb: C.build_conv2d(kb, win, group, x.shape, w.shape, packed, bias is not None,
+                                                  y.shape))
+    ins = [lw.tensor(x.name), lw.tensor(weight)] + ([lw.tensor(bias.name)] if bias is not None else [])
+    _call_with_scratch(lw, k, x, ins, scratch, y.name, win)
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -168,7 +170,7 @@ def lower_conv(lw, node) -> None:
 def infer_pool(ctx: InferContext) -> None:
     x = ctx.input(0)
     _float32_inputs(ctx)
-    _spatial_2d(ctx, x)
+    _require_2d(ctx, x)
     if len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
         ctx.fail(f"the Indices output '{ctx.node.outputs[1]}' is not supported (only the pooled values)")
     kernel = ctx.attr("kernel_shape")
@@ -206,7 +208,7 @@ def lower_pool(lw, node) -> None:
     scratch = _pool_scratch(x, y, win, ceil_mode)
     key = ("pool2d", f"f32_{kind}", x.shape, y.shape, win, include_pad, scratch)
     k = lw.kernel(key, lambda kb: C.build_pool2d(kb, kind, win, include_pad, x.shape, y.shape, scratch))
-    _call_with_scratch(lw, k, [lw.tensor(x.name)], scratch, y.name, win)
+    _call_with_scratch(lw, k, x, [lw.tensor(x.name)], scratch, y.name, win)
 
 
 def infer_global_average(ctx: InferContext) -> None:

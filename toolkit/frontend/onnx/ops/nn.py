@@ -97,7 +97,7 @@ def lower_gemm(lw, node) -> None:
     k = lw.kernel(key, lambda kb: L.build_gemm(kb, a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta,
                                                stage))
     regs = [lw.tensor(i) for i in ins]
-    scratch = [lw.scratch(f"{out.name}.B^T", FLOAT32, b.shape[::-1])] if stage else []
+    scratch = [lw.scratch("transposed B", FLOAT32, b.shape[::-1])] if stage else []
     lw.call(k, regs + scratch + [lw.alloc(out.name)])
     for reg in scratch:
         lw.free(reg)
