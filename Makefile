@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test test-py test-js bench clean isa
+.PHONY: all env demo test lint bench clean isa
 
 all: demo
 
@@ -39,7 +39,11 @@ demo: env js_loader/node_modules/.installed
 	$(PY) samples/run_python.py $(BUILD)/samples
 	node samples/run_node.mjs $(BUILD)/samples
 
-test: env isa js_loader/node_modules/.installed $(CHROMIUM)
+# unused names, undefined names and syntax errors
+lint: env
+	$(PY) -m ruff check --quiet --select F,E9 toolkit wasm_runtime tests samples benchmarks js_loader/test
+
+test: env isa lint js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) -m pytest -n $(JOBS) -q
 	cd js_loader && npm test
 

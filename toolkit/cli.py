@@ -170,7 +170,8 @@ def cmd_inspect(args) -> int:
         print(f"  {name:<{width}}  {v['dtype']}{_shape(v['shape'])}  [{how}]{src}")
     if not args.no_program:
         print(f"\nprogram: {len(p['words'])} words, {len(p['registers'])} registers, "
-              f"{len(p['heap_init'])} shape slots, {len(p['kernels'])} kernels, {len(p['consts'])} constants")
+              f"{len(p['heap_init'])} shape slots, {len(p['kernels'])} kernels, {len(p['consts'])} constants, "
+              f"static arena {p.get('arena_size', 0)} bytes")
         slots = {int(k): v for k, v in p["slots"].items()}
         print(isa.disassemble(p["words"], p["strings"], p["kernels"], p["registers"], slots))
         if args.messages:

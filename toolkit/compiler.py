@@ -68,6 +68,7 @@ def build_metadata(graph: Graph, prog: Program, target) -> dict:
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
         "program": {"words": prog.words, "strings": prog.strings, "heap_init": prog.heap_init,
+                    "arena_size": prog.arena_size,
                     "kernels": prog.kernels, "registers": prog.reg_names,
                     "slots": {str(k): v for k, v in sorted(prog.slot_names.items())},
                     "consts": [name for name, _ in prog.consts]},

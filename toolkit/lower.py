@@ -37,9 +37,25 @@ class Program:
     slot_names: dict[int, str] = field(default_factory=dict)
     inputs: list[tuple[int, int, int]] = field(default_factory=list)  # dtype, rank, name string
     outputs: list[int] = field(default_factory=list)  # name string
+    arena_size: int = 0  # bytes of the static arena
 
     def disassemble(self) -> str:
         return isa.disassemble(self.words, self.strings, self.kernels, self.reg_names, self.slot_names)
+
+
+ARENA_ALIGN = 64
+ARENA_LIMIT = (1 << 31) - 1  # offsets are int32 immediates
+
+
+@dataclass
+class StaticBuffer:
+    """A buffer whose size is known at compile time: it gets an offset in the static arena,
+    shared with buffers whose lifetimes (node indices, inclusive) do not overlap."""
+
+    nbytes: int
+    start: int
+    end: int | None  # None: alive until the end of the run (outputs, never freed)
+    word: int  # where ALLOC_STATIC's offset operand is, patched once offsets are planned
 
 
 class Lowerer:
@@ -59,6 +75,8 @@ class Lowerer:
         self._first_binding: dict[Sym, str] = {}  # input symbol -> where it was bound
         self._freed: set[str] = set()
         self._derived: set[str] = set()  # constants made by lowerings
+        self._static: dict[int, StaticBuffer] = {}  # register -> its planned buffer
+        self._index = 0  # the node being lowered
         self.node: Node | None = None
 
     # ------------------------------------------------------------------ tables
@@ -182,12 +200,24 @@ class Lowerer:
     def alloc(self, name: str) -> int:
         """A new buffer for value ``name`` with its symbolic shape."""
         v = self.value(name)
-        reg = self.new_reg(name)
-        dims = [self.slot(d) for d in v.shape]
-        msg = self.string(f"{self.context()}: cannot allocate {{0}} bytes for '{name}' "
-                          f"{v.describe()} (memory limit {{1}} bytes)")
-        self.emit("ALLOC", reg, v.dtype.code, msg, dims)
+        reg = self._new_buffer(name, v.dtype, v.shape, f"'{name}' {v.describe()}")
         self._regs[name] = reg
+        return reg
+
+    def _new_buffer(self, reg_name: str, dtype: DType, shape: Sequence[Dim], what: str,
+                    end: int | None = None) -> int:
+        """A static-arena buffer when the shape is known now, a run-time allocation otherwise."""
+        reg = self.new_reg(reg_name)
+        dims = [self.slot(d) for d in shape]
+        if all(isinstance(d, int) for d in shape):
+            word = len(self.prog.words) + 3  # ALLOC_STATIC reg dtype offset ...
+            self.emit("ALLOC_STATIC", reg, dtype.code, 0, dims)
+            nbytes = dtype.itemsize * int(np.prod([int(d) for d in shape], dtype=np.int64))
+            self._static[reg] = StaticBuffer(nbytes, self._index, end, word)
+        else:
+            msg = self.string(f"{self.context()}: cannot allocate {{0}} bytes for {what} "
+                              f"(memory limit {{1}} bytes)")
+            self.emit("ALLOC", reg, dtype.code, msg, dims)
         return reg
 
     def view(self, out: str, src: str) -> int:
@@ -214,14 +244,13 @@ class Lowerer:
     def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> int:
         """A temporary buffer for one kernel call (``what`` names it in messages); release
         it with ``free`` after the call."""
-        reg = self.new_reg(what)
-        msg = self.string(f"{self.context()}: cannot allocate {{0}} bytes for the {what} "
-                          f"{D.fmt_shape(shape)} (memory limit {{1}} bytes)")
-        self.emit("ALLOC", reg, dtype.code, msg, [self.slot(d) for d in shape])
-        return reg
+        return self._new_buffer(what, dtype, shape, f"the {what} {D.fmt_shape(shape)}", end=self._index)
 
     def free(self, reg: int) -> None:
-        self.emit("FREE", reg)
+        if reg in self._static:
+            self._static[reg].end = self._index  # its arena space is reusable after this node
+        else:
+            self.emit("FREE", reg)
 
     def values_of(self, name: str) -> list[int]:
         """Slots holding the integer elements of a value (loaded at run time if unknown)."""
@@ -266,6 +295,7 @@ class Lowerer:
         last_use = self._last_uses()
         for index, node in enumerate(g.nodes):
             self.node = node
+            self._index = index
             outs = [self.value(o) for o in node.outputs if o]
             if all(v.known for v in outs):
                 continue
@@ -282,11 +312,36 @@ class Lowerer:
             lowering_of(node)(self, node)
             self._free_dead(index, last_use)
         self.node = None
+        self._index = len(g.nodes)
         for i, name in enumerate(g.outputs):
             self.emit("OUTPUT", i, self.tensor(name))
             self.prog.outputs.append(self.string(name))
         self.emit("RETURN")
+        self._plan_arena()
         return self.prog
+
+    def _plan_arena(self) -> None:
+        """Offsets for the static buffers: largest first, each at the lowest offset clear of
+        every placed buffer whose lifetime overlaps its own."""
+        placed: list[tuple[int, int, int, int]] = []  # start, end, offset, size
+        top = 0
+        forever = len(self.graph.nodes) + 1
+        for buf in sorted(self._static.values(), key=lambda b: -b.nbytes):
+            end = forever if buf.end is None else buf.end
+            size = -(-buf.nbytes // ARENA_ALIGN) * ARENA_ALIGN
+            busy = sorted((off, off + sz) for s, e, off, sz in placed if s <= end and buf.start <= e)
+            offset = 0
+            for lo, hi in busy:
+                if offset + size <= lo:
+                    break
+                offset = max(offset, hi)
+            placed.append((buf.start, end, offset, size))
+            self.prog.words[buf.word] = offset
+            top = max(top, offset + size)
+        if top > ARENA_LIMIT:
+            raise CompileError(f"the static arena needs {top} bytes, more than the {ARENA_LIMIT} "
+                               f"a module can address")
+        self.prog.arena_size = top
 
     def _bind_inputs(self) -> None:
         for i, name in enumerate(self.graph.inputs):
@@ -338,5 +393,5 @@ class Lowerer:
             if all(last_use.get(a, -1) <= index for a in aliases) and root in self._regs:
                 if root not in self._freed:
                     self._freed.add(root)
-                    self.emit("FREE", self._regs[root])
+                    self.free(self._regs[root])
 

@@ -18,6 +18,7 @@ PROGRAM = ir.LiteralStructType([
     PTR, I32,  # inputs, ninputs
     PTR, I32,  # outputs, noutputs
     PTR, I32,  # metadata, metadata_len
+    I64,  # arena_size
 ])
 
 CONST_ALIGN = 64
@@ -83,5 +84,6 @@ def embed_program(module: ir.Module, prog, metadata: bytes) -> int:
         inputs, ir.Constant(I32, len(prog.inputs)),
         outputs, ir.Constant(I32, len(prog.outputs)),
         meta, ir.Constant(I32, len(metadata)),
+        ir.Constant(I64, prog.arena_size),
     ])
     return weight_bytes

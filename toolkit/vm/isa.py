@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (1, 1)
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,9 @@ OPS: tuple[Op, ...] = (
        "(dim, start, end, step) -> (first, count) with ONNX Slice clamping; msg when step is 0"),
     Op(17, "JUMP", ("pc",), "continue at pc"),
     Op(18, "BRANCH", ("slot", "pc"), "continue at pc if the slot is non-zero"),
+    Op(19, "ALLOC_STATIC", ("reg", "dtype", "imm", "slot*"),
+       "reg := a tensor at byte offset imm of the static arena, planned at compile time "
+       "(FREE is a no-op for it)"),
 )
 
 ARITH = ("ADD", "SUB", "MUL", "FLOORDIV", "MOD", "MIN", "MAX", "DIV", "EQ", "LT", "LE")

@@ -3,7 +3,7 @@
 #define SW_ISA_H
 
 #define SW_FORMAT_MAJOR 1
-#define SW_FORMAT_MINOR 0
+#define SW_FORMAT_MINOR 1
 
 typedef enum sw_opcode {
   SW_OP_RETURN = 0,  /* : end of the program */
@@ -25,6 +25,7 @@ typedef enum sw_opcode {
   SW_OP_SLICE_DIM = 16,  /* slot slot slot slot slot slot msg: (dim, start, end, step) -> (first, count) with ONNX Slice clamping; msg when step is 0 */
   SW_OP_JUMP = 17,  /* pc: continue at pc */
   SW_OP_BRANCH = 18,  /* slot pc: continue at pc if the slot is non-zero */
+  SW_OP_ALLOC_STATIC = 19,  /* reg dtype imm slot*: reg := a tensor at byte offset imm of the static arena, planned at compile time (FREE is a no-op for it) */
   SW_OP_COUNT
 } sw_opcode;
 
@@ -79,6 +80,7 @@ static const unsigned char sw_op_operands[SW_OP_COUNT][8] = {
   /* SLICE_DIM */ {SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
   /* JUMP */ {SW_K_PC, SW_K_END},
   /* BRANCH */ {SW_K_SLOT, SW_K_PC, SW_K_END},
+  /* ALLOC_STATIC */ {SW_K_REG, SW_K_DTYPE, SW_K_IMM, SW_K_SLOT | SW_K_LIST, SW_K_END},
 };
 
 #endif

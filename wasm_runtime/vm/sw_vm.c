@@ -32,6 +32,7 @@ static sw_status_t init_status = -1;
 static sw_tensor* regs;
 static unsigned char* reg_state;
 static int64_t* heap;
+static unsigned char* arena; /* the static arena: one block for all compile-time-planned buffers */
 static sw_input_slot* inputs;
 static int32_t* outputs; /* register of each output, -1 when none */
 static int64_t shape_buffer[SW_MAX_RANK];
@@ -188,7 +189,7 @@ static sw_status_t verify(void) {
       if (*k & SW_K_LIST) {
         int32_t n = P->words[pc++];
         if (n < 0 || pc + n > P->nwords) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
-        if ((op == SW_OP_ALLOC || op == SW_OP_VIEW) && n > SW_MAX_RANK)
+        if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_VIEW) && n > SW_MAX_RANK)
           return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
         if (op == SW_OP_CALL && n > SW_MAX_CALL_TENSORS) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
         for (int32_t i = 0; i < n; i++)
@@ -220,6 +221,17 @@ SW_EXPORT(sw_init) sw_status_t sw_init(void) {
   heap = (int64_t*)sw_mem_alloc(sizeof(int64_t) * (size_t)(P->nheap + 1));
   inputs = (sw_input_slot*)sw_mem_alloc(sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
   outputs = (int32_t*)sw_mem_alloc(sizeof(int32_t) * (size_t)(P->noutputs + 1));
+  if (P->arena_size > 0) {
+    if (P->arena_size > memory_limit || (uint64_t)P->arena_size > (uint64_t)SIZE_MAX) {
+      init_status = fail_text(SW_OUT_OF_MEMORY, 0, "the static arena exceeds the memory limit");
+      return init_status;
+    }
+    arena = (unsigned char*)sw_mem_alloc((size_t)P->arena_size);
+    if (!arena) {
+      init_status = fail_text(SW_OUT_OF_MEMORY, 0, "out of memory for the static arena");
+      return init_status;
+    }
+  }
   if (!regs || !reg_state || !heap || !inputs || !outputs) {
     init_status = fail_text(SW_OUT_OF_MEMORY, 0, "out of memory while loading the model");
     return init_status;
@@ -542,6 +554,24 @@ static sw_status_t execute(void) {
         if (st != SW_OK) return st;
         pc += 5 + w[pc + 4];
         break;
+      case SW_OP_ALLOC_STATIC: {
+        int32_t r = w[pc + 1], n = w[pc + 4];
+        int64_t offset = w[pc + 3], bytes = dtype_size(w[pc + 2]);
+        release(r);
+        for (int32_t i = 0; i < n; i++) {
+          regs[r].shape[i] = heap[w[pc + 5 + i]];
+          bytes *= regs[r].shape[i];
+        }
+        /* the compiler planned it inside the arena; a program that did not is corrupt */
+        if (offset < 0 || bytes < 0 || offset + bytes > P->arena_size)
+          return fail_text(SW_INVALID_PROGRAM, 0, "a static buffer lies outside the arena");
+        regs[r].data = arena + offset;
+        regs[r].dtype = w[pc + 2];
+        regs[r].rank = n;
+        reg_state[r] = REG_BORROWED;
+        pc += 5 + n;
+        break;
+      }
       case SW_OP_VIEW: {
         int32_t dst = w[pc + 1], src = w[pc + 2], n = w[pc + 3];
         sw_tensor t = regs[src];

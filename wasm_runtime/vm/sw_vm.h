@@ -61,6 +61,7 @@ typedef struct sw_program {
   int32_t noutputs;
   const char* metadata; /* the metadata JSON */
   int32_t metadata_len;
+  int64_t arena_size; /* bytes of the static arena (buffers whose shapes are known at compile time) */
 } sw_program;
 
 extern const sw_program sw_model;
