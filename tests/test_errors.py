@@ -184,3 +184,16 @@ def test_two_loads_do_not_share_state(target):
     assert_outputs_match(a.run(fa), reference(m, fa))
     assert_outputs_match(b.run(fb), reference(m, fb))
     np.testing.assert_array_equal(ra, reference(m, fa)["y"])
+
+
+def test_symbolic_broadcast_error_names_inputs(target):
+    """[p] + [q]: whether they broadcast is decided at run time; the error names both inputs."""
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+                   [vinfo("a", np.float32, ["p"]), vinfo("b", np.float32, ["q"])], [vinfo("y", np.float32, None)])
+    mod = build(m, target)
+    with pytest.raises(wasm_runtime.ModelError,
+                       match=r"node 'add' \(Add\): input 'a' dim 0 \(p\) and input 'b' dim 0 \(q\) do not "
+                             r"broadcast: p = 2, q = 3"):
+        mod.run({"a": np.ones(2, np.float32), "b": np.ones(3, np.float32)})
+    feeds = {"a": np.ones(1, np.float32), "b": np.arange(3, dtype=np.float32)}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))

@@ -157,21 +157,27 @@ class Lowerer:
                                f"(internal: no instruction defines it)")
         assert isinstance(atom, _Op)
         args = atom.args
-        if atom.op in ("min", "max", "bcast"):
+        if atom.op == "bcast":
+            return self._bcast_slot(atom, self.string(
+                f"{self.context()}: dims {args[0]} = {{0}} and {args[1]} = {{1}} do not broadcast"))
+        if atom.op in ("min", "max"):
             slot = self.slot(args[0])
             for x in args[1:]:
-                if atom.op == "bcast":
-                    dst = self.new_slot()
-                    self.emit("BCAST", dst, slot, self.slot(x), self.string(
-                        f"{self.context()}: dims {args[0]} = {{0}} and {x} = {{1}} do not broadcast"))
-                    slot = dst
-                else:
-                    slot = self._arith(atom.op.upper(), slot, self.slot(x))
+                slot = self._arith(atom.op.upper(), slot, self.slot(x))
             return slot
         kind = {"floordiv": "FLOORDIV", "mod": "MOD", "div": "DIV"}[atom.op]
         msg = (f"{self.context()}: {args[0]} = {{0}} is not divisible by {args[1]} = {{1}}"
                if kind == "DIV" else None)
         return self._arith(kind, self.slot(args[0]), self.slot(args[1]), msg)
+
+    def _bcast_slot(self, atom, msg: int) -> int:
+        """The broadcast of the atom's dims, failing with ``msg`` when they do not broadcast."""
+        slot = self.slot(atom.args[0])
+        for x in atom.args[1:]:
+            dst = self.new_slot()
+            self.emit("BCAST", dst, slot, self.slot(x), msg)
+            slot = dst
+        return slot
 
     # ------------------------------------------------------------------ values
     def value(self, name: str) -> Value:
@@ -300,7 +306,10 @@ class Lowerer:
             if all(v.known for v in outs):
                 continue
             for c in node.checks:
-                if c.kind == "eq":
+                if c.kind == "define":
+                    if not self.is_defined(c.a):
+                        self.define(c.a, self._bcast_slot(c.a.atom(), self.string(c.message)))
+                elif c.kind == "eq":
                     self.emit("CHECK_EQ", self.slot(c.a), self.slot(c.b), self.string(c.message))
                 else:
                     # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would

@@ -83,7 +83,9 @@ class Value:
 class Check:
     """A shape condition the compiler could not prove; the VM checks it at run time."""
 
-    kind: str  # "eq": a == b; "bcast": a broadcasts against b (a == 1 or a == b)
+    # "eq": a == b; "bcast": a broadcasts to b (a == 1 or a == b); "define": evaluate the
+    # broadcast dim a (a bcast of input dims) with this message should they not broadcast
+    kind: str
     a: Dim
     b: Dim
     message: str  # names node, op, inputs and dims; "{0}" and "{1}" are the run-time values

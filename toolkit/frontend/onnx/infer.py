@@ -97,6 +97,7 @@ class InferContext:
                 except D.BroadcastError:
                     self.fail(self._bcast_text(values, shapes, axis))
             out.append(d)
+            self._name_bcast(d, values, shapes, axis)
         for v, s in zip(values, shapes):
             for axis in range(rank):
                 if s[axis] != out[axis] and s[axis] != 1:
@@ -104,6 +105,17 @@ class InferContext:
                     what = f"input '{v.name}' dim {axis - (rank - v.rank)} vs {', '.join(others)}"
                     self.require_bcast(s[axis], out[axis], what)
         return tuple(out)
+
+    def _name_bcast(self, d: Dim, values, shapes, axis: int) -> None:
+        """A dim decided only at run time (``bcast(p, q)``) gets a message naming the inputs."""
+        atom = d.atom() if isinstance(d, D.Expr) else None
+        if not (isinstance(atom, D._Op) and atom.op == "bcast"):
+            return
+        who = [f"input '{v.name}' dim {axis - (len(s) - v.rank)} ({s[axis]})"
+               for v, s in zip(values, shapes) if s[axis] in atom.args]
+        vals = ", ".join(f"{a} = {{{k}}}" for k, a in enumerate(atom.args[:2]))
+        self.node.checks.append(Check("define", d, d, f"{self.node.label()}: {' and '.join(who)} "
+                                                         f"do not broadcast: {vals}"))
 
     def _bcast_text(self, values, shapes, axis) -> str:
         parts = [f"input '{v.name}' {D.fmt_shape(v.shape)}" for v in values]
