@@ -47,15 +47,23 @@ def _module_with_words(target: str, patch) -> wasm_runtime.Model:
     return wasm_runtime.load(path)
 
 
-@pytest.mark.parametrize("corruption", ["opcode", "register", "slot"])
+@pytest.mark.parametrize("corruption", ["opcode", "register", "slot", "jump-into-operand", "dim-axis",
+                                        "no-return"])
 def test_verifier_rejects_corrupt_programs(corruption, target):
     def patch(prog):
         if corruption == "opcode":
             prog.words[0] = 99
         elif corruption == "register":
             prog.words[2] = 1000  # INPUT's register operand
-        else:
+        elif corruption == "slot":
             prog.words.extend(isa.encode("DIM", 5000, 0, 0))
+        elif corruption == "jump-into-operand":
+            prog.words.extend(isa.encode("JUMP", 1))  # word 1 is INPUT's first operand
+        elif corruption == "dim-axis":
+            prog.words[:0] = isa.encode("DIM", 0, 0, -100000000)
+        else:
+            assert prog.words[-1] == isa.BY_NAME["RETURN"].code
+            prog.words.pop()
     with pytest.raises(wasm_runtime.ModelError, match="failed verification") as e:
         _module_with_words(target, patch)
     assert e.value.status == 4

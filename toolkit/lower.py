@@ -304,6 +304,7 @@ class Lowerer:
             self._index = index
             outs = [self.value(o) for o in node.outputs if o]
             if all(v.known for v in outs):
+                self._free_dead(index, last_use)
                 continue
             for c in node.checks:
                 if c.kind == "define":
@@ -394,7 +395,8 @@ class Lowerer:
         g = self.graph
         keep = {self._alias_root.get(o, o) for o in g.outputs}
         node = g.nodes[index]
-        for name in dict.fromkeys(i for i in node.inputs if i):
+        # its inputs, and its outputs that nothing reads (e.g. LayerNormalization's Mean)
+        for name in dict.fromkeys([i for i in node.inputs if i] + [o for o in node.outputs if o]):
             root = self._alias_root.get(name, name)
             if root in keep or root in g.inputs or self.value(root).const is not None:
                 continue

@@ -8,7 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .metadata import read_metadata
+from .metadata import is_wasm, read_metadata, wasm_metadata
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata"]
 
@@ -83,6 +83,8 @@ class Model:
                                  f"(expected {info.dtype})", 1)
             if arr.ndim > MAX_RANK:
                 raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", 1)
+            if arr.dtype.byteorder == ">":  # the module reads little-endian
+                arr = arr.astype(arr.dtype.newbyteorder("<"))
             if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
                 arr = arr.copy(order="C")
             ptr = self._input_buffer(index, arr.nbytes)
@@ -105,7 +107,10 @@ class Model:
         return ptr
 
     def _output(self, i: int) -> np.ndarray:
-        desc = self._b.read(self._b.call("sw_output_tensor", i), 16 + 8 * MAX_RANK)
+        ptr = self._b.call("sw_output_tensor", i)
+        if not ptr:
+            raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", 5)
+        desc = self._b.read(ptr, 16 + 8 * MAX_RANK)
         ptr = int.from_bytes(desc[:self._ptr_size], "little")
         code, rank = np.frombuffer(desc[self._ptr_size:self._ptr_size + 8], dtype="<i4")
         shape = tuple(int(d) for d in np.frombuffer(desc[16:16 + 8 * rank], dtype="<i8"))
@@ -120,13 +125,11 @@ def load(path: str | os.PathLike) -> Model:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such model: {p}")
-    meta = read_metadata(p)
-    if meta.get("target") == "wasm32":
+    if is_wasm(p):
         from .wasm_host import WasmBackend
 
-        backend = WasmBackend(p)
-    else:
-        from .native_host import NativeBackend
+        return Model(WasmBackend(p), wasm_metadata(p), p)
+    from .native_host import NativeBackend
 
-        backend = NativeBackend(p)
-    return Model(backend, meta, p)
+    backend = NativeBackend(p)
+    return Model(backend, backend.metadata(), p)

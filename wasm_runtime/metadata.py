@@ -2,7 +2,6 @@
 ``.wasm`` file (parsed directly), or ``sw_metadata()`` of a native library."""
 from __future__ import annotations
 
-import ctypes
 import json
 from pathlib import Path
 
@@ -37,17 +36,22 @@ def wasm_custom_sections(data: bytes) -> dict[str, bytes]:
     return out
 
 
+def is_wasm(path: str | Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == WASM_MAGIC
+
+
+def wasm_metadata(path: str | Path) -> dict:
+    sections = wasm_custom_sections(Path(path).read_bytes())
+    if SECTION not in sections:
+        raise ValueError(f"{path}: a WebAssembly module without symwasm metadata")
+    return json.loads(sections[SECTION])
+
+
 def read_metadata(path: str | Path) -> dict:
     """The metadata JSON of a compiled module (either target)."""
-    p = Path(path)
-    with open(p, "rb") as f:
-        head = f.read(4)
-    if head == WASM_MAGIC:
-        sections = wasm_custom_sections(p.read_bytes())
-        if SECTION not in sections:
-            raise ValueError(f"{p}: a WebAssembly module without symwasm metadata")
-        return json.loads(sections[SECTION])
-    lib = ctypes.CDLL(str(p.resolve()))
-    lib.sw_metadata.restype = ctypes.c_void_p
-    lib.sw_metadata_len.restype = ctypes.c_int32
-    return json.loads(ctypes.string_at(lib.sw_metadata(), lib.sw_metadata_len()))
+    if is_wasm(path):
+        return wasm_metadata(path)
+    from .native_host import NativeBackend
+
+    return NativeBackend(Path(path)).metadata()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import tempfile
@@ -52,6 +53,11 @@ class NativeBackend:
 
     def read(self, ptr: int, n: int) -> bytes:
         return ctypes.string_at(ptr, n) if n else b""
+
+    def metadata(self) -> dict:
+        """Read through this library's own handle: a path may name a newer file than the
+        one a process loaded before."""
+        return json.loads(self.read(self.call("sw_metadata"), self.call("sw_metadata_len")))
 
     def last_error(self) -> str:
         return self.read(self.call("sw_last_error"), self.call("sw_last_error_len")).decode(errors="replace")

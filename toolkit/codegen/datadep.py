@@ -65,9 +65,14 @@ def build_range_count(kb: KernelBuilder, dtype: DType) -> None:
     else:
         start, limit, delta = (b.sext(v, I64) if v.type != I64 else v for v in (start, limit, delta))
         kb.fail_if(b.icmp_signed("==", delta, i64(0)), STATUS_INVALID_INPUT)
-        diff = b.sub(limit, start)
-        q = b.sdiv(diff, delta)
-        r = b.srem(diff, delta)
+        # saturating: a length past int64 stays huge (and fails to allocate) instead of wrapping
+        ssub = b.module.declare_intrinsic("llvm.ssub.sat", [I64], ir.FunctionType(I64, [I64, I64]))
+        diff = b.call(ssub, [limit, start])
+        # INT64_MIN / -1 traps in wasm: divide by a safe divisor; dividing by -1 negates
+        minus_one = b.icmp_signed("==", delta, i64(-1))
+        safe = b.select(minus_one, i64(1), delta)
+        q = b.select(minus_one, b.call(ssub, [i64(0), diff]), b.sdiv(diff, safe))
+        r = b.select(minus_one, i64(0), b.srem(diff, safe))
         round_up = b.and_(b.icmp_signed("!=", r, i64(0)),
                           b.icmp_signed("==", b.icmp_signed(">", r, i64(0)), b.icmp_signed(">", delta, i64(0))))
         n = b.select(round_up, b.add(q, i64(1)), q)

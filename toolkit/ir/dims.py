@@ -400,6 +400,10 @@ def bcast(a: Dim, b: Dim) -> Dim:
 # ----------------------------------------------------------------------------- analysis
 
 
+# a lower bound below any value a dim expression takes in practice: "unbounded"
+UNBOUNDED_BELOW = -(2 ** 62)
+
+
 def bounds(d: Dim) -> tuple[int, int | None]:
     """A conservative closed interval ``[lo, hi]`` (``hi`` None for unbounded)."""
     if isinstance(d, int):
@@ -426,14 +430,14 @@ def bounds(d: Dim) -> tuple[int, int | None]:
             lo, hi = bounds(a[0])
             return min(lo, 0), hi
     lo_t, hi_t = 0, 0
-    hi_known = True
+    lo_known = hi_known = True
     for mono, coef in d.terms:
         lo_m, hi_m = 1, 1
         m_hi_known = True
         for atom in mono:
             alo, ahi = bounds(atom)
             if alo < 0:
-                return -(2 ** 62), None
+                return UNBOUNDED_BELOW, None
             lo_m *= alo
             if ahi is None:
                 m_hi_known = False
@@ -450,8 +454,8 @@ def bounds(d: Dim) -> tuple[int, int | None]:
             if m_hi_known:
                 lo_t += coef * hi_m
             else:
-                lo_t = -(2 ** 62)
-    return lo_t, (hi_t if hi_known else None)
+                lo_known = False
+    return (lo_t if lo_known else UNBOUNDED_BELOW), (hi_t if hi_known else None)
 
 
 def provably_le(a: Dim, b: Dim) -> bool:

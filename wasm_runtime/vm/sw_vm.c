@@ -36,7 +36,7 @@ static unsigned char* arena; /* the static arena: one block for all compile-time
 static sw_input_slot* inputs;
 static int32_t* outputs; /* register of each output, -1 when none */
 static int64_t shape_buffer[SW_MAX_RANK];
-static int64_t memory_limit = (int64_t)2 << 30;
+static int64_t memory_limit = (int64_t)2 << 30; /* never above SIZE_MAX: see sw_set_memory_limit */
 static int64_t memory_in_use;
 static char error_text[SW_ERROR_CAP];
 static int32_t error_len;
@@ -178,17 +178,23 @@ static int check_operand(int kind, int32_t v) {
   }
 }
 
-static sw_status_t verify(void) {
+/* One pass over the program: checks every operand and marks where instructions start; with
+ * check_targets (the second pass) it also requires every jump to land on a start. */
+static sw_status_t walk(unsigned char* starts, int check_targets, int32_t* last_op) {
   int32_t pc = 0;
   while (pc < P->nwords) {
     int32_t op = P->words[pc];
     if (op < 0 || op >= SW_OP_COUNT) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+    starts[pc] = 1;
+    *last_op = op;
+    if (op == SW_OP_DIM && pc + 3 < P->nwords && (P->words[pc + 3] < 0 || P->words[pc + 3] >= SW_MAX_RANK))
+      return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
     pc++;
     for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) {
       if (pc >= P->nwords) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
       if (*k & SW_K_LIST) {
         int32_t n = P->words[pc++];
-        if (n < 0 || pc + n > P->nwords) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+        if (n < 0 || n > P->nwords - pc) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
         if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_VIEW) && n > SW_MAX_RANK)
           return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
         if (op == SW_OP_CALL && n > SW_MAX_CALL_TENSORS) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
@@ -197,12 +203,28 @@ static sw_status_t verify(void) {
         pc += n;
       } else {
         if (!check_operand(*k, P->words[pc])) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+        if (check_targets && *k == SW_K_PC && !starts[P->words[pc]]) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
         pc++;
       }
     }
   }
+  return SW_OK;
+}
+
+static sw_status_t verify(void) {
+  if (P->nwords <= 0) return fail(SW_INVALID_PROGRAM, -1, 0, 0, 0);
+  unsigned char* starts = (unsigned char*)sw_mem_alloc((size_t)P->nwords);
+  if (!starts) return SW_OUT_OF_MEMORY;
+  mem_set(starts, 0, (size_t)P->nwords);
+  int32_t last_op = -1;
+  sw_status_t st = walk(starts, 0, &last_op);
+  if (st == SW_OK) st = walk(starts, 1, &last_op);
+  sw_mem_free(starts);
+  if (st != SW_OK) return st;
+  /* execution can never run past the last word */
+  if (last_op != SW_OP_RETURN && last_op != SW_OP_JUMP) return fail(SW_INVALID_PROGRAM, -1, 0, 0, 0);
   for (int32_t i = 0; i < P->ninputs; i++)
-    if (P->inputs[3 * i + 1] > SW_MAX_RANK) return fail(SW_INVALID_PROGRAM, -1, i, 0, 0);
+    if (P->inputs[3 * i + 1] < 0 || P->inputs[3 * i + 1] > SW_MAX_RANK) return fail(SW_INVALID_PROGRAM, -1, i, 0, 0);
   return SW_OK;
 }
 
@@ -221,6 +243,8 @@ SW_EXPORT(sw_init) sw_status_t sw_init(void) {
   heap = (int64_t*)sw_mem_alloc(sizeof(int64_t) * (size_t)(P->nheap + 1));
   inputs = (sw_input_slot*)sw_mem_alloc(sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
   outputs = (int32_t*)sw_mem_alloc(sizeof(int32_t) * (size_t)(P->noutputs + 1));
+  if (outputs)
+    for (int32_t i = 0; i < P->noutputs; i++) outputs[i] = -1;
   if (P->arena_size > 0) {
     if (P->arena_size > memory_limit || (uint64_t)P->arena_size > (uint64_t)SIZE_MAX) {
       init_status = fail_text(SW_OUT_OF_MEMORY, 0, "the static arena exceeds the memory limit");
@@ -250,7 +274,12 @@ SW_EXPORT(sw_last_error) const char* sw_last_error(void) { return error_text; }
 SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(void) { return error_len; }
 SW_EXPORT(sw_metadata) const char* sw_metadata(void) { return P->metadata; }
 SW_EXPORT(sw_metadata_len) int32_t sw_metadata_len(void) { return P->metadata_len; }
-SW_EXPORT(sw_set_memory_limit) void sw_set_memory_limit(int64_t bytes) { memory_limit = bytes; }
+/* clamped to what the address space can hold, so every size under the limit fits a size_t */
+SW_EXPORT(sw_set_memory_limit) void sw_set_memory_limit(int64_t bytes) {
+  if (bytes < 0) bytes = 0;
+  if ((uint64_t)bytes > (uint64_t)SIZE_MAX) bytes = (int64_t)SIZE_MAX;
+  memory_limit = bytes;
+}
 
 SW_EXPORT(sw_input_buffer) void* sw_input_buffer(int32_t index, int64_t nbytes) {
   if (sw_init() != SW_OK) return 0;
@@ -340,7 +369,9 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(int32_t index, int32_t dtype, i
   return SW_OK;
 }
 
-static int valid_output(int32_t i) { return vm_ready && i >= 0 && i < P->noutputs && outputs[i] >= 0; }
+static int valid_output(int32_t i) {
+  return vm_ready && init_status == SW_OK && i >= 0 && i < P->noutputs && outputs[i] >= 0;
+}
 
 /* The whole descriptor of output i (NULL if none): one call instead of one per field.
  * Layout on both targets: data pointer at 0 (4 or 8 bytes), dtype at 8 on native / 4 on
@@ -364,23 +395,42 @@ static int64_t floordiv64(int64_t a, int64_t b) {
   return q;
 }
 
+/* a * b for any signs; returns 1 on overflow. Built on the magnitudes with mul_overflow
+ * because LLVM turns the usual r / a != b idiom into a 128-bit multiply (__multi3), which
+ * the wasm32 module does not link. INT64_MIN counts as overflow: no dim gets near it. */
+static int smul_overflow(int64_t a, int64_t b, int64_t* out) {
+  if (a == INT64_MIN || b == INT64_MIN) return 1;
+  int64_t m;
+  if (mul_overflow(a < 0 ? -a : a, b < 0 ? -b : b, &m)) return 1;
+  *out = (a < 0) != (b < 0) ? -m : m;
+  return 0;
+}
+
+/* Shape arithmetic. Overflow, division by zero and INT64_MIN / -1 (a trap in wasm) fail
+ * with the instruction's message instead of wrapping or trapping. */
 static sw_status_t arith(int32_t kind, int64_t a, int64_t b, int64_t* out, int32_t msg) {
   switch (kind) {
-    case SW_ARITH_ADD: *out = a + b; return SW_OK;
-    case SW_ARITH_SUB: *out = a - b; return SW_OK;
-    case SW_ARITH_MUL: *out = a * b; return SW_OK;
+    case SW_ARITH_ADD:
+      if (__builtin_add_overflow(a, b, out)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      return SW_OK;
+    case SW_ARITH_SUB:
+      if (__builtin_sub_overflow(a, b, out)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      return SW_OK;
+    case SW_ARITH_MUL:
+      if (smul_overflow(a, b, out)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      return SW_OK;
     case SW_ARITH_FLOORDIV:
-      if (b == 0) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (b == 0 || (a == INT64_MIN && b == -1)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
       *out = floordiv64(a, b);
       return SW_OK;
     case SW_ARITH_MOD:
       if (b == 0) return fail(SW_INVALID_INPUT, msg, a, b, 0);
-      *out = a - floordiv64(a, b) * b;
+      *out = b == -1 ? 0 : a - floordiv64(a, b) * b;
       return SW_OK;
     case SW_ARITH_MIN: *out = a < b ? a : b; return SW_OK;
     case SW_ARITH_MAX: *out = a > b ? a : b; return SW_OK;
     case SW_ARITH_DIV:
-      if (b == 0 || a % b != 0) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (b == 0 || (a == INT64_MIN && b == -1) || a % b != 0) return fail(SW_INVALID_INPUT, msg, a, b, 0);
       *out = a / b;
       return SW_OK;
     case SW_ARITH_EQ: *out = a == b; return SW_OK;
@@ -402,6 +452,7 @@ static sw_status_t alloc_tensor(int32_t r, int32_t dtype, int32_t msg, int32_t r
     t->shape[i] = d;
   }
   if (overflow) bytes = INT64_MAX;
+  /* memory_limit <= SIZE_MAX, so a size under it never truncates when cast to size_t */
   if (bytes > memory_limit - memory_in_use) return fail(SW_OUT_OF_MEMORY, msg, bytes, memory_limit, 0);
   void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
   if (!p) return fail(SW_OUT_OF_MEMORY, msg, bytes, memory_limit, 0);
@@ -416,7 +467,9 @@ static sw_status_t alloc_tensor(int32_t r, int32_t dtype, int32_t msg, int32_t r
 static sw_status_t reshape_dims(int32_t msg, int32_t nin, const int32_t* in, int32_t nout, const int32_t* out) {
   int64_t total = 1, known = 1;
   int infer = -1;
-  for (int i = 0; i < nin; i++) total *= heap[in[i]];
+  for (int i = 0; i < nin; i++)
+    if (mul_overflow(total, heap[in[i]], &total))
+      return fail_text(SW_INVALID_INPUT, str_at(msg), "the input's element count overflows");
   for (int i = 0; i < nout; i++) {
     int64_t v = heap[out[i]];
     if (v == 0) {
@@ -430,7 +483,8 @@ static sw_status_t reshape_dims(int32_t msg, int32_t nin, const int32_t* in, int
       continue;
     }
     if (v < -1) return fail_text(SW_INVALID_INPUT, str_at(msg), "a negative dim other than -1 in the target shape");
-    known *= v;
+    if (mul_overflow(known, v, &known))
+      return fail_text(SW_INVALID_INPUT, str_at(msg), "the target shape's element count overflows");
   }
   if (infer >= 0) {
     if (known == 0 || total % known != 0) {
@@ -539,6 +593,7 @@ static sw_status_t execute(void) {
       case SW_OP_STORE_VALUES: {
         sw_tensor* t = &regs[w[pc + 1]];
         int32_t n = w[pc + 2];
+        if (!t->data || numel(t) < n) return fail_text(SW_INVALID_PROGRAM, 0, "STORE_VALUES past its tensor");
         for (int32_t i = 0; i < n; i++) {
           int64_t v = heap[w[pc + 3 + i]];
           if (t->dtype == SW_DT_INT64) ((int64_t*)t->data)[i] = v;
@@ -558,12 +613,13 @@ static sw_status_t execute(void) {
         int32_t r = w[pc + 1], n = w[pc + 4];
         int64_t offset = w[pc + 3], bytes = dtype_size(w[pc + 2]);
         release(r);
+        int overflow = 0;
         for (int32_t i = 0; i < n; i++) {
           regs[r].shape[i] = heap[w[pc + 5 + i]];
-          bytes *= regs[r].shape[i];
+          if (regs[r].shape[i] < 0 || mul_overflow(bytes, regs[r].shape[i], &bytes)) overflow = 1;
         }
         /* the compiler planned it inside the arena; a program that did not is corrupt */
-        if (offset < 0 || bytes < 0 || offset + bytes > P->arena_size)
+        if (overflow || offset < 0 || offset > P->arena_size - bytes)
           return fail_text(SW_INVALID_PROGRAM, 0, "a static buffer lies outside the arena");
         regs[r].data = arena + offset;
         regs[r].dtype = w[pc + 2];

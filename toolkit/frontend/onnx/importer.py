@@ -87,6 +87,11 @@ def import_model(model, binds: Mapping[str, int] | None = None) -> Graph:
                               sym=promote_sym(Value(init.name, dt, (), const=arr))))
 
     unused_binds = set(binds)
+    # the model's own dim names first, so no generated name (x_dim0_0) can take one of them
+    for inp in g.input:
+        for d in inp.type.tensor_type.shape.dim:
+            if d.dim_param and d.dim_param not in binds:
+                graph.scope.get(d.dim_param)
     for inp in g.input:
         if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
             continue
