@@ -149,35 +149,6 @@ def _when(kb: KernelBuilder, cond: ir.Value | bool, then: Callable[[], None],
             otherwise()
 
 
-def _carry(kb: KernelBuilder, start: ir.Value, stop: ir.Value, inits: list[ir.Value],
-           step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], name: str) -> list[ir.Value]:
-    """``for i in range(start, stop): vals = step(i, vals)`` with ``vals`` in registers."""
-    b = kb.b
-    pre = b.block
-    head = kb.fn.append_basic_block(f"{name}.head")
-    body = kb.fn.append_basic_block(f"{name}.body")
-    done = kb.fn.append_basic_block(f"{name}.done")
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64, name=name)
-    i.add_incoming(start, pre)
-    vals = []
-    for k, v in enumerate(inits):
-        phi = b.phi(v.type, name=f"{name}.v{k}")
-        phi.add_incoming(v, pre)
-        vals.append(phi)
-    b.cbranch(b.icmp_signed("<", i, stop), body, done)
-    b.position_at_end(body)
-    new = step(i, list(vals))
-    nxt = b.add(i, i64(1), name=f"{name}.next")
-    for phi, v in zip(vals, new):
-        phi.add_incoming(v, b.block)
-    i.add_incoming(nxt, b.block)
-    b.branch(head)
-    b.position_at_end(done)
-    return vals
-
-
 def _opaque_dim(kb: KernelBuilder, t: Tensor, axis: int) -> ir.Value:
     """Dim ``axis`` of t read from its descriptor even when static: LLVM cannot see it."""
     field = [ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, axis)]  # desc->shape[axis]
@@ -420,11 +391,11 @@ def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[D
                             acc[j * vecs + u] = _mac(b, acc[j * vecs + u], wv, xs[u])
                     return acc
 
-                return _carry(kb, i64(0), kw_trips, acc, over_kw, "kw")
+                return kb.carry(i64(0), kw_trips, acc, over_kw, "kw")
 
-            return _carry(kb, r.kh_lo, r.kh_hi, acc, over_kh, "kh")
+            return kb.carry(r.kh_lo, r.kh_hi, acc, over_kh, "kh")
 
-        acc = _carry(kb, i64(0), r.ics, inits, over_ic, "ic")
+        acc = kb.carry(i64(0), r.ics, inits, over_ic, "ic")
         for j in range(ocb):
             for u, col in enumerate(starts):
                 at = kb.add(outs[j], col)

@@ -140,8 +140,8 @@ class KernelBuilder:
         return self.b.add(a, b)
 
     @contextmanager
-    def _counted(self, n: ir.Value, name: str, inits: Sequence[ir.Value]):
-        """``for i in range(n)`` carrying values: yields ``(i, phis, updates)``. The ``with``
+    def _counted(self, n: ir.Value, name: str, inits: Sequence[ir.Value], start: ir.Value | None = None):
+        """``for i in range(start, n)`` carrying values: yields ``(i, phis, updates)``. The ``with``
         body emits the loop body and appends to ``updates`` one next value per phi; after the
         loop the phis hold the final values."""
         b = self.b
@@ -152,7 +152,7 @@ class KernelBuilder:
         b.branch(header)
         b.position_at_end(header)
         i = b.phi(I64, name=name)
-        i.add_incoming(i64(0), pre)
+        i.add_incoming(i64(0) if start is None else start, pre)
         phis = []
         for k, init in enumerate(inits):
             phi = b.phi(init.type, name=f"{name}.acc{k}")
@@ -179,9 +179,15 @@ class KernelBuilder:
     def accumulate(self, n: ir.Value, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value],
                    name: str = "r") -> ir.Value:
         """A reduction loop: ``acc = init; for i in range(n): acc = step(acc, i)``."""
-        with self._counted(n, name, (init,)) as (i, (acc,), updates):
-            updates.append(step(acc, i))
-        return acc
+        return self.carry(i64(0), n, [init], lambda i, vals: [step(vals[0], i)], name)[0]
+
+    def carry(self, start: ir.Value, stop: ir.Value, inits: Sequence[ir.Value],
+              step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], name: str = "c") -> list[ir.Value]:
+        """``for i in range(start, stop): vals = step(i, vals)`` with ``vals`` kept in
+        registers; returns the final ``vals``."""
+        with self._counted(stop, name, inits, start) as (i, phis, updates):
+            updates.extend(step(i, list(phis)))
+        return phis
 
     def fail_if(self, cond: ir.Value, status: int, details: Sequence[ir.Value] = ()) -> None:
         """If ``cond``: write ``details`` for the message and return ``status``."""
