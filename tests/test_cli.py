@@ -77,3 +77,12 @@ def test_run_errors_are_messages(model_file, tmp_path):
     assert "median" in r.stdout
     r = symwasm("run", tmp_path / "missing.wasm", check=False)
     assert r.returncode == 1 and "cannot load" in r.stderr
+
+
+def test_range_flag(model_file, tmp_path):
+    _, path = model_file
+    out = tmp_path / "r.wasm"
+    symwasm("compile", path, "-o", out, "--range", "n=1:64", "-q")
+    assert "n: bound from input shapes, range [1, 64]" in symwasm("inspect", out, "--no-program").stdout
+    r = symwasm("compile", path, "-o", out, "--range", "n=64", check=False)
+    assert r.returncode != 0 and "--range expects NAME=MIN:MAX" in r.stderr

@@ -197,3 +197,24 @@ def test_symbolic_broadcast_error_names_inputs(target):
         mod.run({"a": np.ones(2, np.float32), "b": np.ones(3, np.float32)})
     feeds = {"a": np.ones(1, np.float32), "b": np.arange(3, dtype=np.float32)}
     assert_outputs_match(mod.run(feeds), reference(m, feeds))
+
+
+def test_symbol_range(target):
+    """--range seq=1:512: values outside are rejected naming the input, dim and bound."""
+    m = make_model([helper.make_node("Neg", ["ids"], ["y"])], [vinfo("ids", np.float32, [2, "seq"])],
+                   [vinfo("y", np.float32, None)])
+    mod = build(m, target, ranges={"seq": (1, 512)})
+    assert mod.metadata["symbols"]["seq"] == {"kind": "input", "min": 1, "max": 512}
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'ids' dim 1 \(seq\): 700 exceeds bound 512"):
+        mod.run({"ids": np.zeros((2, 700), np.float32)})
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'ids' dim 1 \(seq\): 0 is below the minimum 1"):
+        mod.run({"ids": np.zeros((2, 0), np.float32)})
+    feeds = {"ids": np.ones((2, 512), np.float32)}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))
+
+
+def test_range_of_unknown_symbol():
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vinfo("x", np.float32, ["n"])],
+                   [vinfo("y", np.float32, None)])
+    with pytest.raises(CompileError, match="--range names unknown symbols: seq"):
+        compile_model(m, _TMP / "r.wasm", ranges={"seq": (1, 4)})

@@ -13,6 +13,7 @@ import numpy as np
 EPILOG = """examples:
   symwasm compile model.onnx -o model.wasm
   symwasm compile model.onnx -o model.so --target native --bind batch=1
+  symwasm compile model.onnx --range seq=1:512
   symwasm inspect model.wasm
   symwasm run model.wasm --input x=x.npy --save-dir out/
   symwasm run model.wasm --random n=4      (random inputs, symbol n bound to 4)
@@ -32,6 +33,20 @@ def _parse_binds(items: list[str], what: str) -> dict[str, int]:
     return out
 
 
+def _parse_ranges(items: list[str]) -> dict[str, tuple[int | None, int | None]]:
+    out = {}
+    for item in items:
+        name, sep, span = item.partition("=")
+        lo, colon, hi = span.partition(":")
+        try:
+            if not sep or not name or not colon:
+                raise ValueError
+            out[name] = (int(lo) if lo else None, int(hi) if hi else None)
+        except ValueError:
+            raise SystemExit(f"error: --range expects NAME=MIN:MAX (either may be left out), got '{item}'") from None
+    return out
+
+
 def cmd_compile(args) -> int:
     from .compiler import compile_model
     from .ir.graph import CompileError
@@ -40,11 +55,12 @@ def cmd_compile(args) -> int:
     src = Path(args.model)
     out = Path(args.output) if args.output else src.with_suffix(".wasm" if args.target == "wasm32" else ".so")
     binds = _parse_binds(args.bind, "--bind")
+    ranges = _parse_ranges(args.range)
     progress = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     if not args.quiet:
         print(f"compiling {src} for {args.target}", file=sys.stderr, flush=True)
     try:
-        r = compile_model(src, out, target=args.target, binds=binds, progress=progress)
+        r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -196,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wasm32 (default): one .wasm, no imports; native: a shared library for this host")
     c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE",
                    help="fix a symbolic dim at compile time, e.g. --bind batch=1 (repeatable)")
+    c.add_argument("--range", action="append", default=[], metavar="SYMBOL=MIN:MAX",
+                   help="bound a symbol, e.g. --range seq=1:512; the module rejects other values "
+                        "with a message naming the input and dim (repeatable)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(fn=cmd_compile)
 

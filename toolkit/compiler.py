@@ -77,8 +77,10 @@ def build_metadata(graph: Graph, prog: Program, target) -> dict:
 
 def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
-                  progress: Callable[[str], None] | None = None) -> CompileResult:
-    """Compile an ONNX model (path, bytes or ModelProto) into ``output``.
+                  progress: Callable[[str], None] | None = None,
+                  ranges: Mapping[str, tuple[int | None, int | None]] | None = None) -> CompileResult:
+    """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
+    symbols at compile time; ``ranges`` bounds them (checked at run time).
 
     Raises :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
     """
@@ -93,7 +95,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         return now
 
     tgt = get_target(target)
-    graph = import_model(model, binds)
+    graph = import_model(model, binds, ranges)
     t = stage("import", t0)
     graph = run_pipeline(graph)
     t = stage("passes", t)

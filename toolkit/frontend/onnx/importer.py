@@ -64,10 +64,14 @@ def _attrs_with_defaults(node: onnx.NodeProto, opset: int) -> dict:
     return attrs
 
 
-def import_model(model, binds: Mapping[str, int] | None = None) -> Graph:
-    """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values."""
+def import_model(model, binds: Mapping[str, int] | None = None,
+                 ranges: Mapping[str, tuple[int | None, int | None]] | None = None) -> Graph:
+    """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values;
+    ``ranges`` gives symbols bounds (``lo``, ``hi``; None for the default), which the
+    module checks at run time and the compiler uses to simplify."""
     proto = load_onnx(model)
     binds = dict(binds or {})
+    ranges = dict(ranges or {})
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:
         raise CompileError("malformed ONNX model: it imports no version of the default opset")
@@ -90,8 +94,14 @@ def import_model(model, binds: Mapping[str, int] | None = None) -> Graph:
     # the model's own dim names first, so no generated name (x_dim0_0) can take one of them
     for inp in g.input:
         for d in inp.type.tensor_type.shape.dim:
-            if d.dim_param and d.dim_param not in binds:
-                graph.scope.get(d.dim_param)
+            if d.dim_param and d.dim_param not in binds and d.dim_param not in graph.scope.symbols:
+                lo, hi = ranges.pop(d.dim_param, (None, None))
+                if lo is not None and hi is not None and lo > hi:
+                    raise CompileError(f"--range {d.dim_param}: the minimum {lo} exceeds the maximum {hi}")
+                graph.scope.get(d.dim_param, lo=max(lo or 0, 0), hi=hi)
+    if ranges:
+        raise CompileError(f"--range names unknown symbols: {', '.join(sorted(ranges))} "
+                           f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
     for inp in g.input:
         if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
             continue
