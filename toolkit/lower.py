@@ -138,17 +138,19 @@ class Lowerer:
                 term = self.const_slot(coef) if not mono else None
                 for a in mono:
                     s = self.slot(D.atom_expr(a))
-                    term = s if term is None else self._arith("MUL", term, s)
+                    term = s if term is None else self.arith("MUL", term, s)
                 if mono and coef != 1:
-                    term = self._arith("MUL", term, self.const_slot(coef))
-                slot = term if slot is None else self._arith("ADD", slot, term)
+                    term = self.arith("MUL", term, self.const_slot(coef))
+                slot = term if slot is None else self.arith("ADD", slot, term)
         self.define(d, slot)
         return slot
 
-    def _arith(self, kind: str, a: int, b: int, msg: str | None = None) -> int:
+    def arith(self, kind: str, a: int, b: int, msg: str | None = None) -> int:
+        """A new slot := slot a <kind> slot b (see isa.ARITH); ``msg`` if it fails."""
         dst = self.new_slot()
-        self.emit("ARITH", kind, dst, a, b, self.string(msg or f"{self.context()}: {kind.lower()} of "
-                                                        f"{{0}} by {{1}} is undefined"))
+        self.emit("ARITH", kind, dst, a, b, self.string(msg or f"{self.context()}: shape arithmetic "
+                                                        f"{kind.lower()} of {{0}} and {{1}} overflows or "
+                                                        f"is undefined"))
         return dst
 
     def _atom_slot(self, atom) -> int:
@@ -163,12 +165,12 @@ class Lowerer:
         if atom.op in ("min", "max"):
             slot = self.slot(args[0])
             for x in args[1:]:
-                slot = self._arith(atom.op.upper(), slot, self.slot(x))
+                slot = self.arith(atom.op.upper(), slot, self.slot(x))
             return slot
         kind = {"floordiv": "FLOORDIV", "mod": "MOD", "div": "DIV"}[atom.op]
         msg = (f"{self.context()}: {args[0]} = {{0}} is not divisible by {args[1]} = {{1}}"
                if kind == "DIV" else None)
-        return self._arith(kind, self.slot(args[0]), self.slot(args[1]), msg)
+        return self.arith(kind, self.slot(args[0]), self.slot(args[1]), msg)
 
     def _bcast_slot(self, atom, msg: int) -> int:
         """The broadcast of the atom's dims, failing with ``msg`` when they do not broadcast."""
@@ -261,8 +263,7 @@ class Lowerer:
     def values_of(self, name: str) -> list[int]:
         """Slots holding the integer elements of a value (loaded at run time if unknown)."""
         v = self.value(name)
-        known = v.sym if v.sym is not None else (
-            tuple(int(x) for x in v.const.reshape(-1)) if v.const is not None else None)
+        known = v.int_contents()
         if known is not None:
             return [self.slot(s) for s in known]
         n = v.numel

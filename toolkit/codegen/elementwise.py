@@ -113,7 +113,7 @@ def binary(op: str, dt: DType) -> ScalarFn:
     t = llvm_type(dt)
 
     def arith(b: ir.IRBuilder, v: list[ir.Value]) -> ir.Value:
-        if len(v) != 2:  # variadic Max/Min fold left; one input is the identity
+        if len(v) != 2:  # variadic ops (Max, Min, Sum) fold left; one input is the identity
             acc = v[0]
             for y in v[1:]:
                 acc = arith(b, [acc, y])

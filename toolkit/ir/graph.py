@@ -15,6 +15,10 @@ import numpy as np
 from .dims import Dim, Expr, SymbolScope, fmt_shape, product
 
 
+# integer tensors longer than this are not tracked element by element as shape values
+SYM_LIMIT = 64
+
+
 @dataclass(frozen=True)
 class DType:
     name: str
@@ -69,6 +73,14 @@ class Value:
     @property
     def is_static(self) -> bool:
         return all(isinstance(d, int) for d in self.shape)
+
+    def int_contents(self) -> tuple[Dim, ...] | None:
+        """The elements of an integer (or bool) tensor as dims, when known at compile time."""
+        if self.sym is not None:
+            return self.sym
+        if self.const is not None and self.const.dtype.kind in "iub":
+            return tuple(int(x) for x in self.const.reshape(-1))
+        return None
 
     @property
     def known(self) -> bool:

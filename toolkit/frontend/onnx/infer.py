@@ -7,7 +7,7 @@ import numpy as np
 
 from ...ir import dims as D
 from ...ir.dims import Dim
-from ...ir.graph import Check, CompileError, DType, Graph, Node, Value
+from ...ir.graph import FLOAT32, INT32, INT64, SYM_LIMIT, Check, CompileError, DType, Graph, Node, Value
 
 
 class InferContext:
@@ -127,19 +127,11 @@ class InferContext:
             self.fail(f"{what} {axis} is out of range for rank {rank}")
         return axis + rank if axis < 0 else axis
 
-    def int_values(self, v: Value) -> tuple[Dim, ...] | None:
-        """The elements of an integer tensor as dims, when known at compile time."""
-        if v.sym is not None:
-            return v.sym
-        if v.const is not None and v.const.dtype.kind in "iub":
-            return tuple(int(x) for x in v.const.reshape(-1))
-        return None
-
     def const_ints(self, v: Value | None, what: str) -> list[int] | None:
         """The elements of an input that must be a compile-time constant (e.g. axes)."""
         if v is None:
             return None
-        vals = self.int_values(v)
+        vals = v.int_contents()
         if vals is None or not all(isinstance(x, int) for x in vals):
             self.fail(f"{what} (input '{v.name}') must be a constant")
         return [int(x) for x in vals]
@@ -149,10 +141,18 @@ class InferContext:
         return self.scope.fresh(prefix, kind="data")
 
 
-def promote_sym(v: Value) -> tuple[Dim, ...] | None:
-    if v.sym is not None:
-        return v.sym
-    if v.const is not None and v.const.dtype.kind in "iub" and v.const.size <= 64:
-        return tuple(int(x) for x in v.const.reshape(-1))
-    return None
+NUMERIC = (FLOAT32, INT32, INT64)
 
+
+def check_dtype(ctx: InferContext, v: Value, allowed: Sequence[DType]) -> None:
+    """Fail naming the input unless its dtype is one the op takes."""
+    if v.dtype not in allowed:
+        ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.node.op} takes "
+                 f"{', '.join(d.name for d in allowed)}")
+
+
+def promote_sym(v: Value) -> tuple[Dim, ...] | None:
+    """The contents of a small integer tensor as a shape value (``Value.sym``)."""
+    if v.const is not None and v.const.size > SYM_LIMIT:
+        return None
+    return v.int_contents()

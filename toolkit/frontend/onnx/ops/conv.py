@@ -16,16 +16,16 @@ from ....codegen.movement import build_fill
 from ....ir import dims as D
 from ....ir.dims import Dim
 from ....ir.graph import BOOL, FLOAT32, Value
-from ..infer import InferContext
+from ..infer import InferContext, check_dtype
 from .elementwise import lower_with
+from .shape import lower_view
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
 
 def _float32_inputs(ctx: InferContext) -> None:
     for v in ctx.inputs():
-        if v.dtype != FLOAT32:
-            ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.node.op} takes float32")
+        check_dtype(ctx, v, (FLOAT32,))
 
 
 def _require_2d(ctx: InferContext, x: Value) -> None:
@@ -263,7 +263,7 @@ def infer_dropout(ctx: InferContext) -> None:
     x = ctx.input(0)
     mode = ctx.optional(2)
     if mode is not None:
-        vals = ctx.int_values(mode)
+        vals = mode.int_contents()
         if vals is None:
             ctx.fail(f"training_mode '{mode.name}' must be a constant (symwasm compiles inference)")
         if any(vals):
@@ -273,7 +273,7 @@ def infer_dropout(ctx: InferContext) -> None:
 
 
 def lower_dropout(lw, node) -> None:
-    lw.view(node.outputs[0], node.inputs[0])
+    lower_view(lw, node)
     if len(node.outputs) > 1 and node.outputs[1]:
         mask = lw.value(node.outputs[1])
         k = lw.kernel(("dropout_mask", "bool", mask.shape),

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from ....codegen import datadep as K
 from ....ir import dims as D
-from ....ir.graph import FLOAT32, INT32, INT64
-from ..infer import InferContext
-
-NUMERIC = (FLOAT32, INT32, INT64)
-
+from ....ir.graph import FLOAT32, INT64
+from ..infer import NUMERIC, InferContext
 
 def infer_nonzero(ctx: InferContext) -> None:
     x = ctx.input(0)
@@ -50,7 +47,7 @@ def infer_range(ctx: InferContext) -> None:
             ctx.fail(f"inputs differ in dtype: '{start.name}' {start.dtype}, '{v.name}' {v.dtype}")
         if D.product(v.shape) != 1:
             ctx.fail(f"input '{v.name}' must be a scalar, has shape {D.fmt_shape(v.shape)}")
-    known = [ctx.int_values(v) if v.dtype != FLOAT32 else None for v in (start, limit, delta)]
+    known = [v.int_contents() if v.dtype != FLOAT32 else None for v in (start, limit, delta)]
     if all(k is not None for k in known) and isinstance(known[2][0], int) and known[2][0] != 0:
         n = _range_length(known[0][0], known[1][0], known[2][0])
         sym = None

@@ -8,9 +8,9 @@ from __future__ import annotations
 from ....codegen import elementwise as E
 from ....ir import dims as D
 from ....ir.graph import BOOL, DTYPE_BY_CODE, FLOAT32, INT32, INT64, DType
-from ..infer import InferContext
+from ..infer import NUMERIC, InferContext, check_dtype
+from .shape import lower_view
 
-NUMERIC = (FLOAT32, INT32, INT64)
 ARITH = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min")
 COMPARE = ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
 LOGIC = ("And", "Or")
@@ -18,13 +18,12 @@ UNARY_FLOAT = ("Sqrt", "Reciprocal", "Exp", "Log", "Sigmoid", "Tanh", "Erf", "Le
 UNARY_NUMERIC = ("Neg", "Abs", "Relu")
 
 
-def _check_dtypes(ctx: InferContext, allowed: tuple[DType, ...], same: bool = True) -> DType:
+def _check_dtypes(ctx: InferContext, allowed: tuple[DType, ...]) -> DType:
+    """Every input has an allowed dtype, and all the same one."""
     ins = ctx.inputs()
     for v in ins:
-        if v.dtype not in allowed:
-            ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.node.op} takes "
-                     f"{', '.join(d.name for d in allowed)}")
-    if same and len({v.dtype for v in ins}) > 1:
+        check_dtype(ctx, v, allowed)
+    if len({v.dtype for v in ins}) > 1:
         ctx.fail("inputs have different dtypes: " + ", ".join(f"'{v.name}' {v.dtype}" for v in ins))
     return ins[0].dtype
 
@@ -48,8 +47,8 @@ def infer_arith(ctx: InferContext) -> None:
     op = ctx.node.op
     if op == "Pow":
         base = ctx.input(0)
-        _check_dtypes_one(ctx, base, NUMERIC)
-        _check_dtypes_one(ctx, ctx.input(1), NUMERIC)
+        check_dtype(ctx, base, NUMERIC)
+        check_dtype(ctx, ctx.input(1), NUMERIC)
         dt = base.dtype
     else:
         if ctx.n_inputs < 1:
@@ -77,12 +76,6 @@ def infer_arith(ctx: InferContext) -> None:
     ctx.set_output(0, dt, shape, sym=sym)
 
 
-def _check_dtypes_one(ctx, v, allowed):
-    if v.dtype not in allowed:
-        ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.node.op} takes "
-                 f"{', '.join(d.name for d in allowed)}")
-
-
 def infer_compare(ctx: InferContext) -> None:
     allowed = (FLOAT32, INT32, INT64, BOOL) if ctx.node.op == "Equal" else NUMERIC
     _check_dtypes(ctx, allowed)
@@ -102,7 +95,7 @@ def infer_not(ctx: InferContext) -> None:
 def infer_unary(ctx: InferContext) -> None:
     allowed = (FLOAT32,) if ctx.node.op in UNARY_FLOAT else NUMERIC
     x = ctx.input(0)
-    _check_dtypes_one(ctx, x, allowed)
+    check_dtype(ctx, x, allowed)
     sym = None
     if ctx.node.op == "Neg" and x.sym is not None:
         sym = [D.mul(s, -1) for s in x.sym]
@@ -111,7 +104,7 @@ def infer_unary(ctx: InferContext) -> None:
 
 def infer_where(ctx: InferContext) -> None:
     c, a, b = ctx.input(0), ctx.input(1), ctx.input(2)
-    _check_dtypes_one(ctx, c, (BOOL,))
+    check_dtype(ctx, c, (BOOL,))
     if a.dtype != b.dtype:
         ctx.fail(f"inputs '{a.name}' ({a.dtype}) and '{b.name}' ({b.dtype}) differ in dtype")
     ctx.set_output(0, a.dtype, ctx.broadcast([c, a, b]))
@@ -128,7 +121,7 @@ def infer_cast(ctx: InferContext) -> None:
 
 def infer_clip(ctx: InferContext) -> None:
     x = ctx.input(0)
-    _check_dtypes_one(ctx, x, NUMERIC)
+    check_dtype(ctx, x, NUMERIC)
     for i in (1, 2):
         v = ctx.optional(i)
         if v is not None:
@@ -163,10 +156,6 @@ def lower_with(fn_of):
     return lower
 
 
-def lower_identity(lw, node) -> None:
-    lw.view(node.outputs[0], node.inputs[0])
-
-
 def register(r) -> None:
     for op in ARITH:
         r.add(op, 13, infer_arith,
@@ -184,4 +173,4 @@ def register(r) -> None:
     r.add("Clip", 13, infer_clip, lower_with(
         lambda node, ins, out: E.clip(ins[0].dtype, bool(node.inputs[1:2] and node.inputs[1]),
                                       bool(node.inputs[2:3] and node.inputs[2]))))
-    r.add("Identity", 13, infer_identity, lower_identity)
+    r.add("Identity", 13, infer_identity, lower_view)

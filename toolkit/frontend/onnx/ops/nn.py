@@ -18,8 +18,8 @@ from ....codegen import reduce as R
 from ....ir import dims as D
 from ....ir.dims import Dim
 from ....ir.graph import FLOAT32, Value
-from ..infer import InferContext
-from .reduce import NUMERIC, check_dtype, run_kernel
+from ..infer import NUMERIC, InferContext, check_dtype
+from .reduce import run_kernel
 
 
 def _unidirectional(ctx: InferContext, v: Value, shape: Sequence[Dim], what: str) -> None:

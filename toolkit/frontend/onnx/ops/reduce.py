@@ -11,22 +11,15 @@ from typing import Callable, Sequence
 
 from ....codegen import reduce as R
 from ....ir.dims import Dim
-from ....ir.graph import FLOAT32, INT32, INT64, DType, Value
-from ..infer import InferContext, promote_sym
+from ....ir.graph import FLOAT32, INT64, DType, Value
+from ..infer import NUMERIC, InferContext, check_dtype, promote_sym
 
-NUMERIC = (FLOAT32, INT32, INT64)
 # op -> (fold kind, divide by the count, dtypes)
 REDUCE_OPS: dict[str, tuple[str, bool, tuple[DType, ...]]] = {
     "ReduceSum": ("sum", False, NUMERIC),
     "ReduceMean": ("sum", True, (FLOAT32,)),
     "ReduceMax": ("max", False, NUMERIC),
 }
-
-
-def check_dtype(ctx: InferContext, v: Value, allowed: Sequence[DType]) -> None:
-    if v.dtype not in allowed:
-        ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.node.op} takes "
-                 f"{', '.join(d.name for d in allowed)}")
 
 
 def run_kernel(lw, key: tuple, build: Callable, inputs: Sequence[str], outputs: Sequence[str],

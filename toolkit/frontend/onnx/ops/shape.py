@@ -16,23 +16,10 @@ from ....codegen import elementwise as E
 from ....codegen import movement as M
 from ....ir import dims as D
 from ....ir.dims import Dim
-from ....ir.graph import INT32, INT64, DType, Value, dtype_of_numpy
+from ....ir.graph import INT32, INT64, SYM_LIMIT, DType, Value, dtype_of_numpy
 from ..infer import InferContext
 
-# shape values longer than this are not tracked element by element
-SYM_LIMIT = 64
-
-
 # ----------------------------------------------------------------------------- shared helpers
-
-
-def int_values(v: Value) -> tuple[Dim, ...] | None:
-    """The elements of an integer tensor as dims, when known at compile time."""
-    if v.sym is not None:
-        return v.sym
-    if v.const is not None and v.const.dtype.kind in "iu":
-        return tuple(int(x) for x in v.const.reshape(-1))
-    return None
 
 
 def known_elements(dtype: DType, values: Sequence[Value],
@@ -51,7 +38,7 @@ def known_elements(dtype: DType, values: Sequence[Value],
     for v in values:
         if not v.is_static or D.product(v.shape) > SYM_LIMIT:
             return None
-        vals = int_values(v)
+        vals = v.int_contents()
         if vals is None:
             return None
         arrays.append(np.arange(len(pool), len(pool) + len(vals)).reshape([int(d) for d in v.shape]))
@@ -77,21 +64,14 @@ def lower_view(lw, node) -> None:
     lw.view(node.outputs[0], node.inputs[0])
 
 
-def define_from_values(lw, dims: Sequence[Dim], slots: Sequence[int], what: str) -> None:
+def define_from_values(lw, dims: Sequence[Dim], slots: Sequence[int]) -> None:
     """Bind the data-dependent ``dims`` of an output to run-time values, checking that
     each is a valid (non-negative) dim."""
     zero = lw.const_slot(0)
     for axis, (d, s) in enumerate(zip(dims, slots)):
         if not lw.is_defined(d):
-            lw.emit("CHECK_LE", zero, s, lw.string(f"{lw.context()}: {what} dim {axis} is {{1}}"))
+            lw.emit("CHECK_LE", zero, s, lw.string(f"{lw.context()}: output dim {axis} is {{1}}"))
             lw.define(d, s)
-
-
-def arith(lw, kind: str, a: int, b: int) -> int:
-    """A new slot := a <kind> b (an ARITH instruction)."""
-    dst = lw.new_slot()
-    lw.emit("ARITH", kind, dst, a, b, lw.string(f"{lw.context()}: {kind.lower()} of {{0}} by {{1}}"))
-    return dst
 
 
 # ----------------------------------------------------------------------------- Shape, Size
@@ -153,7 +133,7 @@ def _resolve_target(ctx: InferContext, x: Value, target: Sequence[Dim], allowzer
 def _infer_reshape(ctx: InferContext, allowzero: bool) -> None:
     x, target = ctx.input(0), ctx.input(1)
     n = shape_length(ctx, target, "shape")
-    vals = int_values(target)
+    vals = target.int_contents()
     if vals is None:
         ctx.set_output(0, x.dtype, [ctx.fresh("reshape") for _ in range(n)])
     else:
@@ -178,18 +158,18 @@ def _resolve_allowzero(lw, x: Value, slots: list[int], msg: str) -> list[int]:
     total = lw.slot(x.numel)
     marks, known = [], one
     for s in slots:
-        m = arith(lw, "EQ", s, minus_one)
+        m = lw.arith("EQ", s, minus_one)
         marks.append(m)
-        known = arith(lw, "MUL", known, arith(lw, "ADD", s, arith(lw, "MUL", m, two)))  # -1 counts as 1
+        known = lw.arith("MUL", known, lw.arith("ADD", s, lw.arith("MUL", m, two)))  # -1 counts as 1
     # the inferred dim is -1 + (inferred + 1)
-    inferred_1 = arith(lw, "ADD", arith(lw, "FLOORDIV", total, arith(lw, "MAX", known, one)), one)
+    inferred_1 = lw.arith("ADD", lw.arith("FLOORDIV", total, lw.arith("MAX", known, one)), one)
     out, product, count = [], one, lw.const_slot(0)
     for s, m in zip(slots, marks):
-        d = arith(lw, "ADD", s, arith(lw, "MUL", m, inferred_1))
+        d = lw.arith("ADD", s, lw.arith("MUL", m, inferred_1))
         lw.emit("CHECK_LE", lw.const_slot(0), d, lw.string(f"{msg}: the target has the negative dim {{1}}"))
         out.append(d)
-        product = arith(lw, "MUL", product, d)
-        count = arith(lw, "ADD", count, m)
+        product = lw.arith("MUL", product, d)
+        count = lw.arith("ADD", count, m)
     lw.emit("CHECK_LE", count, one, lw.string(f"{msg}: the target has {{0}} dims of -1"))
     lw.emit("CHECK_EQ", total, product, lw.string(
         f"{msg}: cannot reshape {{0}} elements into a shape of {{1}}"))
@@ -268,7 +248,7 @@ def infer_unsqueeze(ctx: InferContext) -> None:
 def infer_expand(ctx: InferContext) -> None:
     x, shape = ctx.input(0), ctx.input(1)
     n = shape_length(ctx, shape, "shape")
-    vals = int_values(shape)
+    vals = shape.int_contents()
     if vals is None:
         rank = max(x.rank, n)
         padded = (1,) * (rank - x.rank) + tuple(x.shape)
@@ -298,7 +278,7 @@ def lower_expand(lw, node) -> None:
                 f"{lw.context()}: dim {axis} of '{x.name}' ({d} = {{0}}) does not broadcast to "
                 f"the target's {{1}}"))
             dims.append(s)
-        define_from_values(lw, out.shape, dims, "output")
+        define_from_values(lw, out.shape, dims)
     k = lw.kernel(("expand", x.dtype.name, x.shape, out.shape), lambda kb: E.build_elementwise(
         kb, [(x.dtype, x.shape)], (out.dtype, out.shape), E.identity))
     lw.call(k, [lw.tensor(x.name), lw.alloc(out.name)])
@@ -322,7 +302,7 @@ def infer_constant_of_shape(ctx: InferContext) -> None:
         ctx.fail(f"value has dtype {value.dtype}, which is not supported (float32, int32, int64, bool)")
     shape = ctx.input(0)
     n = shape_length(ctx, shape, "shape")
-    vals = int_values(shape)
+    vals = shape.int_contents()
     if vals is None:
         ctx.set_output(0, dt, [ctx.fresh("constantofshape") for _ in range(n)])
         return
@@ -337,7 +317,7 @@ def infer_constant_of_shape(ctx: InferContext) -> None:
 def lower_constant_of_shape(lw, node) -> None:
     shape, out = lw.value(node.inputs[0]), lw.value(node.outputs[0])
     if not shape.known:
-        define_from_values(lw, out.shape, lw.values_of(shape.name), "output")
+        define_from_values(lw, out.shape, lw.values_of(shape.name))
     value = _fill_value(node.attrs).item()
     k = lw.kernel(("fill", out.dtype.name, out.shape, value),
                   lambda kb: M.build_fill(kb, out.dtype, out.shape, value))

@@ -14,9 +14,9 @@ import numpy as np
 from ....codegen import movement as M
 from ....ir import dims as D
 from ....ir.dims import Dim
-from ....ir.graph import INT32, INT64
+from ....ir.graph import INT32, INT64, SYM_LIMIT
 from ..infer import InferContext
-from .shape import SYM_LIMIT, int_values, known_elements, lower_view, shape_length
+from .shape import known_elements, lower_view, shape_length
 
 # inputs per Concat kernel call: the VM passes a kernel at most 64 tensors
 CONCAT_CHUNK = 63
@@ -66,7 +66,7 @@ def infer_gather(ctx: InferContext) -> None:
     shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
     sym = None
     n = data.shape[axis]
-    ivals = int_values(idx) if idx.is_static and D.product(idx.shape) <= SYM_LIMIT else None
+    ivals = idx.int_contents() if idx.is_static and D.product(idx.shape) <= SYM_LIMIT else None
     if ivals is not None and isinstance(n, int) and all(isinstance(i, int) for i in ivals):
         bad = [i for i in ivals if not -n <= i < n]
         if bad:
@@ -197,7 +197,7 @@ def slice_plan(ctx: InferContext) -> list[SlicedAxis]:
     if axes_v is None:
         axes = list(range(k))
     else:
-        raw = int_values(axes_v)
+        raw = axes_v.int_contents()
         if raw is None or not all(isinstance(a, int) for a in raw):
             fail(f"axes (input '{axes_v.name}') must be a constant")
         if len(raw) != k:
@@ -205,8 +205,8 @@ def slice_plan(ctx: InferContext) -> list[SlicedAxis]:
         axes = [a + x.rank if a < 0 else a for a in raw]
         if not all(0 <= a < x.rank for a in axes) or len(set(axes)) != k:
             fail(f"axes {list(raw)} are out of range for rank {x.rank} or repeat an axis")
-    s, e = int_values(starts), int_values(ends)
-    st = int_values(steps_v) if steps_v is not None else (1,) * k
+    s, e = starts.int_contents(), ends.int_contents()
+    st = steps_v.int_contents() if steps_v is not None else (1,) * k
     plan = []
     for j, a in enumerate(axes):
         step = st[j] if st is not None and isinstance(st[j], int) else None
@@ -227,7 +227,7 @@ def infer_slice(ctx: InferContext) -> None:
     for p in plan:
         shape[p.axis] = p.count if p.count is not None else ctx.fresh("slice")
     sym = None
-    s, e = int_values(starts), int_values(ends)
+    s, e = starts.int_contents(), ends.int_contents()
     if all(p.count is not None for p in plan):
         index = [slice(None)] * x.rank
         for p in plan:
