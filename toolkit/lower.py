@@ -288,6 +288,13 @@ class Lowerer:
             self.prog.kernels.append(name)
         return self._kernel_ids[key]
 
+    def run_kernel(self, key: tuple, build: Callable[[KernelBuilder], None], inputs: Sequence[str],
+                   outputs: Sequence[str], error: str | None = None) -> None:
+        """Build (once per ``key``) and call a kernel on the values ``inputs`` and new
+        buffers for ``outputs``, in that order."""
+        k = self.kernel(key, build)
+        self.call(k, [self.tensor(i) for i in inputs] + [self.alloc(o) for o in outputs], error=error)
+
     def call(self, kernel: int, tensors: Sequence[int], scalars: Sequence[int] = (),
              error: str | None = None) -> None:
         msg = self.string(f"{self.context()}: {error}" if error else f"{self.context()}: kernel failed "

@@ -41,7 +41,7 @@ from llvmlite import ir
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.graph import FLOAT32
-from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, fast, i64
+from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, i64
 
 OC_BLOCK = 4  # output channels per register tile: one SIMD128 vector of weights per tap
 TILE_VECS = 2  # vectors per register tile: OC_BLOCK * TILE_VECS accumulators
@@ -548,19 +548,6 @@ def build_pool2d(kb: KernelBuilder, kind: str, win: Window, count_include_pad: b
 
 
 # ----------------------------------------------------------------------------- per channel
-
-
-def build_global_average(kb: KernelBuilder, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) -> None:
-    """y[n, c] = mean of x[n, c, ...]."""
-    b = kb.b
-    x = kb.tensor(0, FLOAT32, x_shape)
-    y = kb.tensor(1, FLOAT32, y_shape)
-    inner = x.numel(2)
-    with kb.loop(x.numel(0, 2), name="nc") as r:
-        base = kb.mul(r, inner)
-        total = kb.accumulate(inner, ir.Constant(F32, 0.0),
-                              lambda acc, i: fast(b.fadd(acc, x.load(kb.add(base, i)))))
-        y.store(r, b.fdiv(total, b.sitofp(inner, F32)))
 
 
 def build_batch_norm(kb: KernelBuilder, x_shape: Sequence[Dim], c_shape: Sequence[Dim],

@@ -129,16 +129,16 @@ def _batch_strides(kb: KernelBuilder, t: Tensor, nb: int) -> list[ir.Value]:
 
 
 def build_gemm(kb: KernelBuilder, a_shape: Sequence[Dim], b_shape: Sequence[Dim], c_shape: Sequence[Dim] | None,
-               out_shape: Sequence[Dim], trans_a: bool, trans_b: bool, alpha: float, beta: float,
-               stage_b: bool = False) -> None:
+               out_shape: Sequence[Dim], trans_a: bool, trans_b: bool, alpha: float, beta: float) -> None:
     """ONNX Gemm on float32 2-D operands; c (optional) broadcasts to [M, N]. Tensors: a, b,
-    [c], [scratch], y. With ``stage_b`` (and ``trans_b``) b is first copied transposed into
-    the [K, N] scratch buffer, so the product runs with contiguous rows of b."""
+    [c], [scratch if trans_b], y. With ``trans_b``, b is first copied transposed into the
+    [K, N] scratch buffer, so the product runs with contiguous rows of b (a constant b is
+    transposed at compile time instead, and arrives here with ``trans_b`` off)."""
     a = kb.tensor(0, FLOAT32, a_shape)
     b = kb.tensor(1, FLOAT32, b_shape)
     extra = iter(range(2, 5))
     c = kb.tensor(next(extra), FLOAT32, c_shape) if c_shape is not None else None
-    scratch = kb.tensor(next(extra), FLOAT32, b_shape[::-1]) if stage_b else None
+    scratch = kb.tensor(next(extra), FLOAT32, b_shape[::-1]) if trans_b else None
     y = kb.tensor(next(extra), FLOAT32, out_shape)
     m, k = (a.dim(1), a.dim(0)) if trans_a else (a.dim(0), a.dim(1))
     n = b.dim(0) if trans_b else b.dim(1)

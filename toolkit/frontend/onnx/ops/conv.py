@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ....codegen import conv as C
 from ....codegen import elementwise as E
+from ....codegen import reduce as R
 from ....codegen.movement import build_fill
 from ....ir import dims as D
 from ....ir.dims import Dim
@@ -221,9 +222,10 @@ def infer_global_average(ctx: InferContext) -> None:
 
 def lower_global_average(lw, node) -> None:
     x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
-    k = lw.kernel(("global_average", "f32", x.shape, y.shape),
-                  lambda kb: C.build_global_average(kb, x.shape, y.shape))
-    lw.call(k, [lw.tensor(x.name), lw.alloc(y.name)])
+    axes = tuple(range(2, x.rank))  # [N, C, 1, 1] has the layout of [N, C]: a mean reduction
+    lw.run_kernel(("reduce_mean", "f32", x.shape, axes, y.shape),
+                  lambda kb: R.build_reduce(kb, "sum", FLOAT32, x.shape, axes, y.shape, mean=True),
+                  [x.name], [y.name])
 
 
 # ----------------------------------------------------------------------------- BatchNormalization

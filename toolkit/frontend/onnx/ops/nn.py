@@ -19,7 +19,6 @@ from ....ir import dims as D
 from ....ir.dims import Dim
 from ....ir.graph import FLOAT32, Value
 from ..infer import NUMERIC, InferContext, check_dtype
-from .reduce import run_kernel
 
 
 def _unidirectional(ctx: InferContext, v: Value, shape: Sequence[Dim], what: str) -> None:
@@ -55,7 +54,7 @@ def infer_matmul(ctx: InferContext) -> None:
 
 def lower_matmul(lw, node) -> None:
     a, b, out = (lw.value(n) for n in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    run_kernel(lw, ("matmul", a.dtype.name, a.shape, b.shape, out.shape),
+    lw.run_kernel(("matmul", a.dtype.name, a.shape, b.shape, out.shape),
                lambda kb: L.build_matmul(kb, a.dtype, a.shape, b.shape, out.shape),
                [a.name, b.name], [out.name])
 
@@ -88,16 +87,14 @@ def lower_gemm(lw, node) -> None:
     c = lw.value(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] and beta != 0 else None
     # with transB the kernel wants B's rows contiguous along N (see toolkit.codegen.linalg):
     # a constant B (weights) is transposed now, any other is staged in a scratch buffer
-    stage = tb and b.const is None
-    if tb and not stage:
+    if tb and b.const is not None:
         b, tb = lw.value(lw.constant(f"{b.name}^T", b.const.T)), False
     ins = [a.name, b.name] + ([c.name] if c is not None else [])
     c_shape = None if c is None else c.shape
-    key = ("gemm", "f32", a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta, stage)
-    k = lw.kernel(key, lambda kb: L.build_gemm(kb, a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta,
-                                               stage))
+    key = ("gemm", "f32", a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta)
+    k = lw.kernel(key, lambda kb: L.build_gemm(kb, a.shape, b.shape, c_shape, out.shape, ta, tb, alpha, beta))
     regs = [lw.tensor(i) for i in ins]
-    scratch = [lw.scratch("transposed B", FLOAT32, b.shape[::-1])] if stage else []
+    scratch = [lw.scratch("transposed B", FLOAT32, b.shape[::-1])] if tb else []
     lw.call(k, regs + scratch + [lw.alloc(out.name)])
     for reg in scratch:
         lw.free(reg)
@@ -116,7 +113,7 @@ def infer_softmax(ctx: InferContext) -> None:
 def lower_softmax(lw, node) -> None:
     x = lw.value(node.inputs[0])
     axis = int(node.attrs.get("axis", -1)) % x.rank
-    run_kernel(lw, ("softmax", "f32", x.shape, axis), lambda kb: R.build_softmax(kb, x.shape, axis),
+    lw.run_kernel(("softmax", "f32", x.shape, axis), lambda kb: R.build_softmax(kb, x.shape, axis),
                [x.name], [node.outputs[0]])
 
 
@@ -161,7 +158,7 @@ def lower_layer_norm(lw, node) -> None:
     fused_params = params if fused else []
     shapes = tuple(p.shape for p in fused_params)
     flags = tuple(bool(s) for s in stats)
-    run_kernel(lw, ("layernorm", "f32", x.shape, axis, eps, shapes, flags),
+    lw.run_kernel(("layernorm", "f32", x.shape, axis, eps, shapes, flags),
                lambda kb: R.build_layer_norm(kb, x.shape, axis, eps, shapes, flags),
                [x.name] + [p.name for p in fused_params], [node.outputs[0]] + [s for s in stats if s])
     if not fused:

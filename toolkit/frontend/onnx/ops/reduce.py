@@ -22,14 +22,6 @@ REDUCE_OPS: dict[str, tuple[str, bool, tuple[DType, ...]]] = {
 }
 
 
-def run_kernel(lw, key: tuple, build: Callable, inputs: Sequence[str], outputs: Sequence[str],
-               error: str | None = None) -> None:
-    """Build (once per ``key``) and call a kernel on ``inputs`` and new buffers for
-    ``outputs``, in that order."""
-    k = lw.kernel(key, build)
-    lw.call(k, [lw.tensor(i) for i in inputs] + [lw.alloc(o) for o in outputs], error=error)
-
-
 def _resolve(raw: Sequence[int] | None, rank: int, noop: bool) -> list[int]:
     """The sorted reduced axes: none given means all, or none with noop_with_empty_axes."""
     if raw is None or len(raw) == 0:
@@ -77,7 +69,7 @@ def lower_reduce(from_input: bool) -> Callable:
             lw.view(out.name, x.name)
             return
         kind, mean, _ = REDUCE_OPS[node.op]
-        run_kernel(lw, ("reduce", node.op, x.dtype.name, x.shape, tuple(axes), out.shape),
+        lw.run_kernel(("reduce", node.op, x.dtype.name, x.shape, tuple(axes), out.shape),
                    lambda kb: R.build_reduce(kb, kind, x.dtype, x.shape, axes, out.shape, mean),
                    [x.name], [out.name])
 
@@ -97,7 +89,7 @@ def lower_argmax(lw, node) -> None:
     x, out = lw.value(node.inputs[0]), lw.value(node.outputs[0])
     axis = int(node.attrs.get("axis", 0)) % x.rank
     last = bool(node.attrs.get("select_last_index", 0))
-    run_kernel(lw, ("argmax", x.dtype.name, x.shape, axis, last, out.shape),
+    lw.run_kernel(("argmax", x.dtype.name, x.shape, axis, last, out.shape),
                lambda kb: R.build_argmax(kb, x.dtype, x.shape, axis, out.shape, last),
                [x.name], [out.name], error=f"argmax over axis {axis} of length {{0}}: the axis is empty")
 
