@@ -41,7 +41,7 @@ from llvmlite import ir
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.graph import FLOAT32
-from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, i64
+from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, i64, intrinsic
 
 OC_BLOCK = 4  # output channels per register tile: one SIMD128 vector of weights per tap
 TILE_VECS = 2  # vectors per register tile: OC_BLOCK * TILE_VECS accumulators
@@ -559,10 +559,9 @@ def build_batch_norm(kb: KernelBuilder, x_shape: Sequence[Dim], c_shape: Sequenc
     scale, bias, mean, var = (kb.tensor(k, FLOAT32, c_shape) for k in range(1, 5))
     y = kb.tensor(5, FLOAT32, x_shape)
     channels, inner = x.dim(1), x.numel(2)
-    sqrt = b.module.declare_intrinsic("llvm.sqrt", [F32])
     with kb.loop(x.dim(0), name="n") as n:
         with kb.loop(channels, name="c") as c:
-            a = b.fdiv(scale.load(c), b.call(sqrt, [b.fadd(var.load(c), ir.Constant(F32, epsilon))]))
+            a = b.fdiv(scale.load(c), intrinsic(b, "llvm.sqrt", b.fadd(var.load(c), ir.Constant(F32, epsilon))))
             mu, beta = mean.load(c), bias.load(c)
             base = kb.mul(kb.add(kb.mul(n, channels), c), inner)
             with kb.loop(inner) as i:

@@ -6,7 +6,7 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.graph import FLOAT32, DType, Value
-from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, i64, llvm_type
+from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, llvm_type
 
 
 def _is_nonzero(b: ir.IRBuilder, t: Tensor, v: ir.Value) -> ir.Value:
@@ -59,19 +59,16 @@ def build_range_count(kb: KernelBuilder, dtype: DType) -> None:
     if dtype == FLOAT32:
         kb.fail_if(b.fcmp_ordered("==", delta, ir.Constant(F32, 0.0)), STATUS_INVALID_INPUT)
         q = b.fdiv(b.fsub(limit, start), delta)
-        ceil = b.module.declare_intrinsic("llvm.ceil", [F32])
-        sat = b.module.declare_intrinsic("llvm.fptosi.sat.i64.f32", (), ir.FunctionType(I64, [F32]))
-        n = b.call(sat, [b.call(ceil, [q])])
+        n = fptosi_sat(b, intrinsic(b, "llvm.ceil", q), I64)
     else:
         start, limit, delta = (b.sext(v, I64) if v.type != I64 else v for v in (start, limit, delta))
         kb.fail_if(b.icmp_signed("==", delta, i64(0)), STATUS_INVALID_INPUT)
         # saturating: a length past int64 stays huge (and fails to allocate) instead of wrapping
-        ssub = b.module.declare_intrinsic("llvm.ssub.sat", [I64], ir.FunctionType(I64, [I64, I64]))
-        diff = b.call(ssub, [limit, start])
+        diff = intrinsic(b, "llvm.ssub.sat", limit, start)
         # INT64_MIN / -1 traps in wasm: divide by a safe divisor; dividing by -1 negates
         minus_one = b.icmp_signed("==", delta, i64(-1))
         safe = b.select(minus_one, i64(1), delta)
-        q = b.select(minus_one, b.call(ssub, [i64(0), diff]), b.sdiv(diff, safe))
+        q = b.select(minus_one, intrinsic(b, "llvm.ssub.sat", i64(0), diff), b.sdiv(diff, safe))
         r = b.select(minus_one, i64(0), b.srem(diff, safe))
         round_up = b.and_(b.icmp_signed("!=", r, i64(0)),
                           b.icmp_signed("==", b.icmp_signed(">", r, i64(0)), b.icmp_signed(">", delta, i64(0))))

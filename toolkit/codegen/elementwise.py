@@ -15,7 +15,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.graph import BOOL, FLOAT32, DType
 from . import mathlib
-from .kernel import F32, I8, KernelBuilder, Tensor, i64, llvm_type
+from .kernel import F32, I8, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, llvm_type
 
 ScalarFn = Callable[[ir.IRBuilder, list[ir.Value]], ir.Value]
 
@@ -89,11 +89,6 @@ def _nested(kb: KernelBuilder, ins: list[Tensor], o: Tensor, fn: ScalarFn) -> No
 # ----------------------------------------------------------------------------- scalar ops
 
 
-def _intrinsic(b: ir.IRBuilder, name: str, t: ir.Type, args: list[ir.Value]) -> ir.Value:
-    fn = b.module.declare_intrinsic(name, [t], ir.FunctionType(t, [a.type for a in args]))
-    return b.call(fn, args)
-
-
 def is_float(dt: DType) -> bool:
     return dt == FLOAT32
 
@@ -137,9 +132,9 @@ def binary(op: str, dt: DType) -> ScalarFn:
             q = b.select(ism1, b.sub(zero, x), q)
             return b.select(is0, zero, q)
         if op == "Max":
-            return _intrinsic(b, "llvm.maximum", t, [x, y]) if f else _intrinsic(b, "llvm.smax", t, [x, y])
+            return intrinsic(b, "llvm.maximum", x, y) if f else intrinsic(b, "llvm.smax", x, y)
         if op == "Min":
-            return _intrinsic(b, "llvm.minimum", t, [x, y]) if f else _intrinsic(b, "llvm.smin", t, [x, y])
+            return intrinsic(b, "llvm.minimum", x, y) if f else intrinsic(b, "llvm.smin", x, y)
         if op == "Pow":
             return _pow(b, x, y)
         cmp = {"Equal": "==", "Less": "<", "Greater": ">", "LessOrEqual": "<=", "GreaterOrEqual": ">="}[op]
@@ -157,9 +152,7 @@ def _pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     if x.type == F32:
         return mathlib.pow(b, x, y if y.type == F32 else b.sitofp(y, F32))
     if y.type == F32:
-        sat = b.module.declare_intrinsic(f"llvm.fptosi.sat.i{x.type.width}.f32", (),
-                                         ir.FunctionType(x.type, [F32]))
-        return b.call(sat, [mathlib.pow(b, b.sitofp(x, F32), y)])
+        return fptosi_sat(b, mathlib.pow(b, b.sitofp(x, F32), y), x.type)
     if y.type != x.type:
         y = b.trunc(y, x.type) if y.type.width > x.type.width else b.sext(y, x.type)
     return _int_pow(b, x, y)
@@ -194,7 +187,7 @@ def unary(op: str, dt: DType, attrs: dict) -> ScalarFn:
             return b.fneg(x) if f else b.sub(zero, x)
         if op == "Abs":
             if f:
-                return _intrinsic(b, "llvm.fabs", t, [x])
+                return intrinsic(b, "llvm.fabs", x)
             return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
         if op == "Relu":
             less = b.fcmp_ordered("<", x, zero) if f else b.icmp_signed("<", x, zero)
@@ -205,7 +198,7 @@ def unary(op: str, dt: DType, attrs: dict) -> ScalarFn:
         if op == "Not":
             return b.xor(x, ir.Constant(I8, 1))
         if op == "Sqrt":
-            return _intrinsic(b, "llvm.sqrt", t, [x])
+            return intrinsic(b, "llvm.sqrt", x)
         if op == "Reciprocal":
             return b.fdiv(ir.Constant(F32, 1.0), x)
         math = {"Exp": mathlib.exp, "Log": mathlib.log, "Tanh": mathlib.tanh,
@@ -266,9 +259,7 @@ def cast(src: DType, dst: DType) -> ScalarFn:
             return b.uitofp(x, tt) if is_float(dst) else b.zext(x, tt)
         if is_float(src):
             # saturating: NaN -> 0, out of range -> min/max; never a trap
-            sat = b.module.declare_intrinsic(f"llvm.fptosi.sat.i{tt.width}.f32", (),
-                                             ir.FunctionType(tt, [F32]))
-            return b.call(sat, [x])
+            return fptosi_sat(b, x, tt)
         if is_float(dst):
             return b.sitofp(x, tt)
         return b.trunc(x, tt) if tt.width < st.width else b.sext(x, tt)

@@ -206,6 +206,19 @@ class KernelBuilder:
         return self.fn
 
 
+def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """Call the LLVM intrinsic ``name`` overloaded on its first argument's scalar type
+    (llvm.maximum, llvm.smax, llvm.sqrt, ...): these lower to instructions, never libcalls."""
+    t = args[0].type
+    return b.call(b.module.declare_intrinsic(name, [t], ir.FunctionType(t, [a.type for a in args])), list(args))
+
+
+def fptosi_sat(b: ir.IRBuilder, x: ir.Value, to: ir.IntType) -> ir.Value:
+    """float32 -> int that saturates (NaN gives 0) where a plain conversion would trap on wasm."""
+    fn = b.module.declare_intrinsic(f"llvm.fptosi.sat.i{to.width}.f32", (), ir.FunctionType(to, [F32]))
+    return b.call(fn, [x])
+
+
 def fast(instr: ir.Instruction) -> ir.Instruction:
     """Mark a float op reassociable (reductions vectorize only with this)."""
     instr.flags.extend(REDUCE_FLAGS)

@@ -18,15 +18,10 @@ from ..ir.dims import Dim
 from ..ir.graph import FLOAT32, INT64, DType
 from . import mathlib
 from .elementwise import is_float
-from .kernel import F32, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fast, i64, llvm_type
+from .kernel import F32, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fast, i64, intrinsic, llvm_type
 
 Fold = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 Index = Callable[[ir.Value], ir.Value]  # element k of a row -> its flat index
-
-
-def _intrinsic(b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
-    t = args[0].type
-    return b.call(b.module.declare_intrinsic(name, [t], ir.FunctionType(t, [a.type for a in args])), args)
 
 
 def identity(kind: str, dt: DType) -> ir.Constant:
@@ -45,7 +40,7 @@ def fold(kind: str, dt: DType) -> Fold:
     def step(b: ir.IRBuilder, acc: ir.Value, x: ir.Value) -> ir.Value:
         if kind == "sum":
             return fast(b.fadd(acc, x)) if f else b.add(acc, x)
-        return _intrinsic(b, "llvm.maximum" if f else "llvm.smax", [acc, x])
+        return intrinsic(b, "llvm.maximum" if f else "llvm.smax", acc, x)
 
     return step
 
@@ -197,7 +192,7 @@ def build_layer_norm(kb: KernelBuilder, shape: Sequence[Dim], axis: int, epsilon
             return add(b, acc, fast(b.fmul(d, d)))
 
         var = b.fdiv(kb.accumulate(inner, identity("sum", FLOAT32), sq), count)
-        inv = b.fdiv(ir.Constant(F32, 1.0), _intrinsic(b, "llvm.sqrt", [b.fadd(var, ir.Constant(F32, epsilon))]))
+        inv = b.fdiv(ir.Constant(F32, 1.0), intrinsic(b, "llvm.sqrt", b.fadd(var, ir.Constant(F32, epsilon))))
         with kb.loop(inner, "j") as j:
             v = b.fmul(b.fsub(x.load(at(j)), mean), inv)
             if affine:

@@ -127,6 +127,13 @@ class InferContext:
             self.fail(f"{what} {axis} is out of range for rank {rank}")
         return axis + rank if axis < 0 else axis
 
+    def axes(self, axes: Sequence[int], rank: int) -> list[int]:
+        """Normalized, distinct axes (a compile error names any out of range or repeated)."""
+        out = [self.axis(int(a), rank, "axes entry") for a in axes]
+        if len(set(out)) != len(out):
+            self.fail(f"axes {list(axes)} repeat an axis")
+        return out
+
     def const_ints(self, v: Value | None, what: str) -> list[int] | None:
         """The elements of an input that must be a compile-time constant (e.g. axes)."""
         if v is None:

@@ -50,11 +50,9 @@ def infer_reduce(from_input: bool) -> Callable[[InferContext], None]:
         raw = ctx.const_ints(ctx.optional(1), "axes") if from_input else ctx.attr("axes")
         if raw and x.rank == 0:
             ctx.fail(f"input '{x.name}' is a scalar; it has no axes {list(raw)} to reduce")
-        for a in raw or ():
-            ctx.axis(int(a), x.rank, "axes entry")
+        if raw:
+            ctx.axes(raw, x.rank)
         axes = _resolve(raw, x.rank, bool(ctx.attr("noop_with_empty_axes", 0)))
-        if raw and len(axes) != len(raw):
-            ctx.fail(f"axes {list(raw)} repeat an axis")
         ctx.set_output(0, x.dtype, _kept_shape(x.shape, axes, bool(ctx.attr("keepdims", 1))))
 
     return infer

@@ -203,14 +203,6 @@ def infer_flatten(ctx: InferContext) -> None:
     ctx.set_output(0, x.dtype, (D.product(x.shape[:axis]), D.product(x.shape[axis:])), sym=x.sym)
 
 
-def _axes(ctx: InferContext, axes: Sequence[int], rank: int) -> list[int]:
-    """Normalized, distinct axes."""
-    out = [ctx.axis(a, rank, "axes entry") for a in axes]
-    if len(set(out)) != len(out):
-        ctx.fail(f"axes {list(axes)} repeat an axis")
-    return out
-
-
 def infer_squeeze(ctx: InferContext) -> None:
     x = ctx.input(0)
     axes = ctx.const_ints(ctx.optional(1), "axes")
@@ -224,7 +216,7 @@ def infer_squeeze(ctx: InferContext) -> None:
                 ctx.fail(f"without axes, dim {a} ({d}) of '{x.name}' is squeezed only if it is 1, "
                          f"which is unknown at compile time; give the axes input")
     else:
-        axes = _axes(ctx, axes, x.rank)
+        axes = ctx.axes(axes, x.rank)
         for a in axes:
             d = x.shape[a]
             if isinstance(d, int) and d != 1:
@@ -237,7 +229,7 @@ def infer_unsqueeze(ctx: InferContext) -> None:
     x = ctx.input(0)
     raw = ctx.const_ints(ctx.input(1), "axes")
     rank = x.rank + len(raw)
-    axes = _axes(ctx, raw, rank)
+    axes = ctx.axes(raw, rank)
     rest = iter(x.shape)
     ctx.set_output(0, x.dtype, [1 if a in axes else next(rest) for a in range(rank)], sym=x.sym)
 

@@ -197,14 +197,10 @@ def slice_plan(ctx: InferContext) -> list[SlicedAxis]:
     if axes_v is None:
         axes = list(range(k))
     else:
-        raw = axes_v.int_contents()
-        if raw is None or not all(isinstance(a, int) for a in raw):
-            fail(f"axes (input '{axes_v.name}') must be a constant")
+        raw = ctx.const_ints(axes_v, "axes")
         if len(raw) != k:
             fail(f"axes '{axes_v.name}' and starts '{starts.name}' differ in length")
-        axes = [a + x.rank if a < 0 else a for a in raw]
-        if not all(0 <= a < x.rank for a in axes) or len(set(axes)) != k:
-            fail(f"axes {list(raw)} are out of range for rank {x.rank} or repeat an axis")
+        axes = ctx.axes(raw, x.rank)
     s, e = starts.int_contents(), ends.int_contents()
     st = steps_v.int_contents() if steps_v is not None else (1,) * k
     plan = []
