@@ -253,9 +253,8 @@ def infer_batch_norm(ctx: InferContext) -> None:
 def lower_batch_norm(lw, node) -> None:
     x, scale, y = lw.value(node.inputs[0]), lw.value(node.inputs[1]), lw.value(node.outputs[0])
     eps = float(node.attrs.get("epsilon", 1e-5))
-    k = lw.kernel(("batch_norm", "f32", x.shape, scale.shape, eps),
-                  lambda kb: C.build_batch_norm(kb, x.shape, scale.shape, eps))
-    lw.call(k, [lw.tensor(i) for i in node.inputs[:5]] + [lw.alloc(y.name)])
+    lw.run_kernel(("batch_norm", "f32", x.shape, scale.shape, eps),
+                  lambda kb: C.build_batch_norm(kb, x.shape, scale.shape, eps), node.inputs[:5], [y.name])
 
 
 # ----------------------------------------------------------------------------- Dropout, Sum
@@ -278,9 +277,8 @@ def lower_dropout(lw, node) -> None:
     lower_view(lw, node)
     if len(node.outputs) > 1 and node.outputs[1]:
         mask = lw.value(node.outputs[1])
-        k = lw.kernel(("dropout_mask", "bool", mask.shape),
-                      lambda kb: build_fill(kb, BOOL, mask.shape, True))
-        lw.call(k, [lw.alloc(mask.name)])
+        lw.run_kernel(("dropout_mask", "bool", mask.shape),
+                      lambda kb: build_fill(kb, BOOL, mask.shape, True), [], [mask.name])
 
 
 def infer_sum(ctx: InferContext) -> None:

@@ -271,9 +271,8 @@ def lower_expand(lw, node) -> None:
                 f"the target's {{1}}"))
             dims.append(s)
         define_from_values(lw, out.shape, dims)
-    k = lw.kernel(("expand", x.dtype.name, x.shape, out.shape), lambda kb: E.build_elementwise(
-        kb, [(x.dtype, x.shape)], (out.dtype, out.shape), E.identity))
-    lw.call(k, [lw.tensor(x.name), lw.alloc(out.name)])
+    lw.run_kernel(("expand", x.dtype.name, x.shape, out.shape), lambda kb: E.build_elementwise(
+        kb, [(x.dtype, x.shape)], (out.dtype, out.shape), E.identity), [x.name], [out.name])
 
 
 # ----------------------------------------------------------------------------- ConstantOfShape
@@ -311,9 +310,8 @@ def lower_constant_of_shape(lw, node) -> None:
     if not shape.known:
         define_from_values(lw, out.shape, lw.values_of(shape.name))
     value = _fill_value(node.attrs).item()
-    k = lw.kernel(("fill", out.dtype.name, out.shape, value),
-                  lambda kb: M.build_fill(kb, out.dtype, out.shape, value))
-    lw.call(k, [lw.alloc(out.name)])
+    lw.run_kernel(("fill", out.dtype.name, out.shape, value),
+                  lambda kb: M.build_fill(kb, out.dtype, out.shape, value), [], [out.name])
 
 
 def register(r) -> None:

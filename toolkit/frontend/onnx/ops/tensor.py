@@ -48,9 +48,8 @@ def lower_transpose(lw, node) -> None:
     if moved == sorted(moved):  # only dims of size 1 move: the element order is unchanged
         lower_view(lw, node)
         return
-    k = lw.kernel(("transpose", x.dtype.name, x.shape, tuple(perm)),
-                  lambda kb: M.build_transpose(kb, x.dtype, x.shape, perm, out.shape))
-    lw.call(k, [lw.tensor(x.name), lw.alloc(out.name)])
+    lw.run_kernel(("transpose", x.dtype.name, x.shape, tuple(perm)),
+                  lambda kb: M.build_transpose(kb, x.dtype, x.shape, perm, out.shape), [x.name], [out.name])
 
 
 # ----------------------------------------------------------------------------- Gather
@@ -79,10 +78,10 @@ def infer_gather(ctx: InferContext) -> None:
 def lower_gather(lw, node) -> None:
     data, idx, out = (lw.value(n) for n in (node.inputs[0], node.inputs[1], node.outputs[0]))
     axis = int(node.attrs.get("axis", 0)) % data.rank
-    k = lw.kernel(("gather", data.dtype.name, data.shape, idx.dtype.name, idx.shape, axis), lambda kb:
-                  M.build_gather(kb, data.dtype, data.shape, idx.dtype, idx.shape, axis, out.shape))
-    lw.call(k, [lw.tensor(data.name), lw.tensor(idx.name), lw.alloc(out.name)],
-            error=f"index {{0}} is out of range for axis {axis} of size {{1}}")
+    lw.run_kernel(("gather", data.dtype.name, data.shape, idx.dtype.name, idx.shape, axis),
+                  lambda kb: M.build_gather(kb, data.dtype, data.shape, idx.dtype, idx.shape, axis, out.shape),
+                  [data.name, idx.name], [out.name],
+                  error=f"index {{0}} is out of range for axis {axis} of size {{1}}")
 
 
 # ----------------------------------------------------------------------------- Concat
