@@ -69,7 +69,6 @@ class Lowerer:
         self._const_slots: dict[int, int] = {}
         self._expr_slots: dict[Dim, int] = {}
         self._regs: dict[str, int] = {}
-        self._const_ids: dict[str, int] = {}
         self._kernel_ids: dict[tuple, int] = {}
         self._alias_root: dict[str, str] = {}  # value -> the value owning its buffer
         self._first_binding: dict[Sym, str] = {}  # input symbol -> where it was bound
@@ -191,11 +190,10 @@ class Lowerer:
             return self._regs[name]
         v = self.value(name)
         if v.const is not None:
-            if name not in self._const_ids:
-                self._const_ids[name] = len(self.prog.consts)
-                self.prog.consts.append((name, np.ascontiguousarray(v.const)))
+            # once per value: the register is memoized below and constants are never freed
+            self.prog.consts.append((name, np.ascontiguousarray(v.const)))
             reg = self.new_reg(name)
-            self.emit("CONST", reg, self._const_ids[name])
+            self.emit("CONST", reg, len(self.prog.consts) - 1)
         elif v.sym is not None:
             reg = self.alloc(name)
             self.emit("STORE_VALUES", reg, [self.slot(s) for s in v.sym])
