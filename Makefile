@@ -30,9 +30,9 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
-# the generated VM header must match its ISA table
+# the generated ABI and ISA files must match their tables
 isa: env
-	$(PY) -m toolkit.vm.isa --check
+	$(PY) -m toolkit.abi --check
 
 demo: env js_loader/node_modules/.installed
 	$(PY) samples/build_samples.py --out $(BUILD)/samples

@@ -136,9 +136,18 @@ def test_static_broadcast_mismatch_at_compile_time():
 def test_unsupported_dtype():
     m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vinfo("x", np.float32, [3])],
                    [vinfo("y", np.float32, None)])
-    m.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
-    with pytest.raises(CompileError, match="input 'x' has dtype FLOAT16, which is not supported"):
-        compile_model(m, _TMP / "f16.wasm")
+    m.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.BFLOAT16
+    with pytest.raises(CompileError, match="input 'x' has dtype BFLOAT16, which is not supported"):
+        compile_model(m, _TMP / "bf16.wasm")
+
+
+def test_op_rejects_a_dtype_naming_node_op_and_dtype():
+    """float64 is a supported dtype, but the float32 math library's Exp does not take it."""
+    m = make_model([helper.make_node("Exp", ["x"], ["y"], name="e")], [vinfo("x", np.float64, ["n"])],
+                   [vinfo("y", np.float64, None)])
+    with pytest.raises(CompileError, match=r"node 'e' \(Exp\): input 'x' has dtype float64; Exp takes "
+                                           r"float16, float32"):
+        compile_model(m, _TMP / "exp64.wasm")
 
 
 def test_malformed_file_cli(tmp_path):
@@ -164,10 +173,14 @@ def test_unsupported_op_cli(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_old_opset_rejected():
+@pytest.mark.parametrize("opset,message", [
+    (6, r"opset 6 is not supported \(symwasm reads opsets 7 to \d+"),
+    (99, r"opset 99 is newer than the onnx package knows"),
+])
+def test_unknown_opset_rejected(opset, message):
     m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vinfo("x", np.float32, [3])],
-                   [vinfo("y", np.float32, None)], opset=11)
-    with pytest.raises(CompileError, match="opset 11 is not supported"):
+                   [vinfo("y", np.float32, None)], opset=opset)
+    with pytest.raises(CompileError, match=message):
         compile_model(m, _TMP / "old.wasm")
 
 

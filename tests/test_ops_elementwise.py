@@ -132,9 +132,8 @@ CAST_TYPES = [np.float32, np.int32, np.int64, np.bool_]
 @pytest.mark.parametrize("src", CAST_TYPES)
 @pytest.mark.parametrize("dst", CAST_TYPES)
 def test_cast(src, dst, target):
-    from util import NP_TO_ONNX
     rng = np.random.default_rng(12)
-    m = make_model([helper.make_node("Cast", ["a"], ["y"], to=NP_TO_ONNX[np.dtype(dst).type])],
+    m = make_model([helper.make_node("Cast", ["a"], ["y"], to=helper.np_dtype_to_tensor_dtype(np.dtype(dst)))],
                    [vinfo("a", src, ["n", 5])], [vinfo("y", dst, None)])
     check_model(m, target, [{"a": rand(rng, (n, 5), src, -100, 100)} for n, _ in BINDINGS])
 

@@ -18,12 +18,8 @@ from toolkit.compiler import compile_model
 _TMP = Path(tempfile.mkdtemp(prefix="symwasm-tests-"))
 _counter = [0]
 
-NP_TO_ONNX = {np.float32: onnx.TensorProto.FLOAT, np.int64: onnx.TensorProto.INT64,
-              np.int32: onnx.TensorProto.INT32, np.bool_: onnx.TensorProto.BOOL}
-
-
 def vinfo(name: str, dtype, shape: Sequence | None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, NP_TO_ONNX[np.dtype(dtype).type], shape)
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
 
 
 def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[onnx.ValueInfoProto],
@@ -84,3 +80,19 @@ def rand(rng: np.random.Generator, shape, dtype=np.float32, lo=-3, hi=3) -> np.n
     if dtype.kind == "i":
         return rng.integers(lo, hi, size=shape).astype(dtype)
     return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def lower_model(model: onnx.ModelProto, target: str = "wasm32"):
+    """(graph, program IR, llvm module) of a model: the compiler up to the program, no linking."""
+    from toolkit.codegen.target import get_target, new_module
+    from toolkit.frontend.onnx.importer import import_model
+    from toolkit.passes import run_pipeline
+    from toolkit.program.ir import Program
+    from toolkit.program.kernels import KernelTable
+    from toolkit.program.lower import lower_graph
+
+    graph = run_pipeline(import_model(model))
+    tgt = get_target(target)
+    module = new_module(tgt, "t")
+    prog = lower_graph(graph, KernelTable(module, tgt, Program()))
+    return graph, prog, module

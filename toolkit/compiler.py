@@ -1,4 +1,5 @@
-"""The compile driver: ONNX -> graph IR -> passes -> program and kernels -> one module file."""
+"""The compile driver: ONNX -> graph of core ops -> passes -> program IR and kernels -> words,
+kernel object and weights -> one module file."""
 from __future__ import annotations
 
 import json
@@ -8,16 +9,17 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from . import __version__
+from .abi import FORMAT_VERSION
 from .codegen.embed import embed_program
 from .codegen.target import emit_object, get_target, new_module
 from .frontend.onnx.importer import import_model
-from .frontend.onnx.registry import registry
 from .ir import dims as D
 from .ir.graph import Graph
 from .link import link
-from .lower import Lowerer, Program
 from .passes import run_pipeline
-from .vm.isa import FORMAT_VERSION
+from .program.ir import Encoded, Program
+from .program.kernels import KernelTable
+from .program.lower import lower_graph
 
 
 @dataclass
@@ -26,6 +28,7 @@ class CompileResult:
     target: str
     graph: Graph
     program: Program
+    encoded: Encoded
     metadata: dict
     seconds: float = 0.0
     module_bytes: int = 0
@@ -37,7 +40,7 @@ def _dim_json(d):
     return d if isinstance(d, int) else str(d)
 
 
-def build_metadata(graph: Graph, prog: Program, target) -> dict:
+def build_metadata(graph: Graph, prog: Encoded, target) -> dict:
     def io(name):
         v = graph.values[name]
         return {"name": name, "dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
@@ -59,18 +62,20 @@ def build_metadata(graph: Graph, prog: Program, target) -> dict:
             entry["kind"] = "input" if name in graph.inputs else "computed"
         if v.producer is not None:
             entry["node"] = v.producer.name
-            entry["op"] = v.producer.op
+            entry["op"] = v.producer.source
+            entry["core"] = str(v.producer.op)
         values[name] = entry
     return {
         "format": "symwasm", "format_version": list(FORMAT_VERSION), "compiler": __version__,
         "target": target.name, "features": list(target.wasm_features),
-        "model": {"name": graph.name, "opset": graph.opset},
+        "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
         "program": {"words": prog.words, "strings": prog.strings, "heap_init": prog.heap_init,
                     "arena_size": prog.arena_size,
-                    "kernels": prog.kernels, "registers": prog.reg_names,
+                    "kernels": prog.kernels, "kernel_arity": prog.kernel_arity, "registers": prog.reg_names,
                     "slots": {str(k): v for k, v in sorted(prog.slot_names.items())},
+                    "blocks": {str(k): v for k, v in sorted(prog.blocks.items())},
                     "consts": [name for name, _ in prog.consts]},
     }
 
@@ -100,16 +105,16 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     graph = run_pipeline(graph)
     t = stage("passes", t)
     module = new_module(tgt, graph.name)
-    reg = registry()
-    prog = Lowerer(graph, module).lower(lambda node: reg.lookup(node.op, graph.opset).lower)
+    prog = lower_graph(graph, KernelTable(module, tgt, Program()))
+    encoded = prog.encode()
     t = stage("lower", t)
-    meta = build_metadata(graph, prog, tgt)
+    meta = build_metadata(graph, encoded, tgt)
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
-    weights = embed_program(module, prog, meta_bytes)
+    weights = embed_program(module, encoded, meta_bytes)
     obj = emit_object(module, tgt)
     t = stage("codegen", t)
     out = Path(output)
-    link(tgt, obj, out, meta_bytes)
+    link(tgt, obj, out, meta_bytes, weights)
     stage("link", t)
-    return CompileResult(out, tgt.name, graph, prog, meta, time.perf_counter() - t0,
-                         out.stat().st_size, weights, stages)
+    return CompileResult(out, tgt.name, graph, prog, encoded, meta, time.perf_counter() - t0,
+                         out.stat().st_size, len(weights), stages)

@@ -1,5 +1,9 @@
 """Compile the C VM (cached by content hash) and link one module file.
 
+Three objects go in: the VM, the kernels and program (from LLVM), and the weights: their
+bytes are assembled into an object of their own with ``.incbin`` (defining ``sw_weights``),
+so they never pass through LLVM IR text.
+
 wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata is
 appended as the ``symwasm.metadata`` custom section. native: ``python -m ziglang cc
 -shared`` -> a shared library.
@@ -14,17 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .abi import EXPORTS
 from .codegen.target import Target
 
 VM_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm"
 VM_SOURCES = ("sw_vm.c", "sw_alloc.c")
-VM_HEADERS = ("sw_vm.h", "sw_isa.h")
-EXPORTS = (
-    "sw_init", "sw_num_inputs", "sw_num_outputs", "sw_input_buffer", "sw_shape_buffer",
-    "sw_set_input", "sw_run", "sw_output_tensor", "sw_output_data", "sw_output_dtype", "sw_output_rank",
-    "sw_output_dim", "sw_last_error", "sw_last_error_len", "sw_set_memory_limit",
-    "sw_metadata", "sw_metadata_len",
-)
+VM_HEADERS = ("sw_vm.h", "sw_isa.h", "sw_abi.h")
 WASM_STACK = 1 << 20
 METADATA_SECTION = "symwasm.metadata"
 
@@ -79,17 +78,36 @@ def vm_objects(target: Target) -> list[Path]:
     return out
 
 
-def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes) -> None:
+def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
+    """An object defining ``sw_weights`` (64-byte aligned, read-only) as these bytes."""
+    (tmp / "weights.bin").write_bytes(weights or b"\0")
+    size = max(len(weights), 1)
+    if target.is_wasm:
+        head = ['.section .rodata.sw_weights,"",@']
+    else:
+        head = ['.section .rodata.sw_weights,"a",@progbits', ".hidden sw_weights", ".type sw_weights,@object"]
+    asm = head + [".globl sw_weights", ".p2align 6", "sw_weights:", '.incbin "weights.bin"',
+                  f".size sw_weights, {size}", ""]
+    (tmp / "weights.s").write_text("\n".join("\t" + line if not line.endswith(":") else line for line in asm))
+    obj = tmp / "weights.o"
+    r = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-target", target.zig_target, "-c", "weights.s",
+                        "-o", "weights.o"], cwd=tmp, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise LinkError(f"assembling the weights failed:\n{r.stderr.strip()}")
+    return obj
+
+
+def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes, weights: bytes = b"") -> None:
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
         kobj = Path(tmp) / "model.o"
         kobj.write_bytes(kernel_object)
-        objs = [str(p) for p in vm_objects(target)] + [str(kobj)]
+        objs = [str(p) for p in vm_objects(target)] + [str(kobj), str(weights_object(target, weights, Path(tmp)))]
         linked = Path(tmp) / output.name
         if target.is_wasm:
             _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
-                 *(f"--export={e}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
+                 *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
                  *objs, "-o", str(linked))
             data = linked.read_bytes() + custom_section(METADATA_SECTION, metadata)
             linked.write_bytes(data)

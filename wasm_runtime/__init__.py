@@ -1,30 +1,34 @@
 """Run symwasm modules: ``load(path)`` a ``.wasm`` (under wasmtime) or a native library
-(through ctypes); both give the same :class:`Model` API. Needs only numpy and wasmtime."""
+(through ctypes); both give the same :class:`Model` API. Needs only numpy and wasmtime.
+
+Threads: each :class:`Model` is one instance of the model (its own VM context: registers,
+buffers, memory limit). A Model may be shared between threads; its calls are serialized
+by a lock. For parallel runs, load the model once per thread: native loads of one file
+share the library's code and differ only in their contexts, so that is cheap; each
+``.wasm`` load is its own wasmtime store and instance.
+"""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT
 from .metadata import is_wasm, read_metadata, wasm_metadata
 
-__all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata"]
+__all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
 
-DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
-DTYPE_CODES = {"float32": 1, "int32": 6, "int64": 7, "bool": 9}
-CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
-STATUS_NAMES = {1: "invalid input", 2: "out of range", 3: "out of memory",
-                4: "invalid program", 5: "internal error"}
-MAX_RANK = 8
+CODE_DTYPES = {code: np.dtype(name) for name, (code, _, _) in DTYPES.items()}
 
 
 class ModelError(RuntimeError):
-    """A failed run or load. ``status`` is the module's status code; the message is the
-    module's own, naming the input, op and dim."""
+    """A failed run or load. ``status`` is the module's status code (see the ABI); the
+    message is the module's own, naming the input, op and dim."""
 
-    def __init__(self, message: str, status: int = 5):
+    def __init__(self, message: str, status: int = STATUS["INTERNAL"]):
         super().__init__(message)
         self.status = status
 
@@ -34,15 +38,25 @@ class TensorInfo:
 
     def __init__(self, d: dict):
         self.name: str = d["name"]
-        self.dtype = np.dtype(DTYPES[d["dtype"]])
+        self.dtype = np.dtype(d["dtype"])
         self.shape: tuple = tuple(d["shape"])
 
     def __repr__(self) -> str:
         return f"TensorInfo({self.name!r}, {self.dtype}, {self.shape})"
 
 
+def check_format(metadata: dict, where: str) -> None:
+    """A module of another major format version cannot run on this host."""
+    version = tuple(metadata.get("format_version") or (0, 0))
+    if metadata.get("format") != "symwasm" or version[0] != FORMAT_VERSION[0]:
+        raise ModelError(f"{where}: module format {'.'.join(map(str, version))} cannot run on this host "
+                         f"(it reads format {FORMAT_VERSION[0]}.x); recompile the model with this symwasm",
+                         STATUS["INVALID_PROGRAM"])
+
+
 class Model:
-    """A loaded module. ``run`` takes a dict of arrays and returns a dict of arrays."""
+    """One instance of a loaded module. ``run`` takes a dict of arrays and returns a dict
+    of arrays. Thread-safe: calls on one Model are serialized."""
 
     def __init__(self, backend, metadata: dict, path: Path):
         self._b = backend
@@ -51,38 +65,80 @@ class Model:
         self.target = metadata.get("target")
         self.inputs = [TensorInfo(d) for d in metadata["inputs"]]
         self.outputs = [TensorInfo(d) for d in metadata["outputs"]]
-        self._check(self._b.call("sw_init"))
-        self._shape_buffer = self._b.call("sw_shape_buffer")
-        self._buffers: dict[int, tuple[int, int]] = {}  # input -> (address, capacity)
+        self._lock = threading.Lock()
         self._ptr_size = 4 if self.target == "wasm32" else 8
+        self._layout = TENSOR_LAYOUT[self._ptr_size]
+        self._ctx = 0
+        version = self._b.call("sw_format_version")
+        if (version >> 16, version & 0xFFFF) != tuple(metadata["format_version"]):
+            raise ModelError(f"{path}: the module's code is format {version >> 16}.{version & 0xFFFF} but its "
+                             f"metadata says {metadata['format_version']}: the file is corrupt",
+                             STATUS["INVALID_PROGRAM"])
+        self._ctx = self._b.call("sw_context_create")
+        if not self._ctx:
+            raise ModelError(f"{path}: out of memory while creating the model's context", STATUS["OUT_OF_MEMORY"])
+        self._check(self._b.call("sw_context_status", self._ctx))
+        self._shape_buffer = self._b.call("sw_shape_buffer", self._ctx)
+        self._buffers: dict[int, tuple[int, int]] = {}  # input -> (address, capacity)
 
     def __repr__(self) -> str:
         return f"<symwasm.Model {self.path.name} ({self.target}) inputs={self.inputs} outputs={self.outputs}>"
 
+    def close(self) -> None:
+        """Free the instance's memory now (it is freed when the Model is collected anyway)."""
+        with self._lock:
+            if self._ctx:
+                self._b.call("sw_context_destroy", self._ctx)
+                self._ctx = 0
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_ctx", 0):
+                self._b.call("sw_context_destroy", self._ctx)
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have torn the backend down
+            pass
+
     def set_memory_limit(self, nbytes: int) -> None:
-        self._b.call("sw_set_memory_limit", int(nbytes))
+        with self._lock:
+            self._live()
+            self._b.call("sw_set_memory_limit", self._ctx, int(nbytes))
+
+    def _live(self) -> None:
+        if not self._ctx:
+            raise ModelError(f"{self.path.name}: the model was closed", STATUS["INVALID_INPUT"])
 
     def _check(self, status: int) -> None:
         if status != 0:
-            msg = self._b.last_error() or STATUS_NAMES.get(status, f"status {status}")
+            msg = self._b.last_error(self._ctx) or STATUS_MEANING.get(status, f"status {status}")
             raise ModelError(msg, status)
 
     def run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
+        with self._lock:
+            self._live()
+            return self._run(feeds)
+
+    def _run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
         names = [i.name for i in self.inputs]
         unknown = set(feeds) - set(names)
         if unknown:
             raise ModelError(f"unknown input(s) {', '.join(sorted(unknown))}; the model takes "
-                             f"{', '.join(names)}", 1)
+                             f"{', '.join(names)}", STATUS["INVALID_INPUT"])
         for index, info in enumerate(self.inputs):
             if info.name not in feeds:
-                raise ModelError(f"input '{info.name}' is missing", 1)
+                raise ModelError(f"input '{info.name}' is missing", STATUS["INVALID_INPUT"])
             arr = np.asarray(feeds[info.name])
-            code = DTYPE_CODES.get(arr.dtype.name)
-            if code is None:
+            entry = DTYPES.get(arr.dtype.name)
+            if entry is None:
                 raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported "
-                                 f"(expected {info.dtype})", 1)
+                                 f"(expected {info.dtype})", STATUS["INVALID_INPUT"])
             if arr.ndim > MAX_RANK:
-                raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", 1)
+                raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", STATUS["INVALID_INPUT"])
             if arr.dtype.byteorder == ">":  # the module reads little-endian
                 arr = arr.astype(arr.dtype.newbyteorder("<"))
             if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
@@ -91,45 +147,51 @@ class Model:
             self._b.write(ptr, arr.tobytes())
             self._b.write(self._shape_buffer, np.array(list(arr.shape) + [0] * (MAX_RANK - arr.ndim),
                                                        dtype="<i8").tobytes())
-            self._check(self._b.call("sw_set_input", index, code, arr.ndim))
-        self._check(self._b.call("sw_run"))
+            self._check(self._b.call("sw_set_input", self._ctx, index, entry[0], arr.ndim))
+        self._check(self._b.call("sw_run", self._ctx))
         return {info.name: self._output(i) for i, info in enumerate(self.outputs)}
 
     def _input_buffer(self, index: int, nbytes: int) -> int:
         """The module's buffer for an input; asked for again only when it must grow."""
         ptr, capacity = self._buffers.get(index, (0, -1))
         if nbytes > capacity:
-            ptr = self._b.call("sw_input_buffer", index, nbytes)
+            ptr = self._b.call("sw_input_buffer", self._ctx, index, nbytes)
             if not ptr:
                 self._buffers.pop(index, None)
-                self._check(3)
+                self._check(STATUS["OUT_OF_MEMORY"])
             self._buffers[index] = (ptr, nbytes)
         return ptr
 
     def _output(self, i: int) -> np.ndarray:
-        ptr = self._b.call("sw_output_tensor", i)
+        ptr = self._b.call("sw_output_tensor", self._ctx, i)
         if not ptr:
-            raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", 5)
-        desc = self._b.read(ptr, 16 + 8 * MAX_RANK)
-        ptr = int.from_bytes(desc[:self._ptr_size], "little")
-        code, rank = np.frombuffer(desc[self._ptr_size:self._ptr_size + 8], dtype="<i4")
-        shape = tuple(int(d) for d in np.frombuffer(desc[16:16 + 8 * rank], dtype="<i8"))
-        dtype = np.dtype(DTYPES[CODE_DTYPES[int(code)]])
-        raw = self._b.read(ptr, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+            raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", STATUS["INTERNAL"])
+        lay = self._layout
+        desc = self._b.read(ptr, lay["size"])
+        data = int.from_bytes(desc[lay["data"]:lay["data"] + self._ptr_size], "little")
+        code = int.from_bytes(desc[lay["dtype"]:lay["dtype"] + 4], "little", signed=True)
+        rank = int.from_bytes(desc[lay["rank"]:lay["rank"] + 4], "little", signed=True)
+        shape = tuple(int(d) for d in np.frombuffer(desc[lay["shape"]:lay["shape"] + 8 * rank], dtype="<i8"))
+        dtype = CODE_DTYPES[code]
+        raw = self._b.read(data, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
 def load(path: str | os.PathLike) -> Model:
     """Load a compiled model: ``.wasm`` runs under wasmtime, anything else is a native
-    library loaded with ctypes."""
+    library loaded with ctypes. Each call gives a new, independent instance."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such model: {p}")
     if is_wasm(p):
         from .wasm_host import WasmBackend
 
-        return Model(WasmBackend(p), wasm_metadata(p), p)
+        metadata = wasm_metadata(p)
+        check_format(metadata, str(p))
+        return Model(WasmBackend(p), metadata, p)
     from .native_host import NativeBackend
 
     backend = NativeBackend(p)
-    return Model(backend, backend.metadata(), p)
+    metadata = backend.metadata()
+    check_format(metadata, str(p))
+    return Model(backend, metadata, p)

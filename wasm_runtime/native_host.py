@@ -1,4 +1,9 @@
-"""The native backend: the same ABI from a shared library through ctypes."""
+"""The native backend: the same ABI from a shared library through ctypes.
+
+Every load of one file shares the library (its code and read-only program); the VM keeps
+all run state in a context per Model, so instances never interfere. ctypes releases the GIL
+during calls, so Models on different threads run in parallel.
+"""
 from __future__ import annotations
 
 import ctypes
@@ -6,47 +11,62 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
-c_i32, c_i64, c_ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+from ._abi import EXPORTS
 
-SIGNATURES = {
-    "sw_init": (c_i32, []), "sw_num_inputs": (c_i32, []), "sw_num_outputs": (c_i32, []),
-    "sw_input_buffer": (c_ptr, [c_i32, c_i64]), "sw_shape_buffer": (c_ptr, []),
-    "sw_set_input": (c_i32, [c_i32, c_i32, c_i32]), "sw_run": (c_i32, []),
-    "sw_output_tensor": (c_ptr, [c_i32]), "sw_output_data": (c_ptr, [c_i32]), "sw_output_dtype": (c_i32, [c_i32]),
-    "sw_output_rank": (c_i32, [c_i32]), "sw_output_dim": (c_i64, [c_i32, c_i32]),
-    "sw_last_error": (c_ptr, []), "sw_last_error_len": (c_i32, []),
-    "sw_set_memory_limit": (None, [c_i64]), "sw_metadata": (c_ptr, []), "sw_metadata_len": (c_i32, []),
-}
+_CTYPES = {"void": None, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "ptr": ctypes.c_void_p}
+
+_LIBS: dict[str, tuple[tuple, ctypes.CDLL]] = {}
+_LIBS_LOCK = threading.Lock()
 
 
-_LOADED: set[str] = set()
+def _library(path: Path) -> ctypes.CDLL:
+    """The loaded library for ``path``, shared by every load of the same file."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    with _LIBS_LOCK:
+        cached = _LIBS.get(real)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        if cached is None:
+            lib = ctypes.CDLL(real)
+        else:
+            # the file was replaced (recompiled) since it was loaded, and dlopen would hand back
+            # the old mapping for the same name: load the new file through a copy
+            fd, copy = tempfile.mkstemp(suffix=Path(real).suffix, prefix="symwasm-")
+            os.close(fd)
+            shutil.copyfile(real, copy)
+            lib = ctypes.CDLL(copy)
+            os.unlink(copy)  # the mapping stays valid
+        _LIBS[real] = (stamp, lib)
+        return lib
 
 
 class NativeBackend:
     def __init__(self, path: Path):
-        real = str(Path(path).resolve())
-        if real in _LOADED:
-            # dlopen returns the already loaded library for the same file, and the VM's state
-            # is in its globals: a second load gets a private copy so models never share state
-            fd, copy = tempfile.mkstemp(suffix=Path(real).suffix, prefix="symwasm-")
-            os.close(fd)
-            shutil.copyfile(real, copy)
-            self.lib = ctypes.CDLL(copy)
-            os.unlink(copy)  # the mapping stays valid
-        else:
-            _LOADED.add(real)
-            self.lib = ctypes.CDLL(real)
-        self.fns = {}
-        for name, (res, args) in SIGNATURES.items():
-            fn = getattr(self.lib, name)
-            fn.restype, fn.argtypes = res, args
+        self.path = path
+        self.lib = _library(path)
+        self.fns: dict[str, ctypes._CFuncPtr] = {}
+
+    def _fn(self, name: str):
+        fn = self.fns.get(name)
+        if fn is None:
+            res, args = EXPORTS[name]
+            try:
+                fn = getattr(self.lib, name)
+            except AttributeError:
+                raise ValueError(f"{self.path}: not a symwasm module of this format (it does not "
+                                 f"export {name})") from None
+            fn.restype, fn.argtypes = _CTYPES[res], [_CTYPES[a] for a in args]
             self.fns[name] = fn
+        return fn
 
     def call(self, name: str, *args):
-        r = self.fns[name](*args)
-        return 0 if r is None and SIGNATURES[name][0] is c_ptr else r
+        r = self._fn(name)(*args)
+        return 0 if r is None and EXPORTS[name][0] == "ptr" else r
 
     def write(self, ptr: int, data: bytes) -> None:
         ctypes.memmove(ptr, data, len(data))
@@ -59,5 +79,5 @@ class NativeBackend:
         one a process loaded before."""
         return json.loads(self.read(self.call("sw_metadata"), self.call("sw_metadata_len")))
 
-    def last_error(self) -> str:
-        return self.read(self.call("sw_last_error"), self.call("sw_last_error_len")).decode(errors="replace")
+    def last_error(self, ctx: int) -> str:
+        return self.read(self.call("sw_last_error", ctx), self.call("sw_last_error_len", ctx)).decode(errors="replace")

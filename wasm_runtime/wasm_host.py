@@ -1,24 +1,29 @@
 """The wasmtime backend: instantiate the module (it has no imports) and call its ABI."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import wasmtime
 
 _ENGINE: wasmtime.Engine | None = None
+_ENGINE_LOCK = threading.Lock()
 
 
 def engine() -> wasmtime.Engine:
     global _ENGINE
-    if _ENGINE is None:
-        cfg = wasmtime.Config()
-        cfg.wasm_simd = True
-        cfg.wasm_bulk_memory = True
-        _ENGINE = wasmtime.Engine(cfg)
-    return _ENGINE
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            cfg = wasmtime.Config()
+            cfg.wasm_simd = True
+            cfg.wasm_bulk_memory = True
+            _ENGINE = wasmtime.Engine(cfg)
+        return _ENGINE
 
 
 class WasmBackend:
+    """One store and instance: a load of its own, used by one Model."""
+
     def __init__(self, path: Path):
         self.store = wasmtime.Store(engine())
         module = wasmtime.Module.from_file(engine(), str(path))
@@ -30,10 +35,14 @@ class WasmBackend:
         self.memory: wasmtime.Memory = exports["memory"]
         self.fns = {name: exports[name] for name in
                     [e.name for e in module.exports] if name.startswith("sw_")}
+        self.path = path
 
     def call(self, name: str, *args):
+        fn = self.fns.get(name)
+        if fn is None:
+            raise ValueError(f"{self.path}: not a symwasm module of this format (it does not export {name})")
         try:
-            return self.fns[name](self.store, *args)
+            return fn(self.store, *args)
         except wasmtime.Trap as e:
             # traps are bugs, never the user's fault; still report them with context
             raise RuntimeError(f"the module trapped in {name} (a symwasm bug): {e}") from None
@@ -44,7 +53,7 @@ class WasmBackend:
     def read(self, ptr: int, n: int) -> bytes:
         return bytes(self.memory.read(self.store, ptr, ptr + n)) if n else b""
 
-    def last_error(self) -> str:
-        ptr = self.call("sw_last_error")
-        n = self.call("sw_last_error_len")
+    def last_error(self, ctx: int) -> str:
+        ptr = self.call("sw_last_error", ctx)
+        n = self.call("sw_last_error_len", ctx)
         return self.read(ptr, n).decode(errors="replace")

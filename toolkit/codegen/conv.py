@@ -3,7 +3,7 @@ and global-average kernels.
 
 Conv is a register-blocked direct convolution. A tile is ``OC_BLOCK`` output channels by
 ``TILE_VECS`` vectors of output columns of one output row (SIMD128 on wasm32, AVX2 width
-on hosts that have it: :func:`vector_lanes`); its accumulators stay in registers over the
+on hosts that have it: ``Target.f32_lanes``); its accumulators stay in registers over the
 (ic, kh, kw) reduction and are stored once, so each input vector loaded feeds ``OC_BLOCK``
 multiply-adds, and constant weights are reordered at compile time (:func:`pack_weights`) so
 each tap's ``OC_BLOCK`` weights are one SIMD128 load. Tiles never test bounds and only load
@@ -31,17 +31,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..ir import dims as D
 from ..ir.dims import Dim
-from ..ir.graph import FLOAT32
-from .kernel import F32, I32, I64, TENSOR, KernelBuilder, Tensor, i64, intrinsic
+from ..ir.dtypes import FLOAT32, DType
+from . import mathlib
+from .kernel import F32, I32, I64, KernelBuilder, Tensor, i64, intrinsic
+
+TensorType = tuple[DType, Sequence[Dim]]
 
 OC_BLOCK = 4  # output channels per register tile: one SIMD128 vector of weights per tap
 TILE_VECS = 2  # vectors per register tile: OC_BLOCK * TILE_VECS accumulators
@@ -149,13 +150,6 @@ def _when(kb: KernelBuilder, cond: ir.Value | bool, then: Callable[[], None],
             otherwise()
 
 
-def _opaque_dim(kb: KernelBuilder, t: Tensor, axis: int) -> ir.Value:
-    """Dim ``axis`` of t read from its descriptor even when static: LLVM cannot see it."""
-    field = [ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, axis)]  # desc->shape[axis]
-    p = kb.b.gep(t.desc, field, source_etype=TENSOR)
-    return kb.b.load(p, typ=I64)
-
-
 def _splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
     """s in every one of ``lanes`` lanes (s itself when 1)."""
     if lanes == 1:
@@ -163,17 +157,6 @@ def _splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
     undef = ir.Constant(ir.VectorType(s.type, lanes), ir.Undefined)
     v = b.insert_element(undef, s, ir.Constant(I32, 0))
     return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
-
-def vector_lanes(module: ir.Module) -> int:
-    """f32 lanes of the widest vectors conv tiles use on the module's target: SIMD128 on
-    wasm32, AVX2 registers on x86 hosts that have them (native code is for the host)."""
-    return 8 if module.triple.startswith("x86_64") and _host_has_avx2() else MIN_LANES
-
-
-@lru_cache(maxsize=None)
-def _host_has_avx2() -> bool:
-    return bool(llvm.get_host_cpu_features().get("avx2"))
 
 
 def _lane(b: ir.IRBuilder, v: ir.Value, lane: int, lanes: int) -> ir.Value:
@@ -277,11 +260,12 @@ def conv_scratch(win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) ->
     return (n, c, h, D.ceildiv(w + win.pads[1] + win.pads[3], sw) * sw)
 
 
-def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[Dim],
-                 w_shape: Sequence[Dim], packed: bool, bias: bool, y_shape: Sequence[Dim]) -> None:
-    """y = conv(x, w) (+ bias). Tensors: x, w (laid out by :func:`pack_weights` when
-    ``packed``), [bias], [the staged input of :func:`conv_scratch`], y. Scalars: the
-    symbolic pads."""
+def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:
+    """y = conv(x, w) (+ bias) for ``params`` (window, group, packed, bias). Tensors: x, w
+    (laid out by :func:`pack_weights` when ``packed``), [bias], [the staged input of
+    :func:`conv_scratch`], y. Scalars: the symbolic pads. float32."""
+    win, group, packed, bias = params
+    x_shape, w_shape, y_shape = types[0][1], types[1][1], types[-1][1]
     b = kb.b
     x = kb.tensor(0, FLOAT32, x_shape)
     w = kb.tensor(1, FLOAT32, w_shape)
@@ -319,9 +303,9 @@ def build_conv2d(kb: KernelBuilder, win: Window, group: int, x_shape: Sequence[D
     # register stackifier sinks each accumulator's chain of adds into one expression tree
     # and keeps every loaded input and weight vector live across all the trees: far more
     # than the 16 vector registers wasm engines map locals to, so they spill.
-    kh_trips, kw_trips = _opaque_dim(kb, w, 2), _opaque_dim(kb, w, 3)
+    kh_trips, kw_trips = w.dim(2, opaque=True), w.dim(3, opaque=True)
 
-    wide = vector_lanes(kb.module)  # lanes of the vectors of whole tiles
+    wide = kb.target.f32_lanes  # lanes of the vectors of whole tiles
     width = TILE_VECS * wide
     full = _udiv(kb, out_cols, width)  # whole tiles per output row
     # Cache blocking. The reduction runs in passes over chunks of input channels whose
@@ -498,12 +482,15 @@ def _count_in(kb: KernelBuilder, first: ir.Value, step: int, taps: int, lo: ir.V
     return n
 
 
-def build_pool2d(kb: KernelBuilder, kind: str, win: Window, count_include_pad: bool,
-                 x_shape: Sequence[Dim], y_shape: Sequence[Dim], scratch: Sequence[Dim] | None) -> None:
-    """Max or average pooling. Tensors: x, [scratch: x padded with the neutral value at
-    (top, left), wide enough for every window], y. Scalars: the symbolic pads. Averages
-    divide by the window's elements inside the input (``count_include_pad``: inside the
-    explicitly padded input)."""
+def build_pool2d(kb: KernelBuilder, params: tuple[str, Window, bool], types: Sequence[TensorType]) -> None:
+    """Max or average pooling for ``params`` (kind "max" or "avg", window,
+    count_include_pad). Tensors: x, [scratch: x padded with the neutral value at (top,
+    left), wide enough for every window], y. Scalars: the symbolic pads. Averages divide by
+    the window's elements inside the input (``count_include_pad``: inside the explicitly
+    padded input). float32."""
+    kind, win, count_include_pad = params
+    x_shape, y_shape = types[0][1], types[-1][1]
+    scratch = types[1][1] if len(types) == 3 else None
     b = kb.b
     x = kb.tensor(0, FLOAT32, x_shape)
     y = kb.tensor(2 if scratch is not None else 1, FLOAT32, y_shape)
@@ -550,10 +537,10 @@ def build_pool2d(kb: KernelBuilder, kind: str, win: Window, count_include_pad: b
 # ----------------------------------------------------------------------------- per channel
 
 
-def build_batch_norm(kb: KernelBuilder, x_shape: Sequence[Dim], c_shape: Sequence[Dim],
-                     epsilon: float) -> None:
+def build_batch_norm(kb: KernelBuilder, epsilon: float, types: Sequence[TensorType]) -> None:
     """y = (x - mean) * (scale / sqrt(var + epsilon)) + bias over axis 1. Tensors: x, scale,
-    bias, mean, var, y."""
+    bias, mean, var, y. float32."""
+    x_shape, c_shape = types[0][1], types[1][1]
     b = kb.b
     x = kb.tensor(0, FLOAT32, x_shape)
     scale, bias, mean, var = (kb.tensor(k, FLOAT32, c_shape) for k in range(1, 5))
@@ -567,3 +554,30 @@ def build_batch_norm(kb: KernelBuilder, x_shape: Sequence[Dim], c_shape: Sequenc
             with kb.loop(inner) as i:
                 at = kb.add(base, i)
                 y.store(at, b.fadd(b.fmul(b.fsub(x.load(at), mu), a), beta))
+
+
+def build_lrn(kb: KernelBuilder, params: tuple[int, float, float, float], types: Sequence[TensorType]) -> None:
+    """Local response normalization across channels (axis 1) for ``params`` (size, alpha,
+    beta, bias): y = x / (bias + alpha / size * sum of x^2 over the channels
+    [c - (size - 1) // 2, c + size // 2])^beta. Tensors: x, y. float32."""
+    size, alpha, beta, bias = params
+    b = kb.b
+    x = kb.tensor(0, FLOAT32, types[0][1])
+    y = kb.tensor(1, FLOAT32, types[1][1])
+    channels, inner = x.dim(1), x.numel(2)
+    before, after = (size - 1) // 2, size // 2
+    scale = ir.Constant(F32, alpha / size)
+    with kb.loop(x.dim(0), name="n") as n:
+        with kb.loop(channels, name="c") as c:
+            lo = _smax(kb, b.sub(c, i64(before)), i64(0))
+            hi = _smin(kb, b.add(c, i64(after + 1)), channels)
+            base = kb.mul(kb.add(kb.mul(n, channels), c), inner)
+            with kb.loop(inner, name="i") as i:
+                def square(acc: ir.Value, cc: ir.Value) -> ir.Value:
+                    v = x.load(kb.add(kb.mul(kb.add(kb.mul(n, channels), cc), inner), i))
+                    return b.fadd(acc, b.fmul(v, v))
+
+                total = kb.carry(lo, hi, [ir.Constant(F32, 0.0)], lambda cc, acc: [square(acc[0], cc)], "cc")[0]
+                denom = b.fadd(ir.Constant(F32, bias), b.fmul(scale, total))
+                at = kb.add(base, i)
+                y.store(at, b.fdiv(x.load(at), mathlib.pow(b, denom, ir.Constant(F32, beta))))

@@ -4,30 +4,35 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from typing import Sequence
+
 from ..ir.dims import Dim
-from ..ir.graph import FLOAT32, DType, Value
-from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, llvm_type
+from ..ir.dtypes import DType
+from .kernel import I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fptosi_sat, i64, intrinsic
+
+TensorType = tuple[DType, Sequence[Dim]]
 
 
 def _is_nonzero(b: ir.IRBuilder, t: Tensor, v: ir.Value) -> ir.Value:
-    if t.dtype == FLOAT32:
-        return b.fcmp_unordered("!=", v, ir.Constant(F32, 0.0))  # NaN counts, as in numpy
+    if t.dtype.is_float:
+        return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))  # NaN counts, as in numpy
     return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
 
 
-def build_count_nonzero(kb: KernelBuilder, x: Value) -> None:
+def build_count_nonzero(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
     """scalars[0] := number of non-zero elements of tensor 0."""
-    t = kb.tensor(0, x.dtype, x.shape)
+    t = kb.tensor(0, *types[0])
     b = kb.b
     count = kb.accumulate(t.numel(), i64(0),
                           lambda acc, i: b.add(acc, b.zext(_is_nonzero(b, t, t.load(i)), I64)))
     kb.set_scalar(0, count)
 
 
-def build_nonzero(kb: KernelBuilder, x: Value, out: Value) -> None:
-    """out[d, k] := coordinate d of the k-th non-zero element in row-major order."""
-    t = kb.tensor(0, x.dtype, x.shape)
-    o = kb.tensor(1, out.dtype, out.shape)
+def build_nonzero(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
+    """out[d, k] := coordinate d of the k-th non-zero element in row-major order. Tensors:
+    x, out."""
+    t = kb.tensor(0, *types[0])
+    o = kb.tensor(1, *types[1])
     b = kb.b
     count = o.dim(1)
     pos = b.alloca(I64, name="pos")
@@ -52,12 +57,14 @@ def _scalar(kb: KernelBuilder, index: int, dtype: DType) -> ir.Value:
     return kb.tensor(index, dtype, ()).load(i64(0))
 
 
-def build_range_count(kb: KernelBuilder, dtype: DType) -> None:
-    """scalars[0] := max(0, ceil((limit - start) / delta)); fails when delta is 0."""
+def build_range_count(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
+    """scalars[0] := max(0, ceil((limit - start) / delta)); fails when delta is 0. Tensors:
+    start, limit, delta (scalars of one dtype)."""
     b = kb.b
+    dtype = types[0][0]
     start, limit, delta = (_scalar(kb, k, dtype) for k in range(3))
-    if dtype == FLOAT32:
-        kb.fail_if(b.fcmp_ordered("==", delta, ir.Constant(F32, 0.0)), STATUS_INVALID_INPUT)
+    if dtype.is_float:
+        kb.fail_if(b.fcmp_ordered("==", delta, ir.Constant(delta.type, 0.0)), STATUS_INVALID_INPUT)
         q = b.fdiv(b.fsub(limit, start), delta)
         n = fptosi_sat(b, intrinsic(b, "llvm.ceil", q), I64)
     else:
@@ -76,16 +83,17 @@ def build_range_count(kb: KernelBuilder, dtype: DType) -> None:
     kb.set_scalar(0, b.select(b.icmp_signed("<", n, i64(0)), i64(0), n))
 
 
-def build_range_fill(kb: KernelBuilder, dtype: DType, n: Dim) -> None:
-    """out[i] := start + i * delta."""
+def build_range_fill(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
+    """out[i] := start + i * delta. Tensors: start, limit, delta, out."""
     b = kb.b
+    dtype = types[0][0]
     start = _scalar(kb, 0, dtype)
     delta = _scalar(kb, 2, dtype)
-    o = kb.tensor(3, dtype, (n,))
-    t = llvm_type(dtype)
+    o = kb.tensor(3, *types[3])
+    t = compute_type(dtype)
     with kb.loop(o.dim(0)) as i:
-        if dtype == FLOAT32:
-            o.store(i, b.fadd(start, b.fmul(b.sitofp(i, F32), delta)))
+        if dtype.is_float:
+            o.store(i, b.fadd(start, b.fmul(b.sitofp(i, t), delta)))
         else:
             ii = b.trunc(i, t) if t != I64 else i
             o.store(i, b.add(start, b.mul(ii, delta)))

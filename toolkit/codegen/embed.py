@@ -1,26 +1,22 @@
-"""Embeds the VM program, constants and metadata into the kernels' LLVM module as the
-global ``sw_model`` (the ``sw_program`` struct of wasm_runtime/vm/sw_vm.h)."""
+"""Embeds the VM program into the kernels' LLVM module as the global ``sw_model`` (the
+``sw_program`` struct of the ABI), and lays out the constant tensors' bytes as one blob.
+
+The blob does not go through the LLVM module: its bytes become their own object
+(``toolkit.link``), which defines the symbol ``sw_weights``; the constant descriptors here
+point into it. So compile time and memory do not grow with the text form of the weights.
+"""
 from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
 
-from .kernel import I8, I32, I64, MAX_RANK, PTR, TENSOR
-from ..ir.graph import dtype_of_numpy
+from .. import abi
+from ..ir.dtypes import dtype_of_numpy
+from ..program.ir import Encoded
+from .kernel import I8, I32, I64, MAX_RANK, PTR, TENSOR, struct_type
 
-# sw_program's fields, in order
-PROGRAM = ir.LiteralStructType([
-    PTR, I32, I32,  # words, nwords, nregs
-    PTR, I32,  # heap_init, nheap
-    PTR, PTR, I32,  # strings, string_offsets, nstrings
-    PTR, I32,  # consts, nconsts
-    PTR, I32,  # kernels, nkernels
-    PTR, I32,  # inputs, ninputs
-    PTR, I32,  # outputs, noutputs
-    PTR, I32,  # metadata, metadata_len
-    I64,  # arena_size
-])
-
+PROGRAM = struct_type("sw_program")
+WEIGHTS_SYMBOL = "sw_weights"
 CONST_ALIGN = 64
 
 
@@ -43,8 +39,20 @@ def _bytes(data: bytes) -> ir.Constant:
     return ir.Constant(ir.ArrayType(I8, len(data)), bytearray(data))
 
 
-def embed_program(module: ir.Module, prog, metadata: bytes) -> int:
-    """Add ``sw_model`` to ``module``. Returns the bytes of constant tensor data embedded."""
+def weights_blob(consts) -> tuple[bytes, list[int]]:
+    """The constants' bytes, each at a CONST_ALIGN-aligned offset, and those offsets."""
+    blob = bytearray()
+    offsets = []
+    for _, arr in consts:
+        blob += b"\0" * (-len(blob) % CONST_ALIGN)
+        offsets.append(len(blob))
+        blob += np.ascontiguousarray(arr).tobytes()
+    return bytes(blob), offsets
+
+
+def embed_program(module: ir.Module, prog: Encoded, metadata: bytes) -> bytes:
+    """Add ``sw_model`` to ``module``. Returns the weights blob that must be linked beside it
+    as ``sw_weights`` (see :func:`toolkit.link.weights_object`)."""
     words = _global(module, "sw_words", _array(I32, prog.words))
     heap = _global(module, "sw_heap_init", _array(I64, prog.heap_init or [0]), align=8)
     blob = bytearray()
@@ -55,13 +63,13 @@ def embed_program(module: ir.Module, prog, metadata: bytes) -> int:
     strings = _global(module, "sw_strings", _bytes(bytes(blob) or b"\0"))
     string_offsets = _global(module, "sw_string_offsets", _array(I32, offsets or [0]))
 
+    weights, at = weights_blob(prog.consts)
+    base = ir.GlobalVariable(module, ir.ArrayType(I8, 0), WEIGHTS_SYMBOL)
+    base.global_constant = True
     descs = []
-    weight_bytes = 0
-    for i, (name, arr) in enumerate(prog.consts):
+    for (name, arr), offset in zip(prog.consts, at):
         dt = dtype_of_numpy(arr.dtype)
-        raw = np.ascontiguousarray(arr).tobytes() or b"\0"
-        weight_bytes += len(raw)
-        data = _global(module, f"sw_const{i}", _bytes(raw), align=CONST_ALIGN)
+        data = base.gep([ir.Constant(I32, 0), ir.Constant(I64, offset)])
         shape = list(arr.shape) + [0] * (MAX_RANK - arr.ndim)
         descs.append(ir.Constant(TENSOR, [data, ir.Constant(I32, dt.code), ir.Constant(I32, arr.ndim),
                                           _array(I64, shape)]))
@@ -69,21 +77,27 @@ def embed_program(module: ir.Module, prog, metadata: bytes) -> int:
 
     fns = [module.get_global(k) for k in prog.kernels]
     kernels = _global(module, "sw_kernels", ir.Constant(ir.ArrayType(PTR, len(fns)), fns))
-    inputs = _global(module, "sw_inputs", _array(I32, [x for t in prog.inputs for x in t] or [0]))
+    arity = _global(module, "sw_kernel_arity", _array(I32, prog.kernel_arity or [0]))
+    inputs = _global(module, "sw_inputs", _array(I32, prog.inputs or [0]))
     outputs = _global(module, "sw_outputs", _array(I32, prog.outputs or [0]))
     meta = _global(module, "sw_metadata_json", _bytes(metadata + b"\0"))
 
+    fields = {
+        "words": words, "nwords": len(prog.words), "nregs": len(prog.reg_names),
+        "heap_init": heap, "nheap": len(prog.heap_init),
+        "strings": strings, "string_offsets": string_offsets, "nstrings": len(prog.strings),
+        "consts": consts, "nconsts": len(descs),
+        "kernels": kernels, "kernel_arity": arity, "nkernels": len(fns),
+        "inputs": inputs, "ninputs": len(prog.inputs) // 3,
+        "outputs": outputs, "noutputs": len(prog.outputs),
+        "metadata": meta, "metadata_len": len(metadata),
+        "arena_size": prog.arena_size,
+    }
+    values = []
+    for f, t in zip(abi.STRUCTS["sw_program"], PROGRAM.elements):
+        v = fields[f.name]
+        values.append(v if isinstance(v, ir.GlobalVariable) else ir.Constant(t, v))
     g = ir.GlobalVariable(module, PROGRAM, name="sw_model")
     g.global_constant = True
-    g.initializer = ir.Constant(PROGRAM, [
-        words, ir.Constant(I32, len(prog.words)), ir.Constant(I32, len(prog.reg_names)),
-        heap, ir.Constant(I32, len(prog.heap_init)),
-        strings, string_offsets, ir.Constant(I32, len(prog.strings)),
-        consts, ir.Constant(I32, len(descs)),
-        kernels, ir.Constant(I32, len(fns)),
-        inputs, ir.Constant(I32, len(prog.inputs)),
-        outputs, ir.Constant(I32, len(prog.outputs)),
-        meta, ir.Constant(I32, len(metadata)),
-        ir.Constant(I64, prog.arena_size),
-    ])
-    return weight_bytes
+    g.initializer = ir.Constant(PROGRAM, values)
+    return weights

@@ -6,6 +6,11 @@ Every kernel has the VM's one signature
 (and reads back), ``detail`` three int64 for an error message. Extents come from the
 descriptors at run time, except dims the compiler knows, which are emitted as constants so
 LLVM can specialise the loops.
+
+Elements are loaded and stored in their *compute* type (:func:`compute_type`): the storage
+type, except float16, which is stored as binary16 bits and computed as float32 (the
+conversions are plain integer IR, :mod:`.half`: wasm32 has no float16 instructions and the
+module links no compiler runtime). Bools are i8 holding 0 or 1.
 """
 from __future__ import annotations
 
@@ -14,29 +19,53 @@ from typing import Callable, Sequence
 
 from llvmlite import ir
 
+from .. import abi
 from ..ir.dims import Dim
-from ..ir.graph import BOOL, FLOAT32, INT32, INT64, DType
+from ..ir.dtypes import DType
+from . import half
 
-I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
+F64 = ir.DoubleType()
 PTR = ir.PointerType()
-MAX_RANK = 8
-# mirrors sw_tensor in wasm_runtime/vm/sw_vm.h
-TENSOR = ir.LiteralStructType([PTR, I32, I32, ir.ArrayType(I64, MAX_RANK)])
-KERNEL_FN = ir.FunctionType(I32, [PTR, PTR, PTR])
+MAX_RANK = abi.MAX_RANK
+_KINDS = {"ptr": PTR, "i32": I32, "i64": I64}
 
-STATUS_OUT_OF_RANGE = 2
-STATUS_INVALID_INPUT = 1
+
+def struct_type(name: str) -> ir.LiteralStructType:
+    """An ABI struct (toolkit.abi.STRUCTS) as an LLVM type."""
+    return ir.LiteralStructType([ir.ArrayType(_KINDS[f.kind], f.count) if f.count > 1 else _KINDS[f.kind]
+                                 for f in abi.STRUCTS[name]])
+
+
+def field_index(struct: str, name: str) -> int:
+    return [f.name for f in abi.STRUCTS[struct]].index(name)
+
+
+TENSOR = struct_type("sw_tensor")
+KERNEL_FN = ir.FunctionType(I32, [_KINDS[k] for k in abi.KERNEL_PARAMS])
+_DATA, _SHAPE = field_index("sw_tensor", "data"), field_index("sw_tensor", "shape")
+
+STATUS_INVALID_INPUT = next(s.code for s in abi.STATUSES if s.name == "INVALID_INPUT")
+STATUS_OUT_OF_RANGE = next(s.code for s in abi.STATUSES if s.name == "OUT_OF_RANGE")
 
 # fast-math flags for reductions: let LLVM reassociate sums so they vectorize
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
 
 
 def llvm_type(dt: DType) -> ir.Type:
-    return {FLOAT32.name: F32, INT32.name: I32, INT64.name: I64, BOOL.name: I8}[dt.name]
+    """How ``dt`` is stored."""
+    if dt.kind == "f":
+        return {2: I16, 4: F32, 8: F64}[dt.itemsize]
+    return ir.IntType(dt.bits)
+
+
+def compute_type(dt: DType) -> ir.Type:
+    """How kernels compute on ``dt``: float16 as float32, the rest as stored."""
+    return F32 if dt.kind == "f" and dt.itemsize == 2 else llvm_type(dt)
 
 
 def i64(v: int) -> ir.Constant:
@@ -51,9 +80,10 @@ class Tensor:
         b = kb.b
         slot = b.gep(kb.fn.args[0], [i64(index)], source_etype=PTR)
         self.desc = b.load(slot, typ=PTR, name=f"t{index}")
-        self.data = b.load(b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, 0)],
+        self.data = b.load(b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, _DATA)],
                                  source_etype=TENSOR), typ=PTR, name=f"t{index}.data")
         self.elem = llvm_type(dtype)
+        self.ctype = compute_type(dtype)
         self._dims: dict[int, ir.Value] = {}
         # load symbolic dims here, at the kernel's entry: a load first emitted inside a loop
         # or branch would not dominate later uses outside it
@@ -64,14 +94,21 @@ class Tensor:
     def rank(self) -> int:
         return len(self.shape)
 
-    def dim(self, axis: int) -> ir.Value:
+    def dim(self, axis: int, opaque: bool = False) -> ir.Value:
+        """Dim ``axis``: a constant when static, else loaded from the descriptor. ``opaque``
+        loads it even when static, so LLVM cannot see it (to keep a loop from being unrolled)."""
+        if opaque:
+            b = self.kb.b
+            p = b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, _SHAPE), ir.Constant(I32, axis)],
+                      source_etype=TENSOR)
+            return b.load(p, typ=I64)
         if axis not in self._dims:
             d = self.shape[axis]
             if isinstance(d, int):
                 self._dims[axis] = i64(d)
             else:
                 b = self.kb.b
-                p = b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, axis)],
+                p = b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, _SHAPE), ir.Constant(I32, axis)],
                           source_etype=TENSOR)
                 self._dims[axis] = b.load(p, typ=I64, name=f"dim{axis}")
         return self._dims[axis]
@@ -94,19 +131,31 @@ class Tensor:
     def ptr(self, index: ir.Value) -> ir.Value:
         return self.kb.b.gep(self.data, [index], source_etype=self.elem)
 
-    def load(self, index: ir.Value) -> ir.Value:
+    def load_raw(self, index: ir.Value) -> ir.Value:
+        """The element as stored (data movement needs no conversion)."""
         return self.kb.b.load(self.ptr(index), typ=self.elem)
 
-    def store(self, index: ir.Value, value: ir.Value) -> None:
+    def store_raw(self, index: ir.Value, value: ir.Value) -> None:
         self.kb.b.store(value, self.ptr(index))
+
+    def load(self, index: ir.Value) -> ir.Value:
+        """The element in its compute type."""
+        v = self.load_raw(index)
+        return half.to_f32(self.kb.b, v) if self.elem is I16 and self.dtype.is_float else v
+
+    def store(self, index: ir.Value, value: ir.Value) -> None:
+        if self.elem is I16 and self.dtype.is_float:
+            value = half.from_f32(self.kb.b, value)
+        self.store_raw(index, value)
 
 
 class KernelBuilder:
     """Builds one kernel function. Use :meth:`tensor` for arguments, :meth:`loop` for
     counted loops, :meth:`fail_if` for a checked error exit, then :meth:`finish`."""
 
-    def __init__(self, module: ir.Module, name: str):
+    def __init__(self, module: ir.Module, name: str, target=None):
         self.module = module
+        self.target = target  # toolkit.codegen.target.Target: vector widths, the CPU
         self.fn = ir.Function(module, KERNEL_FN, name=name)
         self.fn.linkage = "internal"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -213,9 +262,11 @@ def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(b.module.declare_intrinsic(name, [t], ir.FunctionType(t, [a.type for a in args])), list(args))
 
 
-def fptosi_sat(b: ir.IRBuilder, x: ir.Value, to: ir.IntType) -> ir.Value:
-    """float32 -> int that saturates (NaN gives 0) where a plain conversion would trap on wasm."""
-    fn = b.module.declare_intrinsic(f"llvm.fptosi.sat.i{to.width}.f32", (), ir.FunctionType(to, [F32]))
+def fptosi_sat(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool = True) -> ir.Value:
+    """float -> int that saturates (NaN gives 0) where a plain conversion would trap on wasm."""
+    src = "f64" if x.type == F64 else "f32"
+    name = f"llvm.fpto{'s' if signed else 'u'}i.sat.i{to.width}.{src}"
+    fn = b.module.declare_intrinsic(name, (), ir.FunctionType(to, [x.type]))
     return b.call(fn, [x])
 
 

@@ -20,9 +20,11 @@ from typing import Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.graph import FLOAT32, DType
-from .elementwise import is_float
-from .kernel import F32, KernelBuilder, Tensor, fast, i64, llvm_type
+from ..ir.dtypes import DType
+from .kernel import KernelBuilder, Tensor, fast, i64
+from .scalar import Scalar
+
+TensorType = tuple[DType, Sequence[Dim]]
 
 
 @dataclass
@@ -60,14 +62,13 @@ def matmul(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n:
            alpha: float = 1.0, c: Mat | None = None, beta: float = 1.0) -> None:
     """``y = alpha * a @ b + beta * c`` for an [m, k] x [k, n] product (c optional)."""
     bld = kb.b
-    f = is_float(dt)
-    t = llvm_type(dt)
-    zero = ir.Constant(t, 0.0 if f else 0)
-    add = bld.fadd if f else bld.add
-    mul = bld.fmul if f else bld.mul
+    sc = Scalar(bld, dt)
+    f = sc.is_float
+    zero = sc.const(0)
+    add, mul = sc.add, sc.mul
 
     def scaled(v: ir.Value, s: float) -> ir.Value:
-        return v if s == 1.0 else bld.fmul(v, ir.Constant(F32, s))
+        return v if s == 1.0 else sc.mul(v, sc.const(s))
 
     def plus_c(v: ir.Value, i: ir.Value, j: ir.Value) -> ir.Value:
         return v if c is None else add(v, scaled(c.load(kb, i, j), beta))
@@ -92,10 +93,10 @@ def matmul(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n:
                 y.store(kb, i, j, add(y.load(kb, i, j), mul(av, b.load(kb, kk, j))))
 
 
-def build_matmul(kb: KernelBuilder, dt: DType, a_shape: Sequence[Dim], b_shape: Sequence[Dim],
-                 out_shape: Sequence[Dim]) -> None:
+def build_matmul(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
     """numpy ``matmul``: 1-D operands act as a row (a) or a column (b), and the batch dims
     broadcast. Tensors: a, b, y."""
+    (dt, a_shape), (_, b_shape), (_, out_shape) = types
     a = kb.tensor(0, dt, a_shape)
     b = kb.tensor(1, dt, b_shape)
     y = kb.tensor(2, dt, out_shape)
@@ -128,18 +129,21 @@ def _batch_strides(kb: KernelBuilder, t: Tensor, nb: int) -> list[ir.Value]:
             for ax in range(nb)]
 
 
-def build_gemm(kb: KernelBuilder, a_shape: Sequence[Dim], b_shape: Sequence[Dim], c_shape: Sequence[Dim] | None,
-               out_shape: Sequence[Dim], trans_a: bool, trans_b: bool, alpha: float, beta: float) -> None:
-    """ONNX Gemm on float32 2-D operands; c (optional) broadcasts to [M, N]. Tensors: a, b,
-    [c], [scratch if trans_b], y. With ``trans_b``, b is first copied transposed into the
-    [K, N] scratch buffer, so the product runs with contiguous rows of b (a constant b is
+def build_gemm(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
+    """ONNX Gemm on 2-D float operands; c (optional) broadcasts to [M, N]. ``params``: (the
+    Gemm op: alpha, beta, trans_a, trans_b; whether c is given). Tensors: a, b, [c],
+    [scratch if trans_b], y. With ``trans_b``, b is first copied transposed into the [K, N]
+    scratch buffer, so the product runs with contiguous rows of b (a constant b is
     transposed at compile time instead, and arrives here with ``trans_b`` off)."""
-    a = kb.tensor(0, FLOAT32, a_shape)
-    b = kb.tensor(1, FLOAT32, b_shape)
-    extra = iter(range(2, 5))
-    c = kb.tensor(next(extra), FLOAT32, c_shape) if c_shape is not None else None
-    scratch = kb.tensor(next(extra), FLOAT32, b_shape[::-1]) if trans_b else None
-    y = kb.tensor(next(extra), FLOAT32, out_shape)
+    op, has_c = params
+    trans_a, trans_b, alpha, beta = op.trans_a, op.trans_b, op.alpha, op.beta
+    dt = types[0][0]
+    args = iter(enumerate(types))
+    a = kb.tensor(*_flat(next(args)))
+    b = kb.tensor(*_flat(next(args)))
+    c = kb.tensor(*_flat(next(args))) if has_c else None
+    scratch = kb.tensor(*_flat(next(args))) if trans_b else None
+    y = kb.tensor(*_flat(next(args)))
     m, k = (a.dim(1), a.dim(0)) if trans_a else (a.dim(0), a.dim(1))
     n = b.dim(0) if trans_b else b.dim(1)
     one = i64(1)
@@ -153,8 +157,13 @@ def build_gemm(kb: KernelBuilder, a_shape: Sequence[Dim], b_shape: Sequence[Dim]
             with kb.loop(n, "j") as j:
                 staged.store(kb, kk, j, bm.load(kb, kk, j))
         bm = staged
-    matmul(kb, FLOAT32, am, bm, Mat(y, i64(0), n, one), m, n, k, alpha,
+    matmul(kb, dt, am, bm, Mat(y, i64(0), n, one), m, n, k, alpha,
            None if c is None else _broadcast_mat(kb, c), beta)
+
+
+def _flat(arg: tuple[int, TensorType]) -> tuple:
+    index, (dt, shape) = arg
+    return index, dt, shape
 
 
 def _broadcast_mat(kb: KernelBuilder, c: Tensor) -> Mat:

@@ -10,16 +10,20 @@ from typing import Sequence
 
 from llvmlite import ir
 
+import numpy as np
+
 from ..ir.dims import Dim
-from ..ir.graph import FLOAT32, DType
+from ..ir.dtypes import DType
 from .kernel import I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64, llvm_type
+
+TensorType = tuple[DType, Sequence[Dim]]
 
 
 def _copy(kb: KernelBuilder, src: Tensor, src_off: ir.Value, dst: Tensor, dst_off: ir.Value,
           n: ir.Value) -> None:
-    """dst[dst_off + i] = src[src_off + i] for i < n."""
+    """dst[dst_off + i] = src[src_off + i] for i < n (elements as stored)."""
     with kb.loop(n, name="cp") as i:
-        dst.store(kb.add(dst_off, i), src.load(kb.add(src_off, i)))
+        dst.store_raw(kb.add(dst_off, i), src.load_raw(kb.add(src_off, i)))
 
 
 def _nest(kb: KernelBuilder, x: Tensor, o: Tensor, x_strides: Sequence[ir.Value], x_base: ir.Value,
@@ -39,12 +43,11 @@ def _nest(kb: KernelBuilder, x: Tensor, o: Tensor, x_strides: Sequence[ir.Value]
     level(0, x_base, i64(0))
 
 
-def build_transpose(kb: KernelBuilder, dtype: DType, in_shape: Sequence[Dim], perm: Sequence[int],
-                    out_shape: Sequence[Dim]) -> None:
+def build_transpose(kb: KernelBuilder, perm: Sequence[int], types: Sequence[TensorType]) -> None:
     """out = transpose(in, perm). Trailing axes that ``perm`` leaves in place are one
-    contiguous block on both sides."""
-    x = kb.tensor(0, dtype, in_shape)
-    o = kb.tensor(1, dtype, out_shape)
+    contiguous block on both sides. Tensors: in, out."""
+    x = kb.tensor(0, *types[0])
+    o = kb.tensor(1, *types[1])
     inner = len(perm)
     while inner > 0 and perm[inner - 1] == inner - 1:
         inner -= 1
@@ -52,19 +55,20 @@ def build_transpose(kb: KernelBuilder, dtype: DType, in_shape: Sequence[Dim], pe
     _nest(kb, x, o, [xs[p] for p in perm], i64(0), inner)
 
 
-def build_gather(kb: KernelBuilder, dtype: DType, data_shape: Sequence[Dim], idx_dtype: DType,
-                 idx_shape: Sequence[Dim], axis: int, out_shape: Sequence[Dim]) -> None:
+def build_gather(kb: KernelBuilder, axis: int, types: Sequence[TensorType]) -> None:
     """out[a, j, c] = data[a, idx[j], c] over (outer, indices, inner) blocks. Every index is
-    checked before anything is copied; a bad one fails with details (index, dim)."""
-    data = kb.tensor(0, dtype, data_shape)
-    idx = kb.tensor(1, idx_dtype, idx_shape)
-    o = kb.tensor(2, dtype, out_shape)
+    checked before anything is copied; a bad one fails with details (index, dim). Tensors:
+    data, indices, out."""
+    data = kb.tensor(0, *types[0])
+    idx = kb.tensor(1, *types[1])
+    o = kb.tensor(2, *types[2])
     b = kb.b
     outer, n, inner, m = data.numel(0, axis), data.dim(axis), data.numel(axis + 1), idx.numel()
 
     def index(j: ir.Value) -> tuple[ir.Value, ir.Value]:
         raw = idx.load(j)
-        raw = b.sext(raw, I64) if raw.type != I64 else raw
+        if raw.type != I64:
+            raw = b.sext(raw, I64) if idx.dtype.is_signed else b.zext(raw, I64)
         return raw, b.select(b.icmp_signed("<", raw, i64(0)), b.add(raw, n), raw)
 
     with kb.loop(m, name="chk") as j:
@@ -79,13 +83,12 @@ def build_gather(kb: KernelBuilder, dtype: DType, data_shape: Sequence[Dim], idx
             _copy(kb, data, src, o, dst, inner)
 
 
-def build_concat(kb: KernelBuilder, dtype: DType, in_shapes: Sequence[Sequence[Dim]], axis: int,
-                 out_shape: Sequence[Dim]) -> None:
+def build_concat(kb: KernelBuilder, axis: int, types: Sequence[TensorType]) -> None:
     """out = concat(inputs, axis): each input's (dims[axis:]) block goes to its offset in
     every output row. Scalar 0 is where the first input starts along ``axis`` (a concat of
-    more inputs than one call takes is split into calls)."""
-    ins = [kb.tensor(k, dtype, s) for k, s in enumerate(in_shapes)]
-    o = kb.tensor(len(ins), dtype, out_shape)
+    more inputs than one call takes is split into calls). Tensors: the inputs, out."""
+    ins = [kb.tensor(k, *t) for k, t in enumerate(types[:-1])]
+    o = kb.tensor(len(ins), *types[-1])
     outer, inner = o.numel(0, axis), o.numel(axis + 1)
     row = kb.mul(o.dim(axis), inner)
     off = kb.mul(kb.scalar(0), inner)
@@ -96,13 +99,15 @@ def build_concat(kb: KernelBuilder, dtype: DType, in_shapes: Sequence[Sequence[D
         off = kb.add(off, blk)
 
 
-def build_slice(kb: KernelBuilder, dtype: DType, in_shape: Sequence[Dim], out_shape: Sequence[Dim],
-                axes: Sequence[int], steps: Sequence[int | None]) -> None:
+def build_slice(kb: KernelBuilder, axes_steps: tuple[tuple[int, ...], tuple[int | None, ...]],
+                types: Sequence[TensorType]) -> None:
     """out[.., i, ..] = in[.., first + i * step, ..] on each sliced axis. Scalars: (first,
     step) per sliced axis in ``axes`` order; a step known at compile time (``steps``) is a
-    constant instead. Axes after the last sliced one are copied as one contiguous block."""
-    x = kb.tensor(0, dtype, in_shape)
-    o = kb.tensor(1, dtype, out_shape)
+    constant instead. Axes after the last sliced one are copied as one contiguous block.
+    Tensors: in, out."""
+    axes, steps = axes_steps
+    x = kb.tensor(0, *types[0])
+    o = kb.tensor(1, *types[1])
     xs = x.strides()
     base: ir.Value = i64(0)
     stride = list(xs)
@@ -112,10 +117,14 @@ def build_slice(kb: KernelBuilder, dtype: DType, in_shape: Sequence[Dim], out_sh
     _nest(kb, x, o, stride, base, max(axes) + 1)
 
 
-def build_fill(kb: KernelBuilder, dtype: DType, shape: Sequence[Dim], value: float | int | bool) -> None:
-    """Every element of tensor 0 := value."""
+def build_fill(kb: KernelBuilder, value: float | int | bool, types: Sequence[TensorType]) -> None:
+    """Every element of tensor 0 := value (as its dtype stores it)."""
+    dtype, shape = types[0]
     o = kb.tensor(0, dtype, shape)
-    c = ir.Constant(llvm_type(dtype), float(value) if dtype == FLOAT32 else int(value))
+    # the stored bits of value in dtype (float16's binary16 bits as an i16)
+    raw = np.array(value, dtype=dtype.np).reshape(1)
+    bits = raw.view(f"u{dtype.itemsize}") if dtype.is_float and dtype.itemsize == 2 else raw
+    c = ir.Constant(llvm_type(dtype), float(bits[0]) if dtype.is_float and dtype.itemsize > 2 else int(bits[0]))
     with kb.loop(o.numel()) as i:
-        o.store(i, c)
+        o.store_raw(i, c)
 

@@ -1,4 +1,4 @@
-"""Reduction kernels: ReduceSum/Mean/Max over constant axes, ArgMax, Softmax and
+"""Reduction kernels: ReduceSum/Mean/Max/Min over constant axes, ArgMax, Softmax and
 LayerNormalization.
 
 ReduceX walks the input once in memory order, folding every element into its output
@@ -15,32 +15,39 @@ from typing import Callable, Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.graph import FLOAT32, INT64, DType
+from ..ir.dtypes import FLOAT32, INT64, DType
 from . import mathlib
-from .elementwise import is_float
-from .kernel import F32, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fast, i64, intrinsic, llvm_type
+from .kernel import F32, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic
+from .scalar import Scalar
 
 Fold = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 Index = Callable[[ir.Value], ir.Value]  # element k of a row -> its flat index
+TensorType = tuple[DType, Sequence[Dim]]
 
 
 def identity(kind: str, dt: DType) -> ir.Constant:
-    """The value a reduction of no elements yields: 0 for sums, -inf or INT_MIN for max."""
-    t = llvm_type(dt)
-    if kind == "sum":
-        return ir.Constant(t, 0.0 if is_float(dt) else 0)
-    return ir.Constant(t, -math.inf if is_float(dt) else -(1 << (t.width - 1)))
+    """The value a reduction of no elements yields: 0 for sums, the lowest value for max,
+    the highest for min."""
+    t = compute_type(dt)
+    if kind in ("sum", "mean"):
+        return ir.Constant(t, 0.0 if dt.is_float else 0)
+    if dt.is_float:
+        return ir.Constant(t, -math.inf if kind == "max" else math.inf)
+    if dt.is_signed:
+        lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+    else:
+        lo, hi = 0, (1 << t.width) - 1
+    return ir.Constant(t, lo if kind == "max" else hi)
 
 
 def fold(kind: str, dt: DType) -> Fold:
-    """``acc (+) x`` for a reduction kind ("sum" or "max"); float sums may reassociate so
-    they vectorize, and float max propagates NaN like numpy."""
-    f = is_float(dt)
-
+    """``acc (+) x`` for a reduction kind ("sum", "mean", "max" or "min"); float sums may
+    reassociate so they vectorize, and float max and min propagate NaN like numpy."""
     def step(b: ir.IRBuilder, acc: ir.Value, x: ir.Value) -> ir.Value:
-        if kind == "sum":
-            return fast(b.fadd(acc, x)) if f else b.add(acc, x)
-        return intrinsic(b, "llvm.maximum" if f else "llvm.smax", acc, x)
+        s = Scalar(b, dt)
+        if kind in ("sum", "mean"):
+            return fast(b.fadd(acc, x)) if dt.is_float else b.add(acc, x)
+        return s.max(acc, x) if kind == "max" else s.min(acc, x)
 
     return step
 
@@ -57,10 +64,13 @@ def _groups(rank: int, axes: Sequence[int]) -> list[tuple[bool, list[int]]]:
     return out
 
 
-def build_reduce(kb: KernelBuilder, kind: str, dt: DType, shape: Sequence[Dim], axes: Sequence[int],
-                 out_shape: Sequence[Dim], mean: bool = False) -> None:
-    """``y = reduce(x, axes)`` (kind "sum" or "max", ``axes`` not empty); ``mean`` divides
-    sums by the count. Tensors: x, y (y's layout is x's with the reduced axes removed)."""
+def build_reduce(kb: KernelBuilder, params: tuple[str, tuple[int, ...]], types: Sequence[TensorType]) -> None:
+    """``y = reduce(x, axes)`` for ``params`` (kind: "sum", "mean", "max" or "min"; axes, not
+    empty); a mean divides the sums by the count. Tensors: x, y (y's layout is x's with the
+    reduced axes removed)."""
+    kind, axes = params
+    (dt, shape), (_, out_shape) = types
+    mean = kind == "mean"
     b = kb.b
     x = kb.tensor(0, dt, shape)
     y = kb.tensor(1, dt, out_shape)
@@ -92,7 +102,7 @@ def build_reduce(kb: KernelBuilder, kind: str, dt: DType, shape: Sequence[Dim], 
         for reduced, ext in groups:
             if reduced:
                 count = kb.mul(count, ext)
-        countf = b.sitofp(count, F32)
+        countf = b.sitofp(count, compute_type(dt))
         with kb.loop(total) as i:
             y.store(i, b.fdiv(y.load(i), countf))
 
@@ -110,11 +120,12 @@ def _each_row(kb: KernelBuilder, x: Tensor, axis: int, body: Callable[[Index, ir
             body(lambda k: kb.add(base, kb.mul(k, inner)), kb.add(kb.mul(o, inner), p))
 
 
-def build_argmax(kb: KernelBuilder, dt: DType, shape: Sequence[Dim], axis: int, out_shape: Sequence[Dim],
-                 last: bool) -> None:
-    """``y = argmax(x, axis)`` as int64, the first (or ``last``) index of the maximum; NaN
-    counts as the maximum, like numpy. Tensors: x, y. An empty axis fails (detail: its
-    length) unless y is empty too."""
+def build_argmax(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[TensorType]) -> None:
+    """``y = argmax(x, axis)`` as int64, the first (or ``last``) index of the maximum, for
+    ``params`` (axis, last); NaN counts as the maximum, like numpy. Tensors: x, y. An empty
+    axis fails (detail: its length) unless y is empty too."""
+    axis, last = params
+    (dt, shape), (_, out_shape) = types
     b = kb.b
     x = kb.tensor(0, dt, shape)
     y = kb.tensor(1, INT64, out_shape)
@@ -123,8 +134,8 @@ def build_argmax(kb: KernelBuilder, dt: DType, shape: Sequence[Dim], axis: int, 
                STATUS_INVALID_INPUT, [n])
 
     def better(v: ir.Value, best: ir.Value) -> ir.Value:
-        if not is_float(dt):
-            return b.icmp_signed(">=" if last else ">", v, best)
+        if not dt.is_float:
+            return Scalar(b, dt).cmp(">=" if last else ">", v, best)
         v_nan = b.fcmp_unordered("uno", v, v)
         if last:
             return b.or_(b.fcmp_ordered(">=", v, best), v_nan)
@@ -139,11 +150,13 @@ def build_argmax(kb: KernelBuilder, dt: DType, shape: Sequence[Dim], axis: int, 
     _each_row(kb, x, axis, row)
 
 
-def build_softmax(kb: KernelBuilder, shape: Sequence[Dim], axis: int) -> None:
-    """``y = exp(x - max) / sum(exp(x - max))`` along ``axis`` (float32). Tensors: x, y."""
+def build_softmax(kb: KernelBuilder, axis: int, types: Sequence[TensorType]) -> None:
+    """``y = exp(x - max) / sum(exp(x - max))`` along ``axis`` (float32, or float16 computed
+    in float32). Tensors: x, y."""
+    (dt, shape), _ = types
     b = kb.b
-    x = kb.tensor(0, FLOAT32, shape)
-    y = kb.tensor(1, FLOAT32, shape)
+    x = kb.tensor(0, dt, shape)
+    y = kb.tensor(1, dt, shape)
     n = x.dim(axis)
     top, add = fold("max", FLOAT32), fold("sum", FLOAT32)
 
@@ -162,19 +175,20 @@ def build_softmax(kb: KernelBuilder, shape: Sequence[Dim], axis: int) -> None:
     _each_row(kb, x, axis, row)
 
 
-def build_layer_norm(kb: KernelBuilder, shape: Sequence[Dim], axis: int, epsilon: float,
-                     params: Sequence[Sequence[Dim]], stats: tuple[bool, bool]) -> None:
-    """LayerNormalization over axes ``axis..`` (float32). Tensors: x, then the ``params``
-    (scale and optionally bias, of these shapes, indexed like one normalized row), y, then
-    Mean and InvStdDev as ``stats`` says. With no params y is the normalized x."""
+def build_layer_norm(kb: KernelBuilder, params: tuple[int, float, int, tuple[bool, bool]],
+                     types: Sequence[TensorType]) -> None:
+    """LayerNormalization over axes ``axis..`` for ``params`` (axis, epsilon, how many of
+    scale and bias are fused, which of Mean and InvStdDev are wanted). Tensors: x, then the
+    fused scale and bias (indexed like one normalized row), y, then the wanted statistics.
+    With nothing fused y is the normalized x. float32, or float16 computed in float32."""
+    axis, epsilon, affine, stats = params
+    (dt, shape) = types[0]
     b = kb.b
-    x = kb.tensor(0, FLOAT32, shape)
-    affine = len(params)
-    scale_bias = [kb.tensor(1 + k, FLOAT32, p) for k, p in enumerate(params)]
-    y = kb.tensor(1 + affine, FLOAT32, shape)
-    stat_shape = tuple(shape[:axis]) + (1,) * (len(shape) - axis)
-    index = iter(range(2 + affine, 4 + affine))
-    mean_out, inv_out = (kb.tensor(next(index), FLOAT32, stat_shape) if want else None for want in stats)
+    x = kb.tensor(0, dt, shape)
+    scale_bias = [kb.tensor(1 + k, *types[1 + k]) for k in range(affine)]
+    y = kb.tensor(1 + affine, dt, shape)
+    index = iter(range(2 + affine, len(types)))
+    mean_out, inv_out = (kb.tensor(k := next(index), *types[k]) if want else None for want in stats)
     rows, inner = x.numel(0, axis), x.numel(axis)
     count = b.sitofp(inner, F32)
     add = fold("sum", FLOAT32)

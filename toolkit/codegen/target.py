@@ -29,6 +29,14 @@ class Target:
     def is_wasm(self) -> bool:
         return self.name == "wasm32"
 
+    @property
+    def f32_lanes(self) -> int:
+        """float32 lanes of the widest vectors tiled kernels use: SIMD128 on wasm32, AVX2
+        registers on x86 hosts that have them (native code is for the host)."""
+        if self.is_wasm or not self.triple.startswith("x86_64"):
+            return 4
+        return 8 if "+avx2" in self.features.split(",") else 4
+
     def machine(self) -> llvm.TargetMachine:
         _init()
         return llvm.Target.from_triple(self.triple).create_target_machine(

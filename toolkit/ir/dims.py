@@ -194,6 +194,13 @@ def _terms(d: Dim) -> dict[Monomial, int]:
     raise TypeError(f"not a dim: {d!r}")
 
 
+def atom_op(d: Dim) -> tuple[str, tuple] | None:
+    """``(op, args)`` when ``d`` is exactly one operation atom (``floordiv``, ``mod``,
+    ``min``, ``max``, ``bcast`` or ``div``), else None."""
+    a = d.atom() if isinstance(d, Expr) else None
+    return (a.op, a.args) if isinstance(a, _Op) else None
+
+
 def atom_expr(a: Atom) -> Expr:
     """The expression consisting of the single atom ``a``."""
     return Expr(("poly", (((a,), 1),)))

@@ -1,9 +1,13 @@
-"""The graph IR: values with a dtype and a shape of dims, and the nodes that produce them.
+"""The graph IR: values with a dtype and a shape of dims, and the nodes of core ops
+(:mod:`toolkit.ops`) that produce them.
 
 A value may also carry what is known of its *contents* at compile time:
 ``const`` (a numpy array) or ``sym`` (a tuple of dims, the flattened elements of a small
 integer tensor such as the output of ``Shape``). ``sym`` is how shape arithmetic stays
 symbolic through Shape / Gather / Concat / Reshape chains.
+
+A node keeps the name and op type of the source node it came from (an ONNX node), so
+every message names what the user wrote; one source node may become several core nodes.
 """
 from __future__ import annotations
 
@@ -12,41 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from .dims import Dim, Expr, SymbolScope, fmt_shape, product
-
+from .dims import Dim, SymbolScope, fmt_shape, product
+from .dtypes import (  # noqa: F401  (re-exported: the graph's dtypes)
+    BOOL, DTYPE_BY_CODE, DTYPES, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64, UINT8, UINT16,
+    UINT32, UINT64, DType, dtype_of_numpy)
 
 # integer tensors longer than this are not tracked element by element as shape values
 SYM_LIMIT = 64
-
-
-@dataclass(frozen=True)
-class DType:
-    name: str
-    code: int  # ONNX TensorProto code, also the module ABI's dtype code
-    np: Any
-
-    @property
-    def itemsize(self) -> int:
-        return np.dtype(self.np).itemsize
-
-    def __str__(self) -> str:
-        return self.name
-
-
-FLOAT32 = DType("float32", 1, np.float32)
-INT32 = DType("int32", 6, np.int32)
-INT64 = DType("int64", 7, np.int64)
-BOOL = DType("bool", 9, np.bool_)
-DTYPES = {d.name: d for d in (FLOAT32, INT32, INT64, BOOL)}
-DTYPE_BY_CODE = {d.code: d for d in DTYPES.values()}
-
-
-def dtype_of_numpy(dt) -> DType:
-    dt = np.dtype(dt)
-    for d in DTYPES.values():
-        if np.dtype(d.np) == dt:
-            return d
-    raise KeyError(str(dt))
 
 
 class CompileError(Exception):
@@ -105,38 +81,42 @@ class Check:
 
 @dataclass
 class Node:
-    op: str
-    name: str
+    op: Any  # a core op (toolkit.ops.base.CoreOp)
+    name: str  # the source node's name
+    source: str  # the source node's op type ("Relu"), for messages
     inputs: list[str]
     outputs: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
+    # set by the op's infer (which may be re-run): run-time checks, and what it derived
+    # from the inputs that lowering needs (a Conv's window, a Slice's plan)
     checks: list[Check] = field(default_factory=list)
+    info: Any = None
 
     def label(self) -> str:
-        return f"node '{self.name}' ({self.op})"
+        return f"node '{self.name}' ({self.source})"
 
 
 @dataclass
 class Graph:
     name: str
-    opset: int
+    opset: int  # the source model's, for the metadata
     scope: SymbolScope
     values: dict[str, Value] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the importer did that inspect should say
 
     def add_value(self, v: Value) -> Value:
         self.values[v.name] = v
         return v
 
-    def consumers(self) -> dict[str, list[Node]]:
-        out: dict[str, list[Node]] = {n: [] for n in self.values}
-        for node in self.nodes:
-            for i in node.inputs:
-                if i:
-                    out.setdefault(i, []).append(node)
-        return out
+    def fresh_name(self, base: str) -> str:
+        """A value name not used yet, made from ``base``."""
+        name, k = base, 0
+        while name in self.values:
+            k += 1
+            name = f"{base}.{k}"
+        return name
 
     def dump(self) -> str:
         """Readable text of the graph: one line per node, with symbolic shapes."""
@@ -150,7 +130,3 @@ class Graph:
         for name in self.outputs:
             lines.append(f"  output {name}: {self.values[name].describe()}")
         return "\n".join(lines)
-
-
-def is_symbolic(d: Dim) -> bool:
-    return isinstance(d, Expr)

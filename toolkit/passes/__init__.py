@@ -10,9 +10,11 @@ from typing import Callable
 
 from ..ir.graph import CompileError, Graph
 from .dce import dead_code
+from .simplify import simplify
 from .verify import verify
 
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("simplify", simplify),
     ("dead-code", dead_code),
 ]
 

@@ -1,4 +1,6 @@
-"""Remove nodes none of whose outputs reach a graph output."""
+"""Remove nodes that need not run: none of their outputs reaches a graph output, or every
+output is known at compile time (a constant, or a shape value such as ``Shape(x)``), which
+is materialized where a kernel reads it."""
 from __future__ import annotations
 
 from ..ir.graph import Graph
@@ -8,7 +10,8 @@ def dead_code(graph: Graph) -> Graph:
     live = set(graph.outputs)
     kept = []
     for node in reversed(graph.nodes):
-        if any(o in live for o in node.outputs if o):
+        outs = [o for o in node.outputs if o]
+        if any(o in live for o in outs) and not all(graph.values[o].known for o in outs):
             kept.append(node)
             live.update(i for i in node.inputs if i)
     graph.nodes = kept[::-1]

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 from ..ir.graph import CompileError, Graph
+from ..ops.base import CoreOp
 
 
 def verify(graph: Graph) -> None:
-    defined = set(graph.inputs) | {n for n, v in graph.values.items() if v.const is not None}
+    defined = set(graph.inputs) | {n for n, v in graph.values.items() if v.known}
     for node in graph.nodes:
+        if not isinstance(node.op, CoreOp):
+            raise CompileError(f"{node.label()}: {node.op!r} is not a core op")
         for i in node.inputs:
             if i and i not in defined:
                 raise CompileError(f"{node.label()}: input '{i}' is not defined before use")

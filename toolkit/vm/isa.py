@@ -1,6 +1,6 @@
 """The VM's instruction set, defined once as data.
 
-This table generates ``wasm_runtime/vm/sw_isa.h`` (``python -m toolkit.vm.isa``) and drives
+This table generates ``wasm_runtime/vm/sw_isa.h`` (``python -m toolkit.abi``) and drives
 the Python encoder and disassembler. An instruction is a run of int32 words: the opcode,
 then its operands in order; an operand of a ``*`` kind is a count followed by that many
 words.
@@ -9,16 +9,17 @@ Operand kinds: ``reg`` tensor register, ``slot`` shape-heap slot (int64), ``msg`
 in the message table, ``kernel`` index in the kernel table, ``const`` index in the constant
 table, ``input``/``output`` model input/output index, ``dtype`` an ONNX dtype code,
 ``imm`` a plain int32, ``arith`` an arithmetic kind, ``pc`` a word offset in the program.
+A register or slot operand is read unless marked: ``=`` the instruction defines it, ``+``
+it reads and writes it. The program IR's liveness and def-before-use checks read these
+marks (:func:`roles`).
 
-Format version: a major bump means old modules cannot be read; a minor bump only adds.
+The format version is the ABI's (:data:`toolkit.abi.FORMAT_VERSION`).
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-FORMAT_VERSION = (1, 1)
 
 
 @dataclass(frozen=True)
@@ -31,35 +32,35 @@ class Op:
 
 OPS: tuple[Op, ...] = (
     Op(0, "RETURN", (), "end of the program"),
-    Op(1, "INPUT", ("input", "reg"),
+    Op(1, "INPUT", ("input", "=reg"),
        "reg := model input (its dtype and rank were checked by sw_set_input)"),
-    Op(2, "DIM", ("slot", "reg", "imm"), "slot := shape[imm] of reg"),
+    Op(2, "DIM", ("=slot", "reg", "imm"), "slot := shape[imm] of reg"),
     Op(3, "CHECK_EQ", ("slot", "slot", "msg"), "fail with msg(a, b) unless a == b"),
     Op(4, "CHECK_LE", ("slot", "slot", "msg"), "fail with msg(a, b) unless a <= b"),
-    Op(5, "ARITH", ("arith", "slot", "slot", "slot", "msg"),
+    Op(5, "ARITH", ("arith", "=slot", "slot", "slot", "msg"),
        "dst := a <arith> b; msg(a, b) on division by zero or inexact DIV"),
-    Op(6, "BCAST", ("slot", "slot", "slot", "msg"),
+    Op(6, "BCAST", ("=slot", "slot", "slot", "msg"),
        "dst := numpy broadcast of dims a and b; msg(a, b) when they do not broadcast"),
-    Op(7, "LOAD_VALUES", ("reg", "msg", "slot*"),
+    Op(7, "LOAD_VALUES", ("reg", "msg", "=slot*"),
        "slots := the integer elements of reg; msg(count, numel) when the counts differ"),
     Op(8, "STORE_VALUES", ("reg", "slot*"), "the integer elements of reg := slots"),
-    Op(9, "ALLOC", ("reg", "dtype", "msg", "slot*"),
+    Op(9, "ALLOC", ("=reg", "dtype", "msg", "slot*"),
        "reg := new tensor of that dtype and shape; msg(bytes, limit) when out of memory"),
-    Op(10, "VIEW", ("reg", "reg", "slot*"), "dst := src's data with a new shape, no copy"),
-    Op(11, "CALL", ("kernel", "msg", "reg*", "slot*"),
+    Op(10, "VIEW", ("=reg", "reg", "slot*"), "dst := src's data with a new shape, no copy"),
+    Op(11, "CALL", ("kernel", "msg", "reg*", "+slot*"),
        "run kernel(tensors, scalars, detail); scalars are written back to their slots; "
        "msg(detail[0], detail[1], detail[2]) when it returns non-zero"),
     Op(12, "FREE", ("reg",), "release reg's buffer (a no-op for views, inputs, constants)"),
-    Op(13, "CONST", ("reg", "const"), "reg := constant tensor"),
+    Op(13, "CONST", ("=reg", "const"), "reg := constant tensor"),
     Op(14, "OUTPUT", ("output", "reg"), "model output := reg (kept alive until the next run)"),
-    Op(15, "RESHAPE", ("msg", "slot*", "slot*"),
+    Op(15, "RESHAPE", ("msg", "slot*", "+slot*"),
        "resolve ONNX Reshape's 0 and -1 in the target slots (second list, in place) "
        "against the input dims (first list); msg(a, b) when impossible"),
-    Op(16, "SLICE_DIM", ("slot", "slot", "slot", "slot", "slot", "slot", "msg"),
+    Op(16, "SLICE_DIM", ("slot", "slot", "slot", "slot", "=slot", "=slot", "msg"),
        "(dim, start, end, step) -> (first, count) with ONNX Slice clamping; msg when step is 0"),
     Op(17, "JUMP", ("pc",), "continue at pc"),
     Op(18, "BRANCH", ("slot", "pc"), "continue at pc if the slot is non-zero"),
-    Op(19, "ALLOC_STATIC", ("reg", "dtype", "imm", "slot*"),
+    Op(19, "ALLOC_STATIC", ("=reg", "dtype", "imm", "slot*"),
        "reg := a tensor at byte offset imm of the static arena, planned at compile time "
        "(FREE is a no-op for it)"),
 )
@@ -70,17 +71,36 @@ BY_NAME = {op.name: op for op in OPS}
 BY_CODE = {op.code: op for op in OPS}
 
 
+def kind(operand: str) -> str:
+    """An operand's kind without its role mark: "=slot*" -> "slot*"."""
+    return operand.lstrip("=+")
+
+
+def roles(op: Op) -> tuple[str, ...]:
+    """Per operand: "use", "def" (written), "usedef" (read and written) or "" (not a register
+    or slot)."""
+    out = []
+    for operand in op.operands:
+        k = kind(operand).rstrip("*")
+        if k not in ("reg", "slot"):
+            out.append("")
+        else:
+            out.append({"=": "def", "+": "usedef"}.get(operand[0], "use"))
+    return tuple(out)
+
+
 def encode(name: str, *operands) -> list[int]:
     """The words of one instruction; list operands are given as Python lists."""
     op = BY_NAME[name]
     if len(operands) != len(op.operands):
         raise ValueError(f"{name} takes {len(op.operands)} operands, got {len(operands)}")
     words = [op.code]
-    for kind, value in zip(op.operands, operands):
-        if kind.endswith("*"):
+    for operand, value in zip(op.operands, operands):
+        k = kind(operand)
+        if k.endswith("*"):
             words.append(len(value))
             words.extend(int(v) for v in value)
-        elif kind == "arith":
+        elif k == "arith":
             words.append(ARITH.index(value) if isinstance(value, str) else int(value))
         else:
             words.append(int(value))
@@ -96,8 +116,8 @@ def decode(words: list[int]):
             raise ValueError(f"bad opcode {words[pc]} at {pc}")
         start, pc = pc, pc + 1
         vals = []
-        for kind in op.operands:
-            if kind.endswith("*"):
+        for operand in op.operands:
+            if operand.endswith("*"):
                 n = words[pc]
                 vals.append(list(words[pc + 1: pc + 1 + n]))
                 pc += 1 + n
@@ -109,41 +129,47 @@ def decode(words: list[int]):
 
 def disassemble(words: list[int], strings: list[str] | None = None,
                 kernels: list[str] | None = None, reg_names: list[str] | None = None,
-                slot_names: dict[int, str] | None = None) -> str:
-    """Readable text of a program. Names are used where given."""
-    slot_names = slot_names or {}
+                slot_names: dict[int, str] | None = None, blocks: dict[int, str] | None = None) -> str:
+    """Readable text of encoded words. Names are used where given; ``blocks`` maps the pc
+    where a block starts to its label."""
+    from ..abi import DTYPES
 
-    def fmt(kind: str, v):
-        if kind.endswith("*"):
-            return "[" + ", ".join(fmt(kind[:-1], x) for x in v) + "]"
-        if kind == "reg":
+    dtype_names = {d.code: d.name for d in DTYPES}
+    slot_names = slot_names or {}
+    blocks = blocks or {}
+
+    def fmt(k: str, v):
+        if k.endswith("*"):
+            return "[" + ", ".join(fmt(k[:-1], x) for x in v) + "]"
+        if k == "reg":
             return f"%{v}" + (f"<{reg_names[v]}>" if reg_names and v < len(reg_names) else "")
-        if kind == "slot":
+        if k == "slot":
             return f"${v}" + (f"<{slot_names[v]}>" if v in slot_names else "")
-        if kind == "kernel":
+        if k == "kernel":
             return kernels[v] if kernels and v < len(kernels) else f"kernel#{v}"
-        if kind == "arith":
+        if k == "arith":
             return ARITH[v]
-        if kind == "msg":
+        if k == "msg":
             return f"msg#{v}"
-        if kind == "dtype":
-            return {1: "float32", 6: "int32", 7: "int64", 9: "bool"}.get(v, f"dtype{v}")
+        if k == "dtype":
+            return dtype_names.get(v, f"dtype{v}")
+        if k == "pc":
+            return blocks.get(v, f"@{v}")
         return str(v)
 
     lines = []
     for pc, op, vals in decode(words):
-        args = ", ".join(fmt(k, v) for k, v in zip(op.operands, vals))
+        if pc in blocks:
+            lines.append(f"{blocks[pc]}:")
+        args = ", ".join(fmt(kind(k), v) for k, v in zip(op.operands, vals))
         lines.append(f"{pc:5d}  {op.name:<12} {args}")
     return "\n".join(lines)
 
 
 def c_header() -> str:
-    gen = "toolkit/vm/isa.py"
     lines = [
-        f"/* generated by {gen} (python -m toolkit.vm.isa), do not edit */",
+        "/* generated by toolkit/vm/isa.py (python -m toolkit.abi), do not edit */",
         "#ifndef SW_ISA_H", "#define SW_ISA_H", "",
-        f"#define SW_FORMAT_MAJOR {FORMAT_VERSION[0]}",
-        f"#define SW_FORMAT_MINOR {FORMAT_VERSION[1]}", "",
         "typedef enum sw_opcode {",
     ]
     for op in OPS:
@@ -153,7 +179,7 @@ def c_header() -> str:
         lines.append(f"  SW_ARITH_{a} = {i},")
     lines += ["  SW_ARITH_COUNT", "} sw_arith;", ""]
     # operand kinds per opcode, for the load-time verifier
-    kinds = sorted({k.rstrip("*") for op in OPS for k in op.operands})
+    kinds = sorted({kind(k).rstrip("*") for op in OPS for k in op.operands})
     lines.append("typedef enum sw_operand_kind {")
     lines.append("  SW_K_END = 0,")
     for i, k in enumerate(kinds, start=1):
@@ -164,20 +190,13 @@ def c_header() -> str:
     width = max(len(op.operands) for op in OPS) + 1
     lines.append(f"static const unsigned char sw_op_operands[SW_OP_COUNT][{width}] = {{")
     for op in OPS:
-        ks = [f"SW_K_{k.rstrip('*').upper()}" + (" | SW_K_LIST" if k.endswith("*") else "")
+        ks = [f"SW_K_{kind(k).rstrip('*').upper()}" + (" | SW_K_LIST" if k.endswith("*") else "")
               for k in op.operands] + ["SW_K_END"]
         lines.append(f"  /* {op.name} */ {{{', '.join(ks)}}},")
     lines += ["};", "", "#endif", ""]
     return "\n".join(lines)
 
-
-HEADER_PATH = Path(__file__).resolve().parents[2] / "wasm_runtime" / "vm" / "sw_isa.h"
-
-
 if __name__ == "__main__":
-    if "--check" in sys.argv:
-        if HEADER_PATH.read_text() != c_header():
-            sys.exit(f"{HEADER_PATH} is stale: run python -m toolkit.vm.isa")
-    else:
-        HEADER_PATH.write_text(c_header())
-        print(f"wrote {HEADER_PATH}")
+    from ..abi import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,17 +1,18 @@
-/* The symwasm VM: verifies the embedded program once, then runs it per call of sw_run.
+/* The symwasm VM: verifies the embedded program when a context is created, then runs it
+ * per call of sw_run.
+ *
+ * All run state lives in an sw_context (registers, shape heap, static arena, inputs,
+ * outputs, memory accounting, error text); the program itself is read-only. So one loaded
+ * module can hold several independent instances, and threads may run different contexts
+ * of one native library at the same time. A context is used by one thread at a time.
  *
  * Registers hold tensor descriptors; the shape heap holds int64 symbol values. The program
- * is verified at load (sw_init), so dispatch does no operand range checks. Every failure a
- * user can cause (bad input, broken shape constraint, index out of range, out of memory)
- * returns a status with a message built from the compiler's context string; nothing traps.
+ * is verified before a context can run, so dispatch does no operand range checks. Every
+ * failure a user can cause (bad input, broken shape constraint, index out of range, out of
+ * memory) returns a status with a message built from the compiler's context string;
+ * nothing traps.
  */
 #include "sw_vm.h"
-
-#if defined(__wasm__)
-#define SW_EXPORT(name) __attribute__((export_name(#name)))
-#else
-#define SW_EXPORT(name) __attribute__((visibility("default")))
-#endif
 
 #define SW_MAX_CALL_TENSORS 64
 #define SW_MAX_CALL_SCALARS 64
@@ -26,20 +27,21 @@ typedef struct sw_input_slot {
   sw_tensor t;
 } sw_input_slot;
 
-static const sw_program* P = &sw_model;
-static int vm_ready;
-static sw_status_t init_status = -1;
-static sw_tensor* regs;
-static unsigned char* reg_state;
-static int64_t* heap;
-static unsigned char* arena; /* the static arena: one block for all compile-time-planned buffers */
-static sw_input_slot* inputs;
-static int32_t* outputs; /* register of each output, -1 when none */
-static int64_t shape_buffer[SW_MAX_RANK];
-static int64_t memory_limit = (int64_t)2 << 30; /* never above SIZE_MAX: see sw_set_memory_limit */
-static int64_t memory_in_use;
-static char error_text[SW_ERROR_CAP];
-static int32_t error_len;
+struct sw_context {
+  const sw_program* P;
+  sw_status_t status; /* SW_OK, or why this context cannot run */
+  sw_tensor* regs;
+  unsigned char* reg_state;
+  int64_t* heap;
+  unsigned char* arena; /* the static arena: one block for all compile-time-planned buffers */
+  sw_input_slot* inputs;
+  int32_t* outputs; /* register of each output, -1 when none */
+  int64_t shape_buffer[SW_MAX_RANK];
+  int64_t memory_limit; /* never above SIZE_MAX: see sw_set_memory_limit */
+  int64_t memory_in_use;
+  char error_text[SW_ERROR_CAP];
+  int32_t error_len;
+};
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -55,14 +57,19 @@ static void mem_copy(void* dst, const void* src, size_t n) {
   while (n--) *d++ = *s++;
 }
 
-static const char* str_at(int32_t id) { return P->strings + P->string_offsets[id]; }
+static const char* str_at(const sw_context* c, int32_t id) { return c->P->strings + c->P->string_offsets[id]; }
 
-static void err_append(const char* s) {
-  while (*s && error_len < SW_ERROR_CAP - 1) error_text[error_len++] = *s++;
-  error_text[error_len] = 0;
+static void err_clear(sw_context* c) {
+  c->error_len = 0;
+  c->error_text[0] = 0;
 }
 
-static void err_append_int(int64_t v) {
+static void err_append(sw_context* c, const char* s) {
+  while (*s && c->error_len < SW_ERROR_CAP - 1) c->error_text[c->error_len++] = *s++;
+  c->error_text[c->error_len] = 0;
+}
+
+static void err_append_int(sw_context* c, int64_t v) {
   char buf[24];
   int n = 0;
   uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
@@ -74,57 +81,35 @@ static void err_append_int(int64_t v) {
   char out[25];
   for (int i = 0; i < n; i++) out[i] = buf[n - 1 - i];
   out[n] = 0;
-  err_append(out);
+  err_append(c, out);
 }
 
 /* Sets the error text from a message template: "{0}", "{1}", "{2}" become the values. */
-static sw_status_t fail(sw_status_t status, int32_t msg, int64_t a, int64_t b, int64_t c) {
-  const int64_t vals[3] = {a, b, c};
-  error_len = 0;
-  error_text[0] = 0;
-  const char* s = msg >= 0 ? str_at(msg) : "error";
+static sw_status_t fail(sw_context* c, sw_status_t status, int32_t msg, int64_t a, int64_t b, int64_t d) {
+  const int64_t vals[3] = {a, b, d};
+  err_clear(c);
+  const char* s = msg >= 0 ? str_at(c, msg) : "error";
   char one[2] = {0, 0};
   for (; *s; s++) {
     if (s[0] == '{' && s[1] >= '0' && s[1] <= '2' && s[2] == '}') {
-      err_append_int(vals[s[1] - '0']);
+      err_append_int(c, vals[s[1] - '0']);
       s += 2;
     } else {
       one[0] = *s;
-      err_append(one);
+      err_append(c, one);
     }
   }
   return status;
 }
 
-static sw_status_t fail_text(sw_status_t status, const char* prefix, const char* text) {
-  error_len = 0;
-  error_text[0] = 0;
+static sw_status_t fail_text(sw_context* c, sw_status_t status, const char* prefix, const char* text) {
+  err_clear(c);
   if (prefix) {
-    err_append(prefix);
-    err_append(": ");
+    err_append(c, prefix);
+    err_append(c, ": ");
   }
-  err_append(text);
+  err_append(c, text);
   return status;
-}
-
-static int64_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case SW_DT_FLOAT32: return 4;
-    case SW_DT_INT32: return 4;
-    case SW_DT_INT64: return 8;
-    case SW_DT_BOOL: return 1;
-    default: return 0;
-  }
-}
-
-static const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case SW_DT_FLOAT32: return "float32";
-    case SW_DT_INT32: return "int32";
-    case SW_DT_INT64: return "int64";
-    case SW_DT_BOOL: return "bool";
-    default: return "unknown dtype";
-  }
 }
 
 /* a * b for non-negative operands; returns 1 on overflow. (__builtin_mul_overflow would
@@ -143,25 +128,24 @@ static int64_t numel(const sw_tensor* t) {
 
 /* ------------------------------------------------------------------ registers */
 
-static void release(int32_t r) {
-  if (reg_state[r] == REG_OWNED) {
-    int64_t bytes = numel(&regs[r]) * dtype_size(regs[r].dtype);
-    memory_in_use -= bytes;
-    sw_mem_free(regs[r].data);
+static void release(sw_context* c, int32_t r) {
+  if (c->reg_state[r] == REG_OWNED) {
+    c->memory_in_use -= numel(&c->regs[r]) * sw_dtype_size(c->regs[r].dtype);
+    sw_mem_free(c->regs[r].data);
   }
-  reg_state[r] = REG_EMPTY;
-  regs[r].data = 0;
+  c->reg_state[r] = REG_EMPTY;
+  c->regs[r].data = 0;
 }
 
-static void release_all(void) {
-  for (int32_t r = 0; r < P->nregs; r++) release(r);
-  for (int32_t i = 0; i < P->noutputs; i++) outputs[i] = -1;
-  memory_in_use = 0;
+static void release_all(sw_context* c) {
+  for (int32_t r = 0; r < c->P->nregs; r++) release(c, r);
+  for (int32_t i = 0; i < c->P->noutputs; i++) c->outputs[i] = -1;
+  c->memory_in_use = 0;
 }
 
 /* ------------------------------------------------------------------ verifier */
 
-static int check_operand(int kind, int32_t v) {
+static int check_operand(const sw_program* P, int kind, int32_t v) {
   switch (kind) {
     case SW_K_REG: return v >= 0 && v < P->nregs;
     case SW_K_SLOT: return v >= 0 && v < P->nheap;
@@ -171,7 +155,7 @@ static int check_operand(int kind, int32_t v) {
     case SW_K_INPUT: return v >= 0 && v < P->ninputs;
     case SW_K_OUTPUT: return v >= 0 && v < P->noutputs;
     case SW_K_ARITH: return v >= 0 && v < SW_ARITH_COUNT;
-    case SW_K_DTYPE: return dtype_size(v) > 0;
+    case SW_K_DTYPE: return sw_dtype_size(v) > 0;
     case SW_K_PC: return v >= 0 && v < P->nwords;
     case SW_K_IMM: return 1;
     default: return 0;
@@ -180,211 +164,224 @@ static int check_operand(int kind, int32_t v) {
 
 /* One pass over the program: checks every operand and marks where instructions start; with
  * check_targets (the second pass) it also requires every jump to land on a start. */
-static sw_status_t walk(unsigned char* starts, int check_targets, int32_t* last_op) {
+static int walk(const sw_program* P, unsigned char* starts, int check_targets, int32_t* last_op) {
   int32_t pc = 0;
+  const int32_t* w = P->words;
   while (pc < P->nwords) {
-    int32_t op = P->words[pc];
-    if (op < 0 || op >= SW_OP_COUNT) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+    int32_t op = w[pc];
+    if (op < 0 || op >= SW_OP_COUNT) return 0;
+    int32_t at = pc;
     starts[pc] = 1;
     *last_op = op;
-    if (op == SW_OP_DIM && pc + 3 < P->nwords && (P->words[pc + 3] < 0 || P->words[pc + 3] >= SW_MAX_RANK))
-      return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+    if (op == SW_OP_DIM && pc + 3 < P->nwords && (w[pc + 3] < 0 || w[pc + 3] >= SW_MAX_RANK)) return 0;
     pc++;
     for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) {
-      if (pc >= P->nwords) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+      if (pc >= P->nwords) return 0;
       if (*k & SW_K_LIST) {
-        int32_t n = P->words[pc++];
-        if (n < 0 || n > P->nwords - pc) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
-        if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_VIEW) && n > SW_MAX_RANK)
-          return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
-        if (op == SW_OP_CALL && n > SW_MAX_CALL_TENSORS) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+        int32_t n = w[pc++];
+        if (n < 0 || n > P->nwords - pc) return 0;
+        if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_VIEW) && n > SW_MAX_RANK) return 0;
+        if (op == SW_OP_CALL && n > SW_MAX_CALL_TENSORS) return 0;
         for (int32_t i = 0; i < n; i++)
-          if (!check_operand(*k & ~SW_K_LIST, P->words[pc + i])) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+          if (!check_operand(P, *k & ~SW_K_LIST, w[pc + i])) return 0;
         pc += n;
       } else {
-        if (!check_operand(*k, P->words[pc])) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
-        if (check_targets && *k == SW_K_PC && !starts[P->words[pc]]) return fail(SW_INVALID_PROGRAM, -1, pc, 0, 0);
+        if (!check_operand(P, *k, w[pc])) return 0;
+        if (check_targets && *k == SW_K_PC && !starts[w[pc]]) return 0;
         pc++;
       }
     }
+    if (op == SW_OP_CALL) {
+      /* the kernel takes exactly the tensors and scalars the call passes */
+      int32_t k = w[at + 1], nt = w[at + 3], ns = w[at + 4 + nt];
+      if (nt != P->kernel_arity[2 * k] || ns != P->kernel_arity[2 * k + 1] || ns > SW_MAX_CALL_SCALARS) return 0;
+    }
   }
-  return SW_OK;
+  return 1;
 }
 
-static sw_status_t verify(void) {
-  if (P->nwords <= 0) return fail(SW_INVALID_PROGRAM, -1, 0, 0, 0);
+static sw_status_t verify(sw_context* c) {
+  const sw_program* P = c->P;
+  if (P->nwords <= 0) return SW_INVALID_PROGRAM;
   unsigned char* starts = (unsigned char*)sw_mem_alloc((size_t)P->nwords);
   if (!starts) return SW_OUT_OF_MEMORY;
   mem_set(starts, 0, (size_t)P->nwords);
   int32_t last_op = -1;
-  sw_status_t st = walk(starts, 0, &last_op);
-  if (st == SW_OK) st = walk(starts, 1, &last_op);
+  int ok = walk(P, starts, 0, &last_op) && walk(P, starts, 1, &last_op);
   sw_mem_free(starts);
-  if (st != SW_OK) return st;
   /* execution can never run past the last word */
-  if (last_op != SW_OP_RETURN && last_op != SW_OP_JUMP) return fail(SW_INVALID_PROGRAM, -1, 0, 0, 0);
+  if (!ok || (last_op != SW_OP_RETURN && last_op != SW_OP_JUMP)) return SW_INVALID_PROGRAM;
   for (int32_t i = 0; i < P->ninputs; i++)
-    if (P->inputs[3 * i + 1] < 0 || P->inputs[3 * i + 1] > SW_MAX_RANK) return fail(SW_INVALID_PROGRAM, -1, i, 0, 0);
+    if (P->inputs[3 * i + 1] < 0 || P->inputs[3 * i + 1] > SW_MAX_RANK || sw_dtype_size(P->inputs[3 * i]) == 0)
+      return SW_INVALID_PROGRAM;
   return SW_OK;
 }
 
-/* ------------------------------------------------------------------ exports */
+/* ------------------------------------------------------------------ contexts */
 
-SW_EXPORT(sw_init) sw_status_t sw_init(void) {
-  if (vm_ready) return init_status;
-  vm_ready = 1;
-  init_status = verify();
-  if (init_status != SW_OK) {
-    fail_text(SW_INVALID_PROGRAM, 0, "the embedded program failed verification");
-    return init_status;
+SW_EXPORT(sw_format_version) int32_t sw_format_version(void) { return (SW_FORMAT_MAJOR << 16) | SW_FORMAT_MINOR; }
+SW_EXPORT(sw_num_inputs) int32_t sw_num_inputs(void) { return sw_model.ninputs; }
+SW_EXPORT(sw_num_outputs) int32_t sw_num_outputs(void) { return sw_model.noutputs; }
+SW_EXPORT(sw_metadata) const char* sw_metadata(void) { return sw_model.metadata; }
+SW_EXPORT(sw_metadata_len) int32_t sw_metadata_len(void) { return sw_model.metadata_len; }
+
+static void* zalloc(size_t nbytes) {
+  void* p = sw_mem_alloc(nbytes);
+  if (p) mem_set(p, 0, nbytes);
+  return p;
+}
+
+SW_EXPORT(sw_context_create) sw_context* sw_context_create(void) {
+  sw_context* c = (sw_context*)zalloc(sizeof(sw_context));
+  if (!c) return 0;
+  const sw_program* P = &sw_model;
+  c->P = P;
+  c->memory_limit = (int64_t)2 << 30;
+  c->status = verify(c);
+  if (c->status == SW_INVALID_PROGRAM) {
+    fail_text(c, SW_INVALID_PROGRAM, 0, "the embedded program failed verification");
+    return c;
   }
-  regs = (sw_tensor*)sw_mem_alloc(sizeof(sw_tensor) * (size_t)(P->nregs + 1));
-  reg_state = (unsigned char*)sw_mem_alloc((size_t)P->nregs + 1);
-  heap = (int64_t*)sw_mem_alloc(sizeof(int64_t) * (size_t)(P->nheap + 1));
-  inputs = (sw_input_slot*)sw_mem_alloc(sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
-  outputs = (int32_t*)sw_mem_alloc(sizeof(int32_t) * (size_t)(P->noutputs + 1));
-  if (outputs)
-    for (int32_t i = 0; i < P->noutputs; i++) outputs[i] = -1;
+  c->regs = (sw_tensor*)zalloc(sizeof(sw_tensor) * (size_t)(P->nregs + 1));
+  c->reg_state = (unsigned char*)zalloc((size_t)P->nregs + 1);
+  c->heap = (int64_t*)zalloc(sizeof(int64_t) * (size_t)(P->nheap + 1));
+  c->inputs = (sw_input_slot*)zalloc(sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
+  c->outputs = (int32_t*)zalloc(sizeof(int32_t) * (size_t)(P->noutputs + 1));
+  if (c->status != SW_OK || !c->regs || !c->reg_state || !c->heap || !c->inputs || !c->outputs) {
+    c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "out of memory while creating a context");
+    return c;
+  }
+  for (int32_t i = 0; i < P->noutputs; i++) c->outputs[i] = -1;
   if (P->arena_size > 0) {
-    if (P->arena_size > memory_limit || (uint64_t)P->arena_size > (uint64_t)SIZE_MAX) {
-      init_status = fail_text(SW_OUT_OF_MEMORY, 0, "the static arena exceeds the memory limit");
-      return init_status;
+    if (P->arena_size > c->memory_limit || (uint64_t)P->arena_size > (uint64_t)SIZE_MAX) {
+      c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "the static arena exceeds the memory limit");
+      return c;
     }
-    arena = (unsigned char*)sw_mem_alloc((size_t)P->arena_size);
-    if (!arena) {
-      init_status = fail_text(SW_OUT_OF_MEMORY, 0, "out of memory for the static arena");
-      return init_status;
-    }
+    c->arena = (unsigned char*)sw_mem_alloc((size_t)P->arena_size);
+    if (!c->arena) c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "out of memory for the static arena");
   }
-  if (!regs || !reg_state || !heap || !inputs || !outputs) {
-    init_status = fail_text(SW_OUT_OF_MEMORY, 0, "out of memory while loading the model");
-    return init_status;
-  }
-  mem_set(regs, 0, sizeof(sw_tensor) * (size_t)(P->nregs + 1));
-  mem_set(reg_state, 0, (size_t)P->nregs + 1);
-  mem_set(inputs, 0, sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
-  for (int32_t i = 0; i < P->noutputs; i++) outputs[i] = -1;
-  return SW_OK;
+  return c;
 }
 
-SW_EXPORT(sw_num_inputs) int32_t sw_num_inputs(void) { return P->ninputs; }
-SW_EXPORT(sw_num_outputs) int32_t sw_num_outputs(void) { return P->noutputs; }
-SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(void) { return shape_buffer; }
-SW_EXPORT(sw_last_error) const char* sw_last_error(void) { return error_text; }
-SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(void) { return error_len; }
-SW_EXPORT(sw_metadata) const char* sw_metadata(void) { return P->metadata; }
-SW_EXPORT(sw_metadata_len) int32_t sw_metadata_len(void) { return P->metadata_len; }
+SW_EXPORT(sw_context_status) sw_status_t sw_context_status(sw_context* c) { return c->status; }
+
+SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
+  if (!c) return;
+  if (c->regs && c->reg_state && c->outputs) release_all(c);
+  if (c->inputs)
+    for (int32_t i = 0; i < c->P->ninputs; i++) sw_mem_free(c->inputs[i].buffer);
+  sw_mem_free(c->arena);
+  sw_mem_free(c->regs);
+  sw_mem_free(c->reg_state);
+  sw_mem_free(c->heap);
+  sw_mem_free(c->inputs);
+  sw_mem_free(c->outputs);
+  sw_mem_free(c);
+}
+
+SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(sw_context* c) { return c->shape_buffer; }
+SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* c) { return c->error_text; }
+SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(sw_context* c) { return c->error_len; }
+
 /* clamped to what the address space can hold, so every size under the limit fits a size_t */
-SW_EXPORT(sw_set_memory_limit) void sw_set_memory_limit(int64_t bytes) {
+SW_EXPORT(sw_set_memory_limit) void sw_set_memory_limit(sw_context* c, int64_t bytes) {
   if (bytes < 0) bytes = 0;
   if ((uint64_t)bytes > (uint64_t)SIZE_MAX) bytes = (int64_t)SIZE_MAX;
-  memory_limit = bytes;
+  c->memory_limit = bytes;
 }
 
-SW_EXPORT(sw_input_buffer) void* sw_input_buffer(int32_t index, int64_t nbytes) {
-  if (sw_init() != SW_OK) return 0;
-  if (index < 0 || index >= P->ninputs) {
-    fail_text(SW_INVALID_INPUT, 0, "input index out of range");
+static const char* input_name(const sw_context* c, int32_t index) { return str_at(c, c->P->inputs[3 * index + 2]); }
+
+SW_EXPORT(sw_input_buffer) void* sw_input_buffer(sw_context* c, int32_t index, int64_t nbytes) {
+  if (c->status != SW_OK) return 0;
+  if (index < 0 || index >= c->P->ninputs) {
+    fail_text(c, SW_INVALID_INPUT, 0, "input index out of range");
     return 0;
   }
-  sw_input_slot* in = &inputs[index];
-  if (nbytes < 0 || (uint64_t)nbytes > (uint64_t)memory_limit) {
-    fail(SW_OUT_OF_MEMORY, -1, 0, 0, 0);
-    error_len = 0;
-    err_append("input '");
-    err_append(str_at(P->inputs[3 * index + 2]));
-    err_append("': cannot allocate ");
-    err_append_int(nbytes);
-    err_append(" bytes (memory limit ");
-    err_append_int(memory_limit);
-    err_append(")");
+  sw_input_slot* in = &c->inputs[index];
+  if (nbytes < 0 || (uint64_t)nbytes > (uint64_t)c->memory_limit) {
+    err_clear(c);
+    err_append(c, "input '");
+    err_append(c, input_name(c, index));
+    err_append(c, "': cannot allocate ");
+    err_append_int(c, nbytes);
+    err_append(c, " bytes (memory limit ");
+    err_append_int(c, c->memory_limit);
+    err_append(c, ")");
     return 0;
   }
   if (in->capacity < nbytes || !in->buffer) {
-    if (in->buffer) sw_mem_free(in->buffer);
+    sw_mem_free(in->buffer);
     in->buffer = sw_mem_alloc((size_t)(nbytes ? nbytes : 1));
     in->capacity = in->buffer ? nbytes : 0;
     in->set = 0;
     if (!in->buffer) {
-      fail_text(SW_OUT_OF_MEMORY, str_at(P->inputs[3 * index + 2]), "out of memory for the input buffer");
+      fail_text(c, SW_OUT_OF_MEMORY, input_name(c, index), "out of memory for the input buffer");
       return 0;
     }
   }
   return in->buffer;
 }
 
-SW_EXPORT(sw_set_input) sw_status_t sw_set_input(int32_t index, int32_t dtype, int32_t rank) {
-  sw_status_t st = sw_init();
-  if (st != SW_OK) return st;
-  if (index < 0 || index >= P->ninputs) return fail_text(SW_INVALID_INPUT, 0, "input index out of range");
-  sw_input_slot* in = &inputs[index];
-  const char* name = str_at(P->inputs[3 * index + 2]);
-  int32_t want_dtype = P->inputs[3 * index], want_rank = P->inputs[3 * index + 1];
+SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank) {
+  if (c->status != SW_OK) return c->status;
+  if (index < 0 || index >= c->P->ninputs) return fail_text(c, SW_INVALID_INPUT, 0, "input index out of range");
+  sw_input_slot* in = &c->inputs[index];
+  const char* name = input_name(c, index);
+  int32_t want_dtype = c->P->inputs[3 * index], want_rank = c->P->inputs[3 * index + 1];
   in->set = 0;
-  error_len = 0;
+  err_clear(c);
   if (dtype != want_dtype) {
-    err_append("input '");
-    err_append(name);
-    err_append("': expected dtype ");
-    err_append(dtype_name(want_dtype));
-    err_append(", got ");
-    err_append(dtype_name(dtype));
+    err_append(c, "input '");
+    err_append(c, name);
+    err_append(c, "': expected dtype ");
+    err_append(c, sw_dtype_name(want_dtype));
+    err_append(c, ", got ");
+    err_append(c, sw_dtype_name(dtype));
     return SW_INVALID_INPUT;
   }
   if (rank != want_rank) {
-    err_append("input '");
-    err_append(name);
-    err_append("': expected rank ");
-    err_append_int(want_rank);
-    err_append(", got rank ");
-    err_append_int(rank);
+    err_append(c, "input '");
+    err_append(c, name);
+    err_append(c, "': expected rank ");
+    err_append_int(c, want_rank);
+    err_append(c, ", got rank ");
+    err_append_int(c, rank);
     return SW_INVALID_INPUT;
   }
-  int64_t bytes = dtype_size(dtype);
+  int64_t bytes = sw_dtype_size(dtype);
   for (int i = 0; i < rank; i++) {
-    if (shape_buffer[i] < 0) {
-      err_append("input '");
-      err_append(name);
-      err_append("': negative dim ");
-      err_append_int(i);
+    if (c->shape_buffer[i] < 0) {
+      err_append(c, "input '");
+      err_append(c, name);
+      err_append(c, "': negative dim ");
+      err_append_int(c, i);
       return SW_INVALID_INPUT;
     }
-    if (mul_overflow(bytes, shape_buffer[i], &bytes)) bytes = INT64_MAX;
+    if (mul_overflow(bytes, c->shape_buffer[i], &bytes)) bytes = INT64_MAX;
   }
   if (!in->buffer || bytes > in->capacity) {
-    err_append("input '");
-    err_append(name);
-    err_append("': its buffer holds ");
-    err_append_int(in->capacity);
-    err_append(" bytes but the shape needs ");
-    err_append_int(bytes);
-    err_append(" (call sw_input_buffer first)");
+    err_append(c, "input '");
+    err_append(c, name);
+    err_append(c, "': its buffer holds ");
+    err_append_int(c, in->capacity);
+    err_append(c, " bytes but the shape needs ");
+    err_append_int(c, bytes);
+    err_append(c, " (call sw_input_buffer first)");
     return SW_INVALID_INPUT;
   }
   in->t.data = in->buffer;
   in->t.dtype = dtype;
   in->t.rank = rank;
-  for (int i = 0; i < SW_MAX_RANK; i++) in->t.shape[i] = i < rank ? shape_buffer[i] : 0;
+  for (int i = 0; i < SW_MAX_RANK; i++) in->t.shape[i] = i < rank ? c->shape_buffer[i] : 0;
   in->set = 1;
   return SW_OK;
 }
 
-static int valid_output(int32_t i) {
-  return vm_ready && init_status == SW_OK && i >= 0 && i < P->noutputs && outputs[i] >= 0;
-}
-
-/* The whole descriptor of output i (NULL if none): one call instead of one per field.
- * Layout on both targets: data pointer at 0 (4 or 8 bytes), dtype at 8 on native / 4 on
- * wasm32, rank after it, shape (int64[8]) at offset 16. */
-SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(int32_t i) { return valid_output(i) ? &regs[outputs[i]] : 0; }
-
-SW_EXPORT(sw_output_data) void* sw_output_data(int32_t i) { return valid_output(i) ? regs[outputs[i]].data : 0; }
-SW_EXPORT(sw_output_dtype) int32_t sw_output_dtype(int32_t i) { return valid_output(i) ? regs[outputs[i]].dtype : 0; }
-SW_EXPORT(sw_output_rank) int32_t sw_output_rank(int32_t i) { return valid_output(i) ? regs[outputs[i]].rank : -1; }
-
-SW_EXPORT(sw_output_dim) int64_t sw_output_dim(int32_t i, int32_t axis) {
-  if (!valid_output(i) || axis < 0 || axis >= regs[outputs[i]].rank) return -1;
-  return regs[outputs[i]].shape[axis];
+/* The whole descriptor of output i (NULL if none); its layout is sw_tensor's (sw_abi.h). */
+SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(sw_context* c, int32_t i) {
+  if (c->status != SW_OK || i < 0 || i >= c->P->noutputs || c->outputs[i] < 0) return 0;
+  return &c->regs[c->outputs[i]];
 }
 
 /* ------------------------------------------------------------------ builtins */
@@ -408,98 +405,100 @@ static int smul_overflow(int64_t a, int64_t b, int64_t* out) {
 
 /* Shape arithmetic. Overflow, division by zero and INT64_MIN / -1 (a trap in wasm) fail
  * with the instruction's message instead of wrapping or trapping. */
-static sw_status_t arith(int32_t kind, int64_t a, int64_t b, int64_t* out, int32_t msg) {
+static sw_status_t arith(sw_context* c, int32_t kind, int64_t a, int64_t b, int64_t* out, int32_t msg) {
   switch (kind) {
     case SW_ARITH_ADD:
-      if (__builtin_add_overflow(a, b, out)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (__builtin_add_overflow(a, b, out)) return fail(c, SW_INVALID_INPUT, msg, a, b, 0);
       return SW_OK;
     case SW_ARITH_SUB:
-      if (__builtin_sub_overflow(a, b, out)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (__builtin_sub_overflow(a, b, out)) return fail(c, SW_INVALID_INPUT, msg, a, b, 0);
       return SW_OK;
     case SW_ARITH_MUL:
-      if (smul_overflow(a, b, out)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (smul_overflow(a, b, out)) return fail(c, SW_INVALID_INPUT, msg, a, b, 0);
       return SW_OK;
     case SW_ARITH_FLOORDIV:
-      if (b == 0 || (a == INT64_MIN && b == -1)) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (b == 0 || (a == INT64_MIN && b == -1)) return fail(c, SW_INVALID_INPUT, msg, a, b, 0);
       *out = floordiv64(a, b);
       return SW_OK;
     case SW_ARITH_MOD:
-      if (b == 0) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (b == 0) return fail(c, SW_INVALID_INPUT, msg, a, b, 0);
       *out = b == -1 ? 0 : a - floordiv64(a, b) * b;
       return SW_OK;
     case SW_ARITH_MIN: *out = a < b ? a : b; return SW_OK;
     case SW_ARITH_MAX: *out = a > b ? a : b; return SW_OK;
     case SW_ARITH_DIV:
-      if (b == 0 || (a == INT64_MIN && b == -1) || a % b != 0) return fail(SW_INVALID_INPUT, msg, a, b, 0);
+      if (b == 0 || (a == INT64_MIN && b == -1) || a % b != 0) return fail(c, SW_INVALID_INPUT, msg, a, b, 0);
       *out = a / b;
       return SW_OK;
     case SW_ARITH_EQ: *out = a == b; return SW_OK;
     case SW_ARITH_LT: *out = a < b; return SW_OK;
     case SW_ARITH_LE: *out = a <= b; return SW_OK;
-    default: return fail(SW_INVALID_PROGRAM, -1, 0, 0, 0);
+    default: return fail(c, SW_INVALID_PROGRAM, -1, 0, 0, 0);
   }
 }
 
-static sw_status_t alloc_tensor(int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int32_t* dims) {
-  release(r);
-  sw_tensor* t = &regs[r];
-  int64_t bytes = dtype_size(dtype);
+static sw_status_t alloc_tensor(sw_context* c, int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int32_t* dims) {
+  release(c, r);
+  sw_tensor* t = &c->regs[r];
+  int64_t bytes = sw_dtype_size(dtype);
   int overflow = 0;
   for (int i = 0; i < rank; i++) {
-    int64_t d = heap[dims[i]];
-    if (d < 0) return fail(SW_INVALID_INPUT, msg, d, memory_limit, 0);
+    int64_t d = c->heap[dims[i]];
+    if (d < 0) return fail(c, SW_INVALID_INPUT, msg, d, c->memory_limit, 0);
     if (mul_overflow(bytes, d, &bytes)) overflow = 1;
     t->shape[i] = d;
   }
   if (overflow) bytes = INT64_MAX;
   /* memory_limit <= SIZE_MAX, so a size under it never truncates when cast to size_t */
-  if (bytes > memory_limit - memory_in_use) return fail(SW_OUT_OF_MEMORY, msg, bytes, memory_limit, 0);
+  if (bytes > c->memory_limit - c->memory_in_use) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
   void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
-  if (!p) return fail(SW_OUT_OF_MEMORY, msg, bytes, memory_limit, 0);
-  memory_in_use += bytes;
+  if (!p) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
+  c->memory_in_use += bytes;
   t->data = p;
   t->dtype = dtype;
   t->rank = rank;
-  reg_state[r] = REG_OWNED;
+  c->reg_state[r] = REG_OWNED;
   return SW_OK;
 }
 
-static sw_status_t reshape_dims(int32_t msg, int32_t nin, const int32_t* in, int32_t nout, const int32_t* out) {
+static sw_status_t reshape_dims(sw_context* c, int32_t msg, int32_t nin, const int32_t* in, int32_t nout, const int32_t* out) {
+  int64_t* heap = c->heap;
+  const char* what = str_at(c, msg);
   int64_t total = 1, known = 1;
   int infer = -1;
   for (int i = 0; i < nin; i++)
     if (mul_overflow(total, heap[in[i]], &total))
-      return fail_text(SW_INVALID_INPUT, str_at(msg), "the input's element count overflows");
+      return fail_text(c, SW_INVALID_INPUT, what, "the input's element count overflows");
   for (int i = 0; i < nout; i++) {
     int64_t v = heap[out[i]];
     if (v == 0) {
-      if (i >= nin) return fail_text(SW_INVALID_INPUT, str_at(msg), "a 0 in the target shape has no input dim to copy");
+      if (i >= nin) return fail_text(c, SW_INVALID_INPUT, what, "a 0 in the target shape has no input dim to copy");
       v = heap[in[i]];
       heap[out[i]] = v;
     }
     if (v == -1) {
-      if (infer >= 0) return fail_text(SW_INVALID_INPUT, str_at(msg), "more than one -1 in the target shape");
+      if (infer >= 0) return fail_text(c, SW_INVALID_INPUT, what, "more than one -1 in the target shape");
       infer = i;
       continue;
     }
-    if (v < -1) return fail_text(SW_INVALID_INPUT, str_at(msg), "a negative dim other than -1 in the target shape");
+    if (v < -1) return fail_text(c, SW_INVALID_INPUT, what, "a negative dim other than -1 in the target shape");
     if (mul_overflow(known, v, &known))
-      return fail_text(SW_INVALID_INPUT, str_at(msg), "the target shape's element count overflows");
+      return fail_text(c, SW_INVALID_INPUT, what, "the target shape's element count overflows");
   }
   if (infer >= 0) {
     if (known == 0 || total % known != 0) {
-      fail_text(SW_INVALID_INPUT, str_at(msg), "cannot infer the -1 dim: ");
-      err_append_int(total);
-      err_append(" elements are not a multiple of ");
-      err_append_int(known);
+      fail_text(c, SW_INVALID_INPUT, what, "cannot infer the -1 dim: ");
+      err_append_int(c, total);
+      err_append(c, " elements are not a multiple of ");
+      err_append_int(c, known);
       return SW_INVALID_INPUT;
     }
     heap[out[infer]] = total / known;
   } else if (known != total) {
-    fail_text(SW_INVALID_INPUT, str_at(msg), "cannot reshape ");
-    err_append_int(total);
-    err_append(" elements into a shape of ");
-    err_append_int(known);
+    fail_text(c, SW_INVALID_INPUT, what, "cannot reshape ");
+    err_append_int(c, total);
+    err_append(c, " elements into a shape of ");
+    err_append_int(c, known);
     return SW_INVALID_INPUT;
   }
   return SW_OK;
@@ -507,9 +506,10 @@ static sw_status_t reshape_dims(int32_t msg, int32_t nin, const int32_t* in, int
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static sw_status_t slice_dim(const int32_t* w) {
+static sw_status_t slice_dim(sw_context* c, const int32_t* w) {
+  int64_t* heap = c->heap;
   int64_t dim = heap[w[0]], start = heap[w[1]], end = heap[w[2]], step = heap[w[3]];
-  if (step == 0) return fail(SW_INVALID_INPUT, w[6], dim, start, end);
+  if (step == 0) return fail(c, SW_INVALID_INPUT, w[6], dim, start, end);
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   int64_t count;
@@ -529,19 +529,51 @@ static sw_status_t slice_dim(const int32_t* w) {
   return SW_OK;
 }
 
+/* Element i of an integer or bool tensor (shape tensors are int32 or int64; the others
+ * are read the same way). Floats are truncated; float16 is never a shape tensor. */
 static int64_t read_int(const sw_tensor* t, int64_t i) {
+  const void* d = t->data;
   switch (t->dtype) {
-    case SW_DT_INT64: return ((const int64_t*)t->data)[i];
-    case SW_DT_INT32: return ((const int32_t*)t->data)[i];
-    case SW_DT_BOOL: return ((const unsigned char*)t->data)[i];
-    default: return (int64_t)((const float*)t->data)[i];
+    case SW_DT_INT64: return ((const int64_t*)d)[i];
+    case SW_DT_INT32: return ((const int32_t*)d)[i];
+    case SW_DT_INT16: return ((const int16_t*)d)[i];
+    case SW_DT_INT8: return ((const int8_t*)d)[i];
+    case SW_DT_UINT64: return (int64_t)((const uint64_t*)d)[i];
+    case SW_DT_UINT32: return ((const uint32_t*)d)[i];
+    case SW_DT_UINT16: return ((const uint16_t*)d)[i];
+    case SW_DT_UINT8:
+    case SW_DT_BOOL: return ((const uint8_t*)d)[i];
+    case SW_DT_FLOAT64: return (int64_t)((const double*)d)[i];
+    case SW_DT_FLOAT32: return (int64_t)((const float*)d)[i];
+    default: return 0;
+  }
+}
+
+static void write_int(sw_tensor* t, int64_t i, int64_t v) {
+  void* d = t->data;
+  switch (t->dtype) {
+    case SW_DT_INT64:
+    case SW_DT_UINT64: ((int64_t*)d)[i] = v; break;
+    case SW_DT_INT32:
+    case SW_DT_UINT32: ((int32_t*)d)[i] = (int32_t)v; break;
+    case SW_DT_INT16:
+    case SW_DT_UINT16: ((int16_t*)d)[i] = (int16_t)v; break;
+    case SW_DT_INT8:
+    case SW_DT_UINT8: ((int8_t*)d)[i] = (int8_t)v; break;
+    case SW_DT_BOOL: ((uint8_t*)d)[i] = v != 0; break;
+    case SW_DT_FLOAT64: ((double*)d)[i] = (double)v; break;
+    case SW_DT_FLOAT32: ((float*)d)[i] = (float)v; break;
+    default: break;
   }
 }
 
 /* ------------------------------------------------------------------ run */
 
-static sw_status_t execute(void) {
+static sw_status_t execute(sw_context* c) {
+  const sw_program* P = c->P;
   const int32_t* w = P->words;
+  sw_tensor* regs = c->regs;
+  int64_t* heap = c->heap;
   int32_t pc = 0;
   sw_tensor* call_tensors[SW_MAX_CALL_TENSORS];
   int64_t scalars[SW_MAX_CALL_SCALARS];
@@ -551,32 +583,31 @@ static sw_status_t execute(void) {
     switch (w[pc]) {
       case SW_OP_RETURN:
         return SW_OK;
-      case SW_OP_INPUT: {
-        regs[w[pc + 2]] = inputs[w[pc + 1]].t;
-        reg_state[w[pc + 2]] = REG_BORROWED;
+      case SW_OP_INPUT:
+        regs[w[pc + 2]] = c->inputs[w[pc + 1]].t;
+        c->reg_state[w[pc + 2]] = REG_BORROWED;
         pc += 3;
         break;
-      }
       case SW_OP_DIM:
         heap[w[pc + 1]] = w[pc + 3] < regs[w[pc + 2]].rank ? regs[w[pc + 2]].shape[w[pc + 3]] : 0;
         pc += 4;
         break;
       case SW_OP_CHECK_EQ:
-        if (heap[w[pc + 1]] != heap[w[pc + 2]]) return fail(SW_INVALID_INPUT, w[pc + 3], heap[w[pc + 1]], heap[w[pc + 2]], 0);
+        if (heap[w[pc + 1]] != heap[w[pc + 2]]) return fail(c, SW_INVALID_INPUT, w[pc + 3], heap[w[pc + 1]], heap[w[pc + 2]], 0);
         pc += 4;
         break;
       case SW_OP_CHECK_LE:
-        if (heap[w[pc + 1]] > heap[w[pc + 2]]) return fail(SW_INVALID_INPUT, w[pc + 3], heap[w[pc + 1]], heap[w[pc + 2]], 0);
+        if (heap[w[pc + 1]] > heap[w[pc + 2]]) return fail(c, SW_INVALID_INPUT, w[pc + 3], heap[w[pc + 1]], heap[w[pc + 2]], 0);
         pc += 4;
         break;
       case SW_OP_ARITH:
-        st = arith(w[pc + 1], heap[w[pc + 3]], heap[w[pc + 4]], &heap[w[pc + 2]], w[pc + 5]);
+        st = arith(c, w[pc + 1], heap[w[pc + 3]], heap[w[pc + 4]], &heap[w[pc + 2]], w[pc + 5]);
         if (st != SW_OK) return st;
         pc += 6;
         break;
       case SW_OP_BCAST: {
         int64_t a = heap[w[pc + 2]], b = heap[w[pc + 3]];
-        if (a != b && a != 1 && b != 1) return fail(SW_INVALID_INPUT, w[pc + 4], a, b, 0);
+        if (a != b && a != 1 && b != 1) return fail(c, SW_INVALID_INPUT, w[pc + 4], a, b, 0);
         heap[w[pc + 1]] = a == 1 ? b : a;
         pc += 5;
         break;
@@ -585,7 +616,7 @@ static sw_status_t execute(void) {
         const sw_tensor* t = &regs[w[pc + 1]];
         int32_t n = w[pc + 3];
         int64_t have = numel(t);
-        if (have != n) return fail(SW_INVALID_INPUT, w[pc + 2], have, n, 0);
+        if (have != n) return fail(c, SW_INVALID_INPUT, w[pc + 2], have, n, 0);
         for (int32_t i = 0; i < n; i++) heap[w[pc + 4 + i]] = read_int(t, i);
         pc += 4 + n;
         break;
@@ -593,26 +624,20 @@ static sw_status_t execute(void) {
       case SW_OP_STORE_VALUES: {
         sw_tensor* t = &regs[w[pc + 1]];
         int32_t n = w[pc + 2];
-        if (!t->data || numel(t) < n) return fail_text(SW_INVALID_PROGRAM, 0, "STORE_VALUES past its tensor");
-        for (int32_t i = 0; i < n; i++) {
-          int64_t v = heap[w[pc + 3 + i]];
-          if (t->dtype == SW_DT_INT64) ((int64_t*)t->data)[i] = v;
-          else if (t->dtype == SW_DT_INT32) ((int32_t*)t->data)[i] = (int32_t)v;
-          else if (t->dtype == SW_DT_FLOAT32) ((float*)t->data)[i] = (float)v;
-          else ((unsigned char*)t->data)[i] = v != 0;
-        }
+        if (!t->data || numel(t) < n) return fail_text(c, SW_INVALID_PROGRAM, 0, "STORE_VALUES past its tensor");
+        for (int32_t i = 0; i < n; i++) write_int(t, i, heap[w[pc + 3 + i]]);
         pc += 3 + n;
         break;
       }
       case SW_OP_ALLOC:
-        st = alloc_tensor(w[pc + 1], w[pc + 2], w[pc + 3], w[pc + 4], &w[pc + 5]);
+        st = alloc_tensor(c, w[pc + 1], w[pc + 2], w[pc + 3], w[pc + 4], &w[pc + 5]);
         if (st != SW_OK) return st;
         pc += 5 + w[pc + 4];
         break;
       case SW_OP_ALLOC_STATIC: {
         int32_t r = w[pc + 1], n = w[pc + 4];
-        int64_t offset = w[pc + 3], bytes = dtype_size(w[pc + 2]);
-        release(r);
+        int64_t offset = w[pc + 3], bytes = sw_dtype_size(w[pc + 2]);
+        release(c, r);
         int overflow = 0;
         for (int32_t i = 0; i < n; i++) {
           regs[r].shape[i] = heap[w[pc + 5 + i]];
@@ -620,11 +645,11 @@ static sw_status_t execute(void) {
         }
         /* the compiler planned it inside the arena; a program that did not is corrupt */
         if (overflow || offset < 0 || offset > P->arena_size - bytes)
-          return fail_text(SW_INVALID_PROGRAM, 0, "a static buffer lies outside the arena");
-        regs[r].data = arena + offset;
+          return fail_text(c, SW_INVALID_PROGRAM, 0, "a static buffer lies outside the arena");
+        regs[r].data = c->arena + offset;
         regs[r].dtype = w[pc + 2];
         regs[r].rank = n;
-        reg_state[r] = REG_BORROWED;
+        c->reg_state[r] = REG_BORROWED;
         pc += 5 + n;
         break;
       }
@@ -633,9 +658,9 @@ static sw_status_t execute(void) {
         sw_tensor t = regs[src];
         t.rank = n;
         for (int32_t i = 0; i < n; i++) t.shape[i] = heap[w[pc + 4 + i]];
-        if (dst != src) release(dst);
+        if (dst != src) release(c, dst);
         regs[dst] = t;
-        if (dst != src) reg_state[dst] = REG_BORROWED;
+        if (dst != src) c->reg_state[dst] = REG_BORROWED;
         pc += 4 + n;
         break;
       }
@@ -645,37 +670,37 @@ static sw_status_t execute(void) {
         int32_t ns = w[pc + 4 + nt];
         const int32_t* ss = &w[pc + 5 + nt];
         for (int32_t i = 0; i < nt; i++) call_tensors[i] = &regs[ts[i]];
-        for (int32_t i = 0; i < ns && i < SW_MAX_CALL_SCALARS; i++) scalars[i] = heap[ss[i]];
+        for (int32_t i = 0; i < ns; i++) scalars[i] = heap[ss[i]];
         detail[0] = detail[1] = detail[2] = 0;
         st = P->kernels[k](call_tensors, scalars, detail);
-        if (st != SW_OK) return fail(st, msg, detail[0], detail[1], detail[2]);
-        for (int32_t i = 0; i < ns && i < SW_MAX_CALL_SCALARS; i++) heap[ss[i]] = scalars[i];
+        if (st != SW_OK) return fail(c, st, msg, detail[0], detail[1], detail[2]);
+        for (int32_t i = 0; i < ns; i++) heap[ss[i]] = scalars[i];
         pc += 5 + nt + ns;
         break;
       }
       case SW_OP_FREE:
-        release(w[pc + 1]);
+        release(c, w[pc + 1]);
         pc += 2;
         break;
       case SW_OP_CONST:
         regs[w[pc + 1]] = P->consts[w[pc + 2]];
-        reg_state[w[pc + 1]] = REG_BORROWED;
+        c->reg_state[w[pc + 1]] = REG_BORROWED;
         pc += 3;
         break;
       case SW_OP_OUTPUT:
-        outputs[w[pc + 1]] = w[pc + 2];
+        c->outputs[w[pc + 1]] = w[pc + 2];
         pc += 3;
         break;
       case SW_OP_RESHAPE: {
         int32_t nin = w[pc + 2];
         int32_t nout = w[pc + 3 + nin];
-        st = reshape_dims(w[pc + 1], nin, &w[pc + 3], nout, &w[pc + 4 + nin]);
+        st = reshape_dims(c, w[pc + 1], nin, &w[pc + 3], nout, &w[pc + 4 + nin]);
         if (st != SW_OK) return st;
         pc += 4 + nin + nout;
         break;
       }
       case SW_OP_SLICE_DIM:
-        st = slice_dim(&w[pc + 1]);
+        st = slice_dim(c, &w[pc + 1]);
         if (st != SW_OK) return st;
         pc += 8;
         break;
@@ -686,28 +711,26 @@ static sw_status_t execute(void) {
         pc = heap[w[pc + 1]] ? w[pc + 2] : pc + 3;
         break;
       default:
-        return fail_text(SW_INVALID_PROGRAM, 0, "bad opcode");
+        return fail_text(c, SW_INVALID_PROGRAM, 0, "bad opcode");
     }
   }
 }
 
-SW_EXPORT(sw_run) sw_status_t sw_run(void) {
-  sw_status_t st = sw_init();
-  if (st != SW_OK) return st;
-  release_all();
-  for (int32_t i = 0; i < P->ninputs; i++) {
-    if (!inputs[i].set) {
-      error_len = 0;
-      err_append("input '");
-      err_append(str_at(P->inputs[3 * i + 2]));
-      err_append("' was not set");
+SW_EXPORT(sw_run) sw_status_t sw_run(sw_context* c) {
+  if (c->status != SW_OK) return c->status;
+  release_all(c);
+  for (int32_t i = 0; i < c->P->ninputs; i++) {
+    if (!c->inputs[i].set) {
+      err_clear(c);
+      err_append(c, "input '");
+      err_append(c, input_name(c, i));
+      err_append(c, "' was not set");
       return SW_INVALID_INPUT;
     }
   }
-  mem_copy(heap, P->heap_init, sizeof(int64_t) * (size_t)P->nheap);
-  error_len = 0;
-  error_text[0] = 0;
-  st = execute();
-  if (st != SW_OK) release_all();
+  mem_copy(c->heap, c->P->heap_init, sizeof(int64_t) * (size_t)c->P->nheap);
+  err_clear(c);
+  sw_status_t st = execute(c);
+  if (st != SW_OK) release_all(c);
   return st;
 }

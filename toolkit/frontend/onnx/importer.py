@@ -1,5 +1,10 @@
-"""ONNX -> graph IR: symbols from dim_param, fresh symbols for unknown dims, constants from
-initializers, then each node's shape function in order, folding all-constant nodes."""
+"""ONNX -> graph of core ops: symbols from dim_param, fresh symbols for unknown dims,
+constants from initializers, then each node translated (:mod:`.translate`) into core ops
+whose shape functions run at once, folding all-constant nodes with onnx.reference.
+
+Models of opset 7 and newer import as they are: each op's version in effect picks its
+translation, which reads that version's attributes (an opset 9 Softmax flattens to 2-D
+first; an opset 10 Slice takes its bounds as attributes)."""
 from __future__ import annotations
 
 import os
@@ -10,11 +15,13 @@ import onnx
 from onnx import numpy_helper
 
 from ...ir import dims as D
-from ...ir.graph import DTYPE_BY_CODE, CompileError, Graph, Node, Value
-from .infer import InferContext, promote_sym
-from .registry import registry
+from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
+from ...ir.graph import CompileError, Graph, Value
+from ...ops.base import promote_sym
+from .translate import TranslateContext, registry, version_in_effect
 
-MIN_OPSET = 13
+MIN_OPSET = 7
+MAX_OPSET = onnx.defs.onnx_opset_version()
 # all-constant nodes are folded at compile time only when their outputs are this small
 FOLD_LIMIT = 1 << 20
 
@@ -37,7 +44,7 @@ def _dtype(code: int, what: str):
     if dt is None:
         name = onnx.TensorProto.DataType.Name(code) if code in onnx.TensorProto.DataType.values() else code
         raise CompileError(f"{what} has dtype {name}, which is not supported "
-                           f"(supported: float32, int32, int64, bool)")
+                           f"(supported: {', '.join(DTYPES)})")
     return dt
 
 
@@ -54,10 +61,7 @@ def _attr_value(a: onnx.AttributeProto):
 
 def _attrs_with_defaults(node: onnx.NodeProto, opset: int) -> dict:
     attrs = {a.name: _attr_value(a) for a in node.attribute}
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
-    except Exception:
-        return attrs
+    schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")  # the caller checked it exists
     for name, spec in schema.attributes.items():
         if name not in attrs and spec.default_value.type != onnx.AttributeProto.UNDEFINED:
             attrs[name] = _attr_value(spec.default_value)
@@ -76,8 +80,11 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     if opset is None:
         raise CompileError("malformed ONNX model: it imports no version of the default opset")
     if opset < MIN_OPSET:
-        raise CompileError(f"opset {opset} is not supported (symwasm reads opset {MIN_OPSET} and newer; "
+        raise CompileError(f"opset {opset} is not supported (symwasm reads opsets {MIN_OPSET} to {MAX_OPSET}; "
                            f"convert with onnx.version_converter)")
+    if opset > MAX_OPSET:
+        raise CompileError(f"opset {opset} is newer than the onnx package knows ({MAX_OPSET}); "
+                           f"upgrade onnx, or export the model for opset {MAX_OPSET} or older")
     g = proto.graph
     graph = Graph(name=g.name or "model", opset=opset, scope=D.SymbolScope())
 
@@ -132,32 +139,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
 
     reg = registry()
     for index, n in enumerate(g.node):
-        name = n.name or f"{n.op_type}_{index}"
-        node = Node(n.op_type, name, list(n.input), list(n.output), {})
-        if n.domain not in ("", "ai.onnx"):
-            raise CompileError(f"{node.label()}: ops of domain '{n.domain}' are not supported")
-        for i in node.inputs:
-            if i and i not in graph.values:
-                raise CompileError(f"{node.label()}: input '{i}' is not produced by any earlier node, "
-                                   f"initializer or graph input (malformed or unsorted graph)")
-        opdef = reg.lookup(n.op_type, opset)
-        if opdef is None:
-            raise CompileError(f"{node.label()}: unsupported op '{n.op_type}' (opset {opset}); "
-                               f"supported ops: {', '.join(reg.ops())}")
-        node.attrs = _attrs_with_defaults(n, opset)
-        graph.nodes.append(node)
-        ctx = InferContext(graph, node)
-        try:
-            opdef.infer(ctx)
-        except CompileError:
-            raise
-        except Exception as e:  # a bug in a shape function still names the node
-            raise CompileError(f"{node.label()}: shape inference failed: {type(e).__name__}: {e}") from e
-        for o in node.outputs:
-            if o and o not in graph.values:
-                raise CompileError(f"{node.label()}: output '{o}' was not inferred")
-        if opdef.foldable:
-            _fold(graph, node, n)
+        _import_node(graph, reg, n, index, opset)
 
     for out in g.output:
         if out.name not in graph.values:
@@ -165,6 +147,38 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         graph.outputs.append(out.name)
     _adopt_output_names(graph, g)
     return graph
+
+
+def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -> None:
+    name = n.name or f"{n.op_type}_{index}"
+    label = f"node '{name}' ({n.op_type})"
+    if n.domain not in ("", "ai.onnx"):
+        raise CompileError(f"{label}: ops of domain '{n.domain}' are not supported")
+    for i in n.input:
+        if i and i not in graph.values:
+            raise CompileError(f"{label}: input '{i}' is not produced by any earlier node, "
+                               f"initializer or graph input (malformed or unsorted graph)")
+    version = version_in_effect(n.op_type, opset)
+    entry = reg.lookup(n.op_type, version) if version is not None else None
+    if entry is None:
+        known = reg.versions(n.op_type)
+        if not known:
+            raise CompileError(f"{label}: unsupported op '{n.op_type}' (opset {opset}); "
+                               f"supported ops: {', '.join(reg.ops())}")
+        raise CompileError(f"{label}: {n.op_type} version {version} (in effect at opset {opset}) is not "
+                           f"supported; symwasm implements versions {', '.join(map(str, known))}")
+    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, opset))
+    try:
+        entry.translate(ctx)
+    except CompileError:
+        raise
+    except Exception as e:  # a bug in a translation still names the node
+        raise CompileError(f"{label}: translation failed: {type(e).__name__}: {e}") from e
+    for o in n.output:
+        if o and o not in graph.values:
+            raise CompileError(f"{label}: output '{o}' was not inferred")
+    if entry.foldable:
+        _fold(graph, ctx, n, opset)
 
 
 def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:
@@ -196,16 +210,32 @@ def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:
     for node in graph.nodes:
         for c in node.checks:
             c.a, c.b = sub(c.a), sub(c.b)
+        node.info = _substitute_info(node.info, sub)
+
+
+def _substitute_info(info, sub):
+    """Renamed symbols inside what a shape function derived (a Conv's window pads...)."""
+    import dataclasses
+
+    if isinstance(info, D.Expr):
+        return sub(info)
+    if isinstance(info, (tuple, list)):
+        return type(info)(_substitute_info(x, sub) for x in info)
+    if dataclasses.is_dataclass(info) and not isinstance(info, type):
+        return dataclasses.replace(info, **{f.name: _substitute_info(getattr(info, f.name), sub)
+                                            for f in dataclasses.fields(info) if f.init})
+    return info
 
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name) or "v"
 
 
-def _fold(graph: Graph, node: Node, proto: onnx.NodeProto) -> None:
-    """Replace the outputs of a node whose inputs are all constant by their values."""
-    ins = [graph.values[i] if i else None for i in node.inputs]
-    outs = [graph.values[o] for o in node.outputs if o]
+def _fold(graph: Graph, ctx: TranslateContext, proto: onnx.NodeProto, opset: int) -> None:
+    """Replace the outputs of a node whose inputs are all constant by their values (its
+    core nodes go: nothing is left to run)."""
+    ins = [graph.values[i] if i else None for i in proto.input]
+    outs = [graph.values[o] for o in proto.output if o]
     if any(v is not None and v.const is None for v in ins) or all(v.const is not None for v in outs):
         return
     for v in outs:
@@ -219,16 +249,18 @@ def _fold(graph: Graph, node: Node, proto: onnx.NodeProto) -> None:
     outputs = [onnx.helper.make_tensor_value_info(o, 0, None) for o in proto.output if o]
     model = onnx.helper.make_model(
         onnx.helper.make_graph([proto], "fold", inputs, outputs),
-        opset_imports=[onnx.helper.make_opsetid("", graph.opset)])
+        opset_imports=[onnx.helper.make_opsetid("", opset)])
     try:
         results = ReferenceEvaluator(model).run(None, feeds)
-    except Exception:
-        return  # leave it to run time, where errors carry run-time context
+    except Exception:  # noqa: BLE001 - any failure leaves the node to run time
+        return  # where its errors carry run-time context
     for v, r in zip(outs, results):
         r = np.asarray(r).astype(v.dtype.np)
         if tuple(r.shape) != tuple(v.shape):
-            raise CompileError(f"{node.label()}: folded output '{v.name}' has shape {r.shape}, "
+            raise CompileError(f"{ctx.label()}: folded output '{v.name}' has shape {r.shape}, "
                                f"inferred {D.fmt_shape(v.shape)} (a shape function bug)")
         v.const = r
         if v.sym is None:
             v.sym = promote_sym(v)
+    dropped = set(map(id, ctx.nodes))
+    graph.nodes = [nd for nd in graph.nodes if id(nd) not in dropped]

@@ -1,268 +1,43 @@
-"""Tensor ops that move data: Transpose, Gather, Concat, Slice.
-
-Each keeps shape values symbolic when its inputs' elements are known (``Gather`` of a
-``Shape`` with constant indices, ``Concat`` of shape pieces, ``Slice`` of a shape), so
-shape arithmetic needs no kernel. Slice bounds known at compile time give symbolic output
-dims with ONNX's clamping; bounds known only at run time go through the VM's SLICE_DIM.
-"""
+"""Data-movement ONNX ops -> Transpose, Gather, Concat, Slice. Slice before version 10 has
+its starts, ends and axes as attributes; from 10 they (and steps) are inputs, of which the
+axes must be constant."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
-from ....codegen import movement as M
-from ....ir import dims as D
-from ....ir.dims import Dim
-from ....ir.graph import INT32, INT64, SYM_LIMIT
-from ..infer import InferContext
-from .shape import known_elements, lower_view, shape_length
-
-# inputs per Concat kernel call: the VM passes a kernel at most 64 tensors
-CONCAT_CHUNK = 63
-# |start| or |end| this large is beyond any dim: INT64_MAX means "to the end"
-BIG = 1 << 62
+from ....ops.movement import Concat, Gather, Slice, Transpose
+from ..translate import TranslateContext
 
 
-# ----------------------------------------------------------------------------- Transpose
+def transpose(ctx: TranslateContext) -> None:
+    ctx.emit(Transpose(ctx.ints("perm")))
 
 
-def _perm(attrs: dict, rank: int) -> list[int]:
-    perm = attrs.get("perm")
-    return list(range(rank - 1, -1, -1)) if perm is None else [int(p) for p in perm]
+def gather(ctx: TranslateContext) -> None:
+    ctx.emit(Gather(int(ctx.attr("axis", 0))))
 
 
-def infer_transpose(ctx: InferContext) -> None:
-    x = ctx.input(0)
-    perm = _perm(ctx.attrs, x.rank)
-    if sorted(perm) != list(range(x.rank)):
-        ctx.fail(f"perm {perm} is not a permutation of the {x.rank} axes of '{x.name}'")
-    ctx.set_output(0, x.dtype, [x.shape[p] for p in perm],
-                   sym=known_elements(x.dtype, [x], lambda a: a.transpose(perm)))
-
-
-def lower_transpose(lw, node) -> None:
-    x, out = lw.value(node.inputs[0]), lw.value(node.outputs[0])
-    perm = _perm(node.attrs, x.rank)
-    moved = [p for p in perm if x.shape[p] != 1]
-    if moved == sorted(moved):  # only dims of size 1 move: the element order is unchanged
-        lower_view(lw, node)
-        return
-    lw.run_kernel(("transpose", x.dtype.name, x.shape, tuple(perm)),
-                  lambda kb: M.build_transpose(kb, x.dtype, x.shape, perm, out.shape), [x.name], [out.name])
-
-
-# ----------------------------------------------------------------------------- Gather
-
-
-def infer_gather(ctx: InferContext) -> None:
-    data, idx = ctx.input(0), ctx.input(1)
-    if data.rank == 0:
-        ctx.fail(f"data '{data.name}' is a scalar; Gather needs at least one axis")
-    if idx.dtype not in (INT32, INT64):
-        ctx.fail(f"indices '{idx.name}' have dtype {idx.dtype}; they must be int32 or int64")
-    axis = ctx.axis(int(ctx.attr("axis", 0)), data.rank)
-    shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
-    sym = None
-    n = data.shape[axis]
-    ivals = idx.int_contents() if idx.is_static and D.product(idx.shape) <= SYM_LIMIT else None
-    if ivals is not None and isinstance(n, int) and all(isinstance(i, int) for i in ivals):
-        bad = [i for i in ivals if not -n <= i < n]
-        if bad:
-            ctx.fail(f"index {bad[0]} is out of range for axis {axis} of size {n}")
-        where = np.array([i % n for i in ivals], np.int64).reshape([int(d) for d in idx.shape])
-        sym = known_elements(data.dtype, [data], lambda a: np.take(a, where, axis=axis))
-    ctx.set_output(0, data.dtype, shape, sym=sym)
-
-
-def lower_gather(lw, node) -> None:
-    data, idx, out = (lw.value(n) for n in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    axis = int(node.attrs.get("axis", 0)) % data.rank
-    lw.run_kernel(("gather", data.dtype.name, data.shape, idx.dtype.name, idx.shape, axis),
-                  lambda kb: M.build_gather(kb, data.dtype, data.shape, idx.dtype, idx.shape, axis, out.shape),
-                  [data.name, idx.name], [out.name],
-                  error=f"index {{0}} is out of range for axis {axis} of size {{1}}")
-
-
-# ----------------------------------------------------------------------------- Concat
-
-
-def infer_concat(ctx: InferContext) -> None:
-    ins = ctx.inputs()
-    if not ins:
-        ctx.fail("needs at least one input")
-    first = ins[0]
-    for v in ins[1:]:
-        if v.dtype != first.dtype:
-            ctx.fail(f"inputs '{first.name}' ({first.dtype}) and '{v.name}' ({v.dtype}) differ in dtype")
-        if v.rank != first.rank:
-            ctx.fail(f"inputs '{first.name}' {D.fmt_shape(first.shape)} and '{v.name}' "
-                     f"{D.fmt_shape(v.shape)} differ in rank")
-    if first.rank == 0:
-        ctx.fail("cannot concatenate scalars")
+def concat(ctx: TranslateContext) -> None:
     if ctx.attr("axis") is None:
         ctx.fail("attribute 'axis' is required")
-    axis = ctx.axis(int(ctx.attr("axis")), first.rank)
-    shape: list[Dim] = []
-    for a in range(first.rank):
-        if a == axis:
-            shape.append(sum((v.shape[a] for v in ins[1:]), first.shape[a]))
-            continue
-        # the static dim, if any input has one, is the most useful name for the result
-        d = next((v.shape[a] for v in ins if isinstance(v.shape[a], int)), first.shape[a])
-        for v in ins:
-            ctx.require_eq(v.shape[a], d, f"dim {a} of input '{v.name}'")
-        shape.append(d)
-    ctx.set_output(0, first.dtype, shape,
-                   sym=known_elements(first.dtype, ins, lambda *a: np.concatenate(a, axis=axis)))
+    ctx.emit(Concat(int(ctx.attr("axis"))), [i for i in ctx.inputs if i])
 
 
-def lower_concat(lw, node) -> None:
-    ins = [lw.value(i) for i in node.inputs if i]
-    out = lw.value(node.outputs[0])
-    axis = int(node.attrs["axis"]) % out.rank
-    out_reg = lw.alloc(out.name)
-    start: Dim = 0
-    for c in range(0, len(ins), CONCAT_CHUNK):
-        part = ins[c:c + CONCAT_CHUNK]
-        shapes = tuple(v.shape for v in part)
-        k = lw.kernel(("concat", out.dtype.name, shapes, axis, out.shape),
-                      lambda kb: M.build_concat(kb, out.dtype, shapes, axis, out.shape))
-        lw.call(k, [lw.tensor(v.name) for v in part] + [out_reg], [lw.slot(start)])
-        start = D.add(start, sum((v.shape[axis] for v in part), 0))
-
-
-# ----------------------------------------------------------------------------- Slice
-
-
-@dataclass(frozen=True)
-class SlicedAxis:
-    """One sliced axis: ``j`` indexes starts/ends/steps; ``first`` and ``count`` are dims
-    when the bounds are known at compile time, else None (the VM computes them)."""
-
-    axis: int
-    j: int
-    step: int | None
-    first: Dim | None
-    count: Dim | None
-
-
-def _nonneg(v: Dim) -> bool:
-    return D.bounds(v)[0] >= 0
-
-
-def slice_bounds(d: Dim, start: Dim, end: Dim, step: int) -> tuple[Dim, Dim]:
-    """(first, count) of ``range(d)[start:end:step]`` (numpy's clamping, as in
-    onnx.reference) for bounds that are ints or provably non-negative dims. A position past
-    the far end is left unclamped where that cannot change the count (so ``x[1:]`` has
-    ``max(n - 1, 0)`` elements, not ``n - min(1, n)``); ``first`` matters only when the
-    count is positive."""
-    low = 0 if step > 0 else -1
-    high = d if step > 0 else D.add(d, -1)
-
-    def position(v: Dim, clamp_high: bool) -> Dim:
-        if isinstance(v, int):
-            if v >= BIG:
-                return high
-            if v <= -BIG:
-                return low
-            if v < 0:
-                return D.maximum(D.add(d, v), low)
-        return D.minimum(v, high) if clamp_high else v
-
-    if step > 0:
-        first, stop = position(start, False), position(end, True)
-        if stop == d and isinstance(start, int) and -BIG < start < 0:
-            # x[-k:]: d - max(d - k, 0) is min(d, k)
-            return first, D.ceildiv(D.minimum(d, -start), step)
-        return first, D.maximum(0, D.ceildiv(D.add(stop, D.mul(first, -1)), step))
-    first, stop = position(start, True), position(end, False)
-    return first, D.maximum(0, D.ceildiv(D.add(first, D.mul(stop, -1)), -step))
-
-
-def slice_plan(ctx: InferContext) -> list[SlicedAxis]:
-    """How each sliced axis of the node's output is computed (the shape function and the
-    lowering share it)."""
-    x, starts, ends, axes_v, steps_v = (ctx.input(0), ctx.input(1), ctx.input(2),
-                                        ctx.optional(3), ctx.optional(4))
-    fail = ctx.fail
-    if x.rank == 0:
-        fail(f"cannot slice the scalar '{x.name}'")
-    k = shape_length(ctx, starts, "starts")
-    if shape_length(ctx, ends, "ends") != k:
-        fail(f"starts '{starts.name}' and ends '{ends.name}' differ in length")
-    if steps_v is not None and shape_length(ctx, steps_v, "steps") != k:
-        fail(f"steps '{steps_v.name}' and starts '{starts.name}' differ in length")
-    if axes_v is None:
-        axes = list(range(k))
-    else:
-        raw = ctx.const_ints(axes_v, "axes")
-        if len(raw) != k:
-            fail(f"axes '{axes_v.name}' and starts '{starts.name}' differ in length")
-        axes = ctx.axes(raw, x.rank)
-    s, e = starts.int_contents(), ends.int_contents()
-    st = steps_v.int_contents() if steps_v is not None else (1,) * k
-    plan = []
-    for j, a in enumerate(axes):
-        step = st[j] if st is not None and isinstance(st[j], int) else None
-        if step == 0:
-            fail(f"step {j} is 0")
-        first = count = None
-        if step is not None and s is not None and e is not None and \
-                all(isinstance(v, int) or _nonneg(v) for v in (s[j], e[j])):
-            first, count = slice_bounds(x.shape[a], s[j], e[j], step)
-        plan.append(SlicedAxis(a, j, step, first, count))
-    return plan
-
-
-def infer_slice(ctx: InferContext) -> None:
-    plan = slice_plan(ctx)
-    x, starts, ends = ctx.input(0), ctx.input(1), ctx.input(2)
-    shape = list(x.shape)
-    for p in plan:
-        shape[p.axis] = p.count if p.count is not None else ctx.fresh("slice")
-    sym = None
-    s, e = starts.int_contents(), ends.int_contents()
-    if all(p.count is not None for p in plan):
-        index = [slice(None)] * x.rank
-        for p in plan:
-            index[p.axis] = slice(s[p.j], e[p.j], p.step)
-        if all(isinstance(v, int) for sl in index for v in (sl.start, sl.stop, sl.step) if v is not None):
-            sym = known_elements(x.dtype, [x], lambda a: a[tuple(index)])
-    ctx.set_output(0, x.dtype, shape, sym=sym)
-
-
-def lower_slice(lw, node) -> None:
-    ctx = InferContext(lw.graph, node)
-    plan = slice_plan(ctx)
-    x, starts, ends, steps = ctx.input(0), ctx.input(1), ctx.input(2), ctx.optional(4)
-    out = lw.value(node.outputs[0])
-    if all(p.first == 0 and p.step == 1 and p.count == x.shape[p.axis] for p in plan):
-        lower_view(lw, node)
+def slice_(ctx: TranslateContext) -> None:
+    if ctx.version < 10:
+        starts, ends = ctx.ints("starts"), ctx.ints("ends")
+        if starts is None or ends is None:
+            ctx.fail("attributes 'starts' and 'ends' are required")
+        inputs = [ctx.inputs[0], ctx.constant("starts", np.array(starts, np.int64)),
+                  ctx.constant("ends", np.array(ends, np.int64))]
+        ctx.emit(Slice(ctx.ints("axes")), inputs)
         return
-    runtime: list[list[int]] = []
-    scalars = []
-    for p in plan:
-        if p.first is not None:
-            scalars += [lw.slot(p.first), lw.slot(p.step)]
-            continue
-        if not runtime:
-            runtime = [lw.values_of(starts.name), lw.values_of(ends.name),
-                       lw.values_of(steps.name) if steps is not None else [lw.const_slot(1)] * len(plan)]
-        first, count, dim = lw.new_slot(f"{out.name}.first{p.axis}"), lw.new_slot(), lw.slot(x.shape[p.axis])
-        step = runtime[2][p.j]
-        lw.emit("SLICE_DIM", dim, runtime[0][p.j], runtime[1][p.j], step, first, count, lw.string(
-            f"{lw.context()}: step {p.j} is 0 (axis {p.axis} of size {{0}}, start {{1}}, end {{2}})"))
-        lw.define(out.shape[p.axis], count)
-        scalars += [first, step]
-    axes_, steps_ = tuple(p.axis for p in plan), tuple(p.step for p in plan)
-    k = lw.kernel(("slice", x.dtype.name, x.shape, out.shape, axes_, steps_),
-                  lambda kb: M.build_slice(kb, x.dtype, x.shape, out.shape, axes_, steps_))
-    lw.call(k, [lw.tensor(x.name), lw.alloc(out.name)], scalars)
+    inputs = ctx.inputs[:3] + ([ctx.inputs[4]] if ctx.has(4) else [])
+    ctx.emit(Slice(ctx.const_ints(3, "axes")), inputs)
 
 
 def register(r) -> None:
-    r.add("Transpose", 13, infer_transpose, lower_transpose)
-    r.add("Gather", 13, infer_gather, lower_gather)
-    r.add("Concat", 13, infer_concat, lower_concat)
-    r.add("Slice", 13, infer_slice, lower_slice)
+    r.add("Transpose", (1, 13, 21, 23, 24, 25), transpose)
+    r.add("Gather", (1, 11, 13), gather)
+    r.add("Concat", (4, 11, 13), concat)
+    r.add("Slice", (1, 10, 11, 13), slice_)

@@ -1,0 +1,327 @@
+"""The module ABI, defined once: dtypes, status codes, struct layouts, exports, the kernel
+signature and the format version.
+
+Everything that must agree between the compiler, the C VM, the Python host and the JS
+loader is generated from the tables here (``python -m toolkit.abi`` writes them all,
+``--check`` fails if one is stale, as ``make test`` does):
+
+- ``wasm_runtime/vm/sw_abi.h``: C defines, structs with static layout checks, prototypes;
+- ``wasm_runtime/vm/sw_isa.h``: the instruction set (from :mod:`toolkit.vm.isa`);
+- ``wasm_runtime/_abi.py``: the Python host's tables (it must not import the compiler);
+- ``js_loader/abi.js``: the JS loader's tables.
+
+The compiler reads the tables directly (dtypes in :mod:`toolkit.ir.dtypes`, the tensor and
+program structs in :mod:`toolkit.codegen.kernel` and :mod:`toolkit.codegen.embed`).
+
+Format version: a major bump means hosts of an older major cannot run the module; a minor
+bump only adds (instructions, exports).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# 2.0: every export takes a context (sw_context*); more dtypes; sw_output_data & co. removed
+FORMAT_VERSION = (2, 0)
+MAX_RANK = 8
+
+
+@dataclass(frozen=True)
+class DTypeSpec:
+    name: str  # also the numpy dtype name
+    code: int  # ONNX TensorProto code
+    size: int  # bytes per element
+    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool (0 or 1)
+    c_type: str
+    js_array: str  # the typed array holding it in JS
+
+
+DTYPES: tuple[DTypeSpec, ...] = (
+    DTypeSpec("float32", 1, 4, "f", "float", "Float32Array"),
+    DTypeSpec("uint8", 2, 1, "u", "uint8_t", "Uint8Array"),
+    DTypeSpec("int8", 3, 1, "i", "int8_t", "Int8Array"),
+    DTypeSpec("uint16", 4, 2, "u", "uint16_t", "Uint16Array"),
+    DTypeSpec("int16", 5, 2, "i", "int16_t", "Int16Array"),
+    DTypeSpec("int32", 6, 4, "i", "int32_t", "Int32Array"),
+    DTypeSpec("int64", 7, 8, "i", "int64_t", "BigInt64Array"),
+    DTypeSpec("bool", 9, 1, "b", "uint8_t", "Uint8Array"),
+    # IEEE binary16 bits; JS has no Float16Array in every engine we support
+    DTypeSpec("float16", 10, 2, "f", "uint16_t", "Uint16Array"),
+    DTypeSpec("float64", 11, 8, "f", "double", "Float64Array"),
+    DTypeSpec("uint32", 12, 4, "u", "uint32_t", "Uint32Array"),
+    DTypeSpec("uint64", 13, 8, "u", "uint64_t", "BigUint64Array"),
+)
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str
+    code: int
+    meaning: str
+
+
+STATUSES: tuple[Status, ...] = (
+    Status("OK", 0, "success"),
+    Status("INVALID_INPUT", 1, "invalid input"),  # rank, dtype, a broken shape constraint, an input not set
+    Status("OUT_OF_RANGE", 2, "out of range"),  # a data value out of range (a Gather index)
+    Status("OUT_OF_MEMORY", 3, "out of memory"),  # over the memory limit, or memory cannot grow
+    Status("INVALID_PROGRAM", 4, "invalid program"),  # the embedded program failed verification
+    Status("INTERNAL", 5, "internal error"),
+)
+
+
+# scalar kinds: how a value travels between host and module
+#   i32, i64: integers; ptr: an address (4 bytes on wasm32, 8 natively); void: nothing
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # i32, i64 or ptr
+    c_type: str
+    count: int = 1  # > 1: an array
+    doc: str = ""
+
+
+STRUCTS: dict[str, tuple[Field, ...]] = {
+    # a tensor descriptor: what registers hold and kernels receive
+    "sw_tensor": (
+        Field("data", "ptr", "void*"),
+        Field("dtype", "i32", "int32_t"),
+        Field("rank", "i32", "int32_t"),
+        Field("shape", "i64", "int64_t", MAX_RANK),
+    ),
+    # the compiled model's program, emitted by the compiler as the global `sw_model`
+    "sw_program": (
+        Field("words", "ptr", "const int32_t*"),
+        Field("nwords", "i32", "int32_t"),
+        Field("nregs", "i32", "int32_t"),
+        Field("heap_init", "ptr", "const int64_t*", doc="initial shape heap: constants preset, the rest 0"),
+        Field("nheap", "i32", "int32_t"),
+        Field("strings", "ptr", "const char*", doc="messages and names, NUL-terminated, at string_offsets"),
+        Field("string_offsets", "ptr", "const int32_t*"),
+        Field("nstrings", "i32", "int32_t"),
+        Field("consts", "ptr", "const sw_tensor*"),
+        Field("nconsts", "i32", "int32_t"),
+        Field("kernels", "ptr", "const sw_kernel_fn*"),
+        Field("kernel_arity", "ptr", "const int32_t*", doc="per kernel: tensors, scalars"),
+        Field("nkernels", "i32", "int32_t"),
+        Field("inputs", "ptr", "const int32_t*", doc="per input: dtype, rank, name string"),
+        Field("ninputs", "i32", "int32_t"),
+        Field("outputs", "ptr", "const int32_t*", doc="per output: name string"),
+        Field("noutputs", "i32", "int32_t"),
+        Field("metadata", "ptr", "const char*", doc="the metadata JSON"),
+        Field("metadata_len", "i32", "int32_t"),
+        Field("arena_size", "i64", "int64_t", doc="bytes of the static arena"),
+    ),
+}
+
+# value types of exports: C type and scalar kind
+TYPES: dict[str, tuple[str, str]] = {
+    "void": ("void", "void"),
+    "i32": ("int32_t", "i32"),
+    "i64": ("int64_t", "i64"),
+    "status": ("sw_status_t", "i32"),
+    "ctx": ("sw_context*", "ptr"),
+    "ptr": ("void*", "ptr"),
+    "cstr": ("const char*", "ptr"),
+    "dims": ("int64_t*", "ptr"),
+    "tensor": ("const sw_tensor*", "ptr"),
+}
+
+
+@dataclass(frozen=True)
+class Export:
+    name: str
+    ret: str  # a key of TYPES
+    params: tuple[tuple[str, str], ...]  # (type key, name)
+    doc: str
+
+
+CTX = ("ctx", "ctx")
+EXPORTS: tuple[Export, ...] = (
+    Export("sw_format_version", "i32", (), "the module's format version, major << 16 | minor"),
+    Export("sw_num_inputs", "i32", (), "how many inputs the model has"),
+    Export("sw_num_outputs", "i32", (), "how many outputs the model has"),
+    Export("sw_metadata", "cstr", (), "the metadata JSON (also the symwasm.metadata custom section of a .wasm)"),
+    Export("sw_metadata_len", "i32", (), "its length in bytes"),
+    Export("sw_context_create", "ctx", (),
+           "a new instance of the model: its own registers, shape heap, static arena, inputs, "
+           "outputs, memory limit and error text; NULL when out of memory"),
+    Export("sw_context_status", "status", (CTX,),
+           "SW_OK, or why the context cannot run (the program failed verification, the static "
+           "arena cannot be allocated); the message is in sw_last_error"),
+    Export("sw_context_destroy", "void", (CTX,), "frees the context and every buffer it holds"),
+    Export("sw_set_memory_limit", "void", (CTX, ("i64", "bytes")),
+           "cap on the bytes the context may hold at once (default 2 GiB)"),
+    Export("sw_input_buffer", "ptr", (CTX, ("i32", "index"), ("i64", "nbytes")),
+           "a context-owned buffer of at least nbytes for input index, valid until the next call "
+           "for that index; NULL on failure (message set)"),
+    Export("sw_shape_buffer", "dims", (CTX,),
+           "an int64[MAX_RANK] the host fills with an input's shape before sw_set_input"),
+    Export("sw_set_input", "status", (CTX, ("i32", "index"), ("i32", "dtype"), ("i32", "rank")),
+           "declares input index: data in its input buffer, shape in the shape buffer"),
+    Export("sw_run", "status", (CTX,), "runs the model; outputs stay valid until the next run"),
+    Export("sw_output_tensor", "tensor", (CTX, ("i32", "index")),
+           "output index's descriptor (sw_tensor), NULL if there is none"),
+    Export("sw_last_error", "cstr", (CTX,), "the last error message (UTF-8)"),
+    Export("sw_last_error_len", "i32", (CTX,), "its length in bytes"),
+)
+
+# every generated kernel: tensors (inputs then outputs), in/out scalars, and on failure up
+# to three int64 details for the error message; returns a status
+KERNEL_PARAMS = ("ptr", "ptr", "ptr")
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def _field_size(f: Field, ptr_size: int) -> int:
+    return ptr_size if f.kind == "ptr" else {"i32": 4, "i64": 8}[f.kind]
+
+
+def layout(struct: str, ptr_size: int) -> dict[str, int]:
+    """Byte offsets of a struct's fields, and its ``size``, with C's alignment rules for a
+    target whose pointers have ``ptr_size`` bytes."""
+    out: dict[str, int] = {}
+    offset = align = 0
+    for f in STRUCTS[struct]:
+        size = _field_size(f, ptr_size)
+        offset = -(-offset // size) * size
+        out[f.name] = offset
+        offset += size * f.count
+        align = max(align, size)
+    out["size"] = -(-offset // align) * align
+    return out
+
+
+def dtype_by_name(name: str) -> DTypeSpec:
+    return next(d for d in DTYPES if d.name == name)
+
+
+# ----------------------------------------------------------------------------- generators
+
+GENERATED = "generated by toolkit/abi.py (python -m toolkit.abi), do not edit"
+
+
+def c_header() -> str:
+    major, minor = FORMAT_VERSION
+    L = [f"/* {GENERATED} */", "#ifndef SW_ABI_H", "#define SW_ABI_H", "",
+         "#include <stddef.h>", "#include <stdint.h>", "",
+         f"#define SW_FORMAT_MAJOR {major}", f"#define SW_FORMAT_MINOR {minor}",
+         f"#define SW_MAX_RANK {MAX_RANK}", "", "/* dtype codes (ONNX TensorProto) */"]
+    for d in DTYPES:
+        L.append(f"#define SW_DT_{d.name.upper()} {d.code} /* {d.c_type}, {d.size} byte(s) */")
+    L += ["", "/* bytes per element; 0 for a code that is not a dtype */",
+          "static inline int64_t sw_dtype_size(int32_t code) {", "  switch (code) {"]
+    L += [f"    case SW_DT_{d.name.upper()}: return {d.size};" for d in DTYPES]
+    L += ["    default: return 0;", "  }", "}", "",
+          "/* 'f' float, 'i' signed, 'u' unsigned, 'b' bool; 0 for a code that is not a dtype */",
+          "static inline char sw_dtype_kind(int32_t code) {", "  switch (code) {"]
+    L += [f"    case SW_DT_{d.name.upper()}: return '{d.kind}';" for d in DTYPES]
+    L += ["    default: return 0;", "  }", "}", "",
+          "static inline const char* sw_dtype_name(int32_t code) {", "  switch (code) {"]
+    L += [f'    case SW_DT_{d.name.upper()}: return "{d.name}";' for d in DTYPES]
+    L += ['    default: return "unknown dtype";', "  }", "}", "",
+          "/* status codes: 0 is success */", "typedef int32_t sw_status_t;"]
+    L += [f"#define SW_{s.name} {s.code} /* {s.meaning} */" for s in STATUSES]
+    L += ["", "typedef struct sw_tensor sw_tensor;",
+          f"typedef sw_status_t (*sw_kernel_fn)({', '.join(['sw_tensor* const*', 'int64_t*', 'int64_t*'])});",
+          ""]
+    for name, fields in STRUCTS.items():
+        L.append(f"struct {name} {{" if name == "sw_tensor" else f"typedef struct {name} {{")
+        for f in fields:
+            arr = f"[{'SW_MAX_RANK' if f.count == MAX_RANK else f.count}]" if f.count > 1 else ""
+            doc = f" /* {f.doc} */" if f.doc else ""
+            L.append(f"  {f.c_type} {f.name}{arr};{doc}")
+        L.append("};" if name == "sw_tensor" else f"}} {name};")
+        L.append("")
+    # the layouts the compiler and the hosts assume, checked by the C compiler
+    for name in STRUCTS:
+        for ptr in (4, 8):
+            lay = layout(name, ptr)
+            cond = " && ".join([f"offsetof({name}, {f.name}) == {lay[f.name]}" for f in STRUCTS[name]]
+                               + [f"sizeof({name}) == {lay['size']}"])
+            L.append(f"#if UINTPTR_MAX == {'0xFFFFFFFFu' if ptr == 4 else '0xFFFFFFFFFFFFFFFFu'}")
+            L.append(f'_Static_assert({cond}, "{name} layout ({ptr}-byte pointers)");')
+            L.append("#endif")
+    L += ["", "typedef struct sw_context sw_context;", "",
+          "#if defined(__wasm__)", "#define SW_EXPORT(name) __attribute__((export_name(#name)))", "#else",
+          '#define SW_EXPORT(name) __attribute__((visibility("default")))', "#endif", ""]
+    for e in EXPORTS:
+        params = ", ".join(f"{TYPES[t][0]} {n}" for t, n in e.params) or "void"
+        L.append(f"/* {e.doc} */")
+        L.append(f"SW_EXPORT({e.name}) {TYPES[e.ret][0]} {e.name}({params});")
+    L += ["", "#endif", ""]
+    return "\n".join(L)
+
+
+def python_module() -> str:
+    L = [f'"""The module ABI for the Python host: {GENERATED}."""', "",
+         f"FORMAT_VERSION = {FORMAT_VERSION!r}", f"MAX_RANK = {MAX_RANK}", "",
+         "# name -> (code, bytes, kind: f float, i signed, u unsigned, b bool)", "DTYPES = {"]
+    L += [f'    "{d.name}": ({d.code}, {d.size}, "{d.kind}"),' for d in DTYPES]
+    L += ["}", "", "STATUS = {"]
+    L += [f'    "{s.name}": {s.code},' for s in STATUSES]
+    L += ["}", "STATUS_MEANING = {"]
+    L += [f'    {s.code}: "{s.meaning}",' for s in STATUSES]
+    L += ["}", "", "# name -> (result kind, parameter kinds); kinds: void, i32, i64, ptr", "EXPORTS = {"]
+    for e in EXPORTS:
+        kinds = ", ".join(f'"{TYPES[t][1]}"' for t, _ in e.params)
+        L.append(f'    "{e.name}": ("{TYPES[e.ret][1]}", ({kinds}{"," if len(e.params) == 1 else ""})),')
+    L += ["}", "", "# byte offsets of sw_tensor's fields (and its size) by pointer size", "TENSOR_LAYOUT = {"]
+    for ptr in (4, 8):
+        L.append(f"    {ptr}: {layout('sw_tensor', ptr)!r},")
+    L += ["}", ""]
+    return "\n".join(L)
+
+
+def js_module() -> str:
+    def obj(items: dict) -> str:
+        return "Object.freeze({ " + ", ".join(f"{k}: {v}" for k, v in items.items()) + " })"
+
+    L = [f"/** The module ABI for the JS loader: {GENERATED}. */", "",
+         f"export const FORMAT_VERSION = Object.freeze([{FORMAT_VERSION[0]}, {FORMAT_VERSION[1]}]);",
+         f"export const MAX_RANK = {MAX_RANK};", "",
+         "/** name -> code, bytes, kind (f float, i signed, u unsigned, b bool) and typed array. */",
+         "export const DTYPES = Object.freeze({"]
+    for d in DTYPES:
+        L.append(f"  {d.name}: {obj({'code': d.code, 'size': d.size, 'kind': repr(d.kind), 'array': d.js_array})},")
+    L += ["});", "", "export const STATUS = " + obj({s.name: s.code for s in STATUSES}) + ";",
+          "export const STATUS_MEANING = " + obj({s.code: repr(s.meaning) for s in STATUSES}) + ";", "",
+          "/** Every export the loader may call (besides `memory`). */",
+          "export const EXPORTS = Object.freeze([" + ", ".join(f"'{e.name}'" for e in EXPORTS) + "]);", "",
+          "/** Byte offsets of sw_tensor's fields on wasm32 (4-byte pointers). */",
+          "export const TENSOR_LAYOUT = " + obj(layout("sw_tensor", 4)) + ";", ""]
+    return "\n".join(L)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def generated_files() -> dict[Path, str]:
+    from .vm import isa
+
+    return {
+        ROOT / "wasm_runtime" / "vm" / "sw_abi.h": c_header(),
+        ROOT / "wasm_runtime" / "vm" / "sw_isa.h": isa.c_header(),
+        ROOT / "wasm_runtime" / "_abi.py": python_module(),
+        ROOT / "js_loader" / "abi.js": js_module(),
+    }
+
+
+def main(argv: list[str]) -> int:
+    files = generated_files()
+    if "--check" in argv:
+        stale = [str(p.relative_to(ROOT)) for p, text in files.items() if not p.exists() or p.read_text() != text]
+        if stale:
+            print(f"stale generated files: {', '.join(stale)} (run python -m toolkit.abi)", file=sys.stderr)
+            return 1
+        return 0
+    for path, text in files.items():
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,75 @@
+"""The compiler's dtypes, made from the ABI table (:data:`toolkit.abi.DTYPES`), and the
+named sets ops use to say what they accept.
+
+float16 is stored as IEEE binary16 and computed in float32 by every kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import abi
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    code: int  # ONNX TensorProto code, also the module ABI's dtype code
+    itemsize: int
+    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool
+
+    @property
+    def np(self) -> Any:
+        return np.dtype(self.name).type
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        """Signed or unsigned integer (not bool)."""
+        return self.kind in "iu"
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.itemsize
+
+    def __str__(self) -> str:
+        return self.name
+
+
+DTYPES: dict[str, DType] = {d.name: DType(d.name, d.code, d.size, d.kind) for d in abi.DTYPES}
+DTYPE_BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
+
+FLOAT16, FLOAT32, FLOAT64 = DTYPES["float16"], DTYPES["float32"], DTYPES["float64"]
+INT8, INT16, INT32, INT64 = DTYPES["int8"], DTYPES["int16"], DTYPES["int32"], DTYPES["int64"]
+UINT8, UINT16, UINT32, UINT64 = DTYPES["uint8"], DTYPES["uint16"], DTYPES["uint32"], DTYPES["uint64"]
+BOOL = DTYPES["bool"]
+
+FLOATS = (FLOAT16, FLOAT32, FLOAT64)
+SIGNED = (INT8, INT16, INT32, INT64)
+UNSIGNED = (UINT8, UINT16, UINT32, UINT64)
+INTS = SIGNED + UNSIGNED
+NUMERIC = FLOATS + INTS
+ALL = NUMERIC + (BOOL,)
+# what integer tensors holding shapes, indices or axes may be
+INDEX = (INT32, INT64)
+
+
+def dtype_of_numpy(dt) -> DType:
+    """The DType of a numpy dtype; KeyError for one the ABI does not carry."""
+    name = np.dtype(dt).name
+    if name not in DTYPES:
+        raise KeyError(name)
+    return DTYPES[name]
+
+
+def names(dtypes) -> str:
+    return ", ".join(d.name for d in dtypes)

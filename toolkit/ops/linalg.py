@@ -1,0 +1,91 @@
+"""Matrix products: MatMul (numpy semantics) and Gemm.
+
+MatMul follows numpy (1-D operands, broadcast batch dims); the shared inner dim is proved
+equal at compile time or checked at run time, naming both dims. Gemm with ``trans_b`` runs
+over B transposed: a constant B is transposed at compile time (a simplification), any
+other is staged in a scratch buffer by the kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..codegen import linalg as L
+from ..ir.dtypes import FLOATS, INT32, INT64, UINT32, UINT64
+from ..ir.graph import Graph, Node, Value
+from .base import CoreOp, InferContext
+from .movement import replace as replace_node
+
+MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
+
+
+@dataclass(frozen=True)
+class MatMul(CoreOp):
+    def infer(self, ctx: InferContext) -> None:
+        a, b = ctx.input(0), ctx.input(1)
+        for v in (a, b):
+            ctx.check_dtype(v, MATMUL_DTYPES)
+            if v.rank == 0:
+                ctx.fail(f"input '{v.name}' is a scalar; MatMul needs at least one dim")
+        if a.dtype != b.dtype:
+            ctx.fail(f"inputs '{a.name}' ({a.dtype}) and '{b.name}' ({b.dtype}) differ in dtype")
+        kb_axis = max(b.rank - 2, 0)
+        ctx.require_eq(a.shape[-1], b.shape[kb_axis],
+                       f"inner dims ('{a.name}' dim {a.rank - 1} vs '{b.name}' dim {kb_axis})")
+        # batch dims of 1-D and 2-D operands are empty; naming them after the operands keeps
+        # broadcast messages pointing at the right input and dim
+        batch = ctx.broadcast([Value(a.name, a.dtype, a.shape[:-2]), Value(b.name, b.dtype, b.shape[:-2])])
+        rows = a.shape[-2:-1]
+        cols = b.shape[-1:] if b.rank >= 2 else ()
+        ctx.set_output(0, a.dtype, batch + rows + cols)
+
+    def lower(self, lw, node) -> None:
+        lw.run_kernel(L.build_matmul, None, node.inputs[:2], [node.outputs[0]])
+
+
+@dataclass(frozen=True)
+class Gemm(CoreOp):
+    """alpha * A' @ B' + beta * C with A' = A^T if trans_a (B' likewise); C, if given,
+    broadcasts to [M, N]. A C that beta 0 ignores is not an input (the frontend drops it)."""
+
+    alpha: float = 1.0
+    beta: float = 1.0
+    trans_a: bool = False
+    trans_b: bool = False
+
+    def infer(self, ctx: InferContext) -> None:
+        a, b = ctx.input(0), ctx.input(1)
+        for v in (a, b):
+            ctx.check_dtype(v, FLOATS)
+            if v.rank != 2:
+                ctx.fail(f"input '{v.name}' has rank {v.rank}; Gemm takes matrices")
+        if a.dtype != b.dtype:
+            ctx.fail(f"inputs '{a.name}' ({a.dtype}) and '{b.name}' ({b.dtype}) differ in dtype")
+        m, k = a.shape[::-1] if self.trans_a else a.shape
+        k2, n = b.shape[::-1] if self.trans_b else b.shape
+        ctx.require_eq(k, k2, f"inner dims ('{a.name}' dim {0 if self.trans_a else 1} vs "
+                              f"'{b.name}' dim {1 if self.trans_b else 0})")
+        c = ctx.optional(2)
+        if c is not None:
+            if c.dtype != a.dtype:
+                ctx.fail(f"C '{c.name}' has dtype {c.dtype}, A '{a.name}' {a.dtype}")
+            ctx.unidirectional(c, (m, n), "C")
+        ctx.set_output(0, a.dtype, (m, n))
+
+    def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
+        b = graph.values[node.inputs[1]]
+        if not self.trans_b or b.const is None:
+            return None
+        # the kernel wants B's rows contiguous along N (see toolkit.codegen.linalg)
+        name = f"{b.name}^T"
+        if name not in graph.values:
+            graph.add_value(Value(name, b.dtype, b.shape[::-1], const=b.const.T.copy()))
+        inputs = [node.inputs[0], name] + node.inputs[2:]
+        return replace_node(graph, node, replace(self, trans_b=False), inputs)
+
+    def lower(self, lw, node) -> None:
+        b = lw.value(node.inputs[1])
+        has_c = len(node.inputs) > 2 and bool(node.inputs[2])
+        regs = [lw.tensor(i) for i in node.inputs[:3] if i]
+        if self.trans_b:
+            regs.append(lw.scratch("transposed B", b.dtype, b.shape[::-1]))
+        lw.call(L.build_gemm, (self, has_c), regs + [lw.alloc(node.outputs[0])])

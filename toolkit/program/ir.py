@@ -1,0 +1,361 @@
+"""The program IR: what the VM runs, before it becomes words.
+
+A :class:`Program` is a list of :class:`Block` s of :class:`Instr` uctions whose operands
+are objects, not numbers: :class:`Reg` (a tensor register), :class:`Slot` (an int64 in the
+shape heap), message strings, :class:`KernelRef`, :class:`Block` (jump targets) and
+:class:`StaticBuffer` (an ALLOC_STATIC's place in the arena, planned later). Each
+instruction is one of the ISA's (:mod:`toolkit.vm.isa`), whose table also says which
+operands an instruction reads and writes (:func:`toolkit.vm.isa.roles`).
+
+Passes over a program (freeing dead buffers, planning the arena: :mod:`.liveness`) work on
+these objects; :meth:`Program.verify` checks it; :meth:`Program.encode` turns it into words
+at the very end, resolving blocks to offsets. Nothing is patched by word offset.
+
+A block runs to its last instruction; one that does not end in RETURN or JUMP falls through
+to the next block. BRANCH, JUMP and RETURN appear only at the end of a block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..ir.dtypes import DType
+from ..ir.graph import CompileError
+from ..vm import isa
+
+
+class Reg:
+    """A tensor register. ``dtype`` and ``shape`` describe what it holds (kernel keys and
+    messages use them)."""
+
+    __slots__ = ("id", "name", "dtype", "shape")
+
+    def __init__(self, id: int, name: str, dtype: DType | None = None, shape: tuple = ()):
+        self.id, self.name, self.dtype, self.shape = id, name, dtype, shape
+
+    def __repr__(self) -> str:
+        return f"%{self.id}<{self.name}>"
+
+
+class Slot:
+    """An int64 of the shape heap. ``init`` not None: a constant, preset before a run."""
+
+    __slots__ = ("id", "name", "init")
+
+    def __init__(self, id: int, name: str | None = None, init: int | None = None):
+        self.id, self.name, self.init = id, name, init
+
+    def __repr__(self) -> str:
+        return f"${self.id}" + (f"<{self.name}>" if self.name else "")
+
+
+@dataclass(eq=False)
+class StaticBuffer:
+    """Where an ALLOC_STATIC's tensor lives in the static arena: ``offset`` is planned from
+    lifetimes after the program is complete (:func:`toolkit.program.liveness.plan_arena`)."""
+
+    nbytes: int
+    offset: int | None = None
+
+    def __repr__(self) -> str:
+        return f"arena[{'?' if self.offset is None else self.offset}:+{self.nbytes}]"
+
+
+@dataclass(eq=False)
+class KernelRef:
+    index: int
+    name: str
+    ntensors: int
+    nscalars: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(eq=False)
+class Instr:
+    op: isa.Op
+    args: list
+
+    def operands(self) -> Iterator[tuple[str, str, object]]:
+        """(kind, role, value) per operand; list operands are expanded."""
+        for spec, role, value in zip(self.op.operands, isa.roles(self.op), self.args):
+            k = isa.kind(spec)
+            if k.endswith("*"):
+                for v in value:
+                    yield k[:-1], role, v
+            else:
+                yield k, role, value
+
+    def regs(self, *roles: str) -> list[Reg]:
+        return [v for k, r, v in self.operands() if k == "reg" and r in roles]
+
+    def slots(self, *roles: str) -> list[Slot]:
+        return [v for k, r, v in self.operands() if k == "slot" and r in roles]
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+
+@dataclass(eq=False)
+class Block:
+    label: str
+    instrs: list[Instr] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+TERMINATORS = ("RETURN", "JUMP")
+ENDS_BLOCK = ("RETURN", "JUMP", "BRANCH")
+
+
+@dataclass
+class Encoded:
+    """A program as the module embeds it."""
+
+    words: list[int]
+    strings: list[str]
+    heap_init: list[int]
+    arena_size: int
+    kernels: list[str]
+    kernel_arity: list[int]  # per kernel: tensors, scalars
+    inputs: list[int]  # per input: dtype, rank, name string
+    outputs: list[int]  # per output: name string
+    consts: list[tuple[str, np.ndarray]]
+    reg_names: list[str]
+    slot_names: dict[int, str]
+    blocks: dict[int, str]  # pc -> label
+
+
+class Program:
+    def __init__(self) -> None:
+        self.regs: list[Reg] = []
+        self.slots: list[Slot] = []
+        self.blocks: list[Block] = []
+        self.consts: list[tuple[str, np.ndarray]] = []
+        self.kernels: list[KernelRef] = []
+        self.inputs: list[tuple[DType, int, str]] = []  # dtype, rank, name
+        self.outputs: list[str] = []
+        self.arena_size = 0
+
+    # ------------------------------------------------------------------ building
+    def new_reg(self, name: str, dtype: DType | None = None, shape: tuple = ()) -> Reg:
+        r = Reg(len(self.regs), name, dtype, tuple(shape))
+        self.regs.append(r)
+        return r
+
+    def new_slot(self, name: str | None = None, init: int | None = None) -> Slot:
+        s = Slot(len(self.slots), name, init)
+        self.slots.append(s)
+        return s
+
+    def new_block(self, label: str) -> Block:
+        b = Block(label)
+        self.blocks.append(b)
+        return b
+
+    def instrs(self) -> Iterator[tuple[Block, int, Instr]]:
+        for block in self.blocks:
+            for i, ins in enumerate(block.instrs):
+                yield block, i, ins
+
+    def successors(self, index: int) -> list[int]:
+        """Indices of the blocks that may run after block ``index``."""
+        block = self.blocks[index]
+        last = block.instrs[-1] if block.instrs else None
+        out = []
+        if last is not None and last.name in ("JUMP", "BRANCH"):
+            out.append(self.blocks.index(last.args[-1]))
+        if last is None or last.name not in TERMINATORS:
+            if index + 1 < len(self.blocks):
+                out.append(index + 1)
+        return out
+
+    # ------------------------------------------------------------------ text
+    def dump(self, messages: bool = False) -> str:
+        """Readable text: one instruction per line, what it defines on the left."""
+        lines = []
+        for block in self.blocks:
+            lines.append(f"{block.label}:")
+            for ins in block.instrs:
+                lines.append("  " + _format(ins, messages))
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ checks
+    def verify(self) -> None:
+        """Raise CompileError (an internal error: a compiler bug) unless the program is well
+        formed: operands of the right kinds from this program, kernel arities, blocks ending
+        properly, and every register and slot defined on every path before it is read."""
+        def bad(block: Block, ins: Instr | None, why: str):
+            where = f"{block.label}: {_format(ins, False)}" if ins is not None else block.label
+            raise CompileError(f"internal error: invalid program at {where}: {why}")
+
+        if not self.blocks:
+            raise CompileError("internal error: invalid program: no blocks")
+        for block in self.blocks:
+            if not block.instrs:
+                bad(block, None, "empty block")
+            for i, ins in enumerate(block.instrs):
+                if len(ins.args) != len(ins.op.operands):
+                    bad(block, ins, f"{len(ins.args)} operands, {ins.op.name} takes {len(ins.op.operands)}")
+                for k, _, v in ins.operands():
+                    if not _kind_ok(self, k, v, ins):
+                        bad(block, ins, f"operand {v!r} is not a {k}")
+                if ins.name in ENDS_BLOCK and i != len(block.instrs) - 1:
+                    bad(block, ins, f"{ins.name} before the end of its block")
+                if ins.name == "CALL":
+                    k, regs, scalars = ins.args[0], ins.args[2], ins.args[3]
+                    if (len(regs), len(scalars)) != (k.ntensors, k.nscalars):
+                        bad(block, ins, f"{k.name} takes {k.ntensors} tensors and {k.nscalars} scalars, "
+                                        f"given {len(regs)} and {len(scalars)}")
+        if self.blocks[-1].instrs[-1].name not in TERMINATORS:
+            bad(self.blocks[-1], self.blocks[-1].instrs[-1], "the last block falls off the end")
+        self._verify_defined(bad)
+
+    def _verify_defined(self, bad) -> None:
+        preset = frozenset(s for s in self.slots if s.init is not None)
+        n = len(self.blocks)
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for i in range(n):
+            for j in self.successors(i):
+                preds[j].append(i)
+        everything = frozenset(self.regs) | frozenset(self.slots)
+        out: list[frozenset] = [everything] * n  # "defined at the end": start full, intersect down
+        changed = True
+        while changed:
+            changed = False
+            for i, block in enumerate(self.blocks):
+                have = preset if i == 0 else frozenset.intersection(*[out[p] for p in preds[i]]) if preds[i] \
+                    else preset
+                have = set(have)
+                for ins in block.instrs:
+                    have.update(ins.regs("def") + ins.slots("def"))
+                new = frozenset(have)
+                if new != out[i]:
+                    out[i], changed = new, True
+        for i, block in enumerate(self.blocks):
+            have = set(preset if i == 0 or not preds[i] else frozenset.intersection(*[out[p] for p in preds[i]]))
+            for ins in block.instrs:
+                for v in ins.regs("use", "usedef") + ins.slots("use", "usedef"):
+                    if v not in have:
+                        bad(block, ins, f"{v!r} is read before it is defined")
+                have.update(ins.regs("def") + ins.slots("def"))
+
+    # ------------------------------------------------------------------ words
+    def encode(self) -> Encoded:
+        strings: list[str] = []
+        ids: dict[str, int] = {}
+
+        def string(text: str) -> int:
+            if text not in ids:
+                ids[text] = len(strings)
+                strings.append(text)
+            return ids[text]
+
+        starts: dict[int, int] = {}
+        pc = 0
+        for block in self.blocks:
+            starts[id(block)] = pc
+            pc += sum(_length(ins) for ins in block.instrs)
+        words: list[int] = []
+        for block in self.blocks:
+            for ins in block.instrs:
+                vals = []
+                for spec, v in zip(ins.op.operands, ins.args):
+                    k = isa.kind(spec)
+                    vals.append([_word(x, k[:-1], string, starts) for x in v] if k.endswith("*")
+                                else _word(v, k, string, starts))
+                words.extend(isa.encode(ins.op.name, *vals))
+        inputs = [w for dt, rank, name in self.inputs for w in (dt.code, rank, string(name))]
+        outputs = [string(name) for name in self.outputs]
+        return Encoded(
+            words=words, strings=strings, heap_init=[s.init or 0 for s in self.slots],
+            arena_size=self.arena_size, kernels=[k.name for k in self.kernels],
+            kernel_arity=[n for k in self.kernels for n in (k.ntensors, k.nscalars)],
+            inputs=inputs, outputs=outputs, consts=list(self.consts),
+            reg_names=[r.name for r in self.regs],
+            slot_names={s.id: s.name for s in self.slots if s.name},
+            blocks={starts[id(b)]: b.label for b in self.blocks})
+
+
+def _length(ins: Instr) -> int:
+    n = 1
+    for spec, v in zip(ins.op.operands, ins.args):
+        n += 1 + len(v) if spec.endswith("*") else 1
+    return n
+
+
+def _word(v, k: str, string, starts: dict[int, int]) -> int:
+    if k in ("reg", "slot"):
+        return v.id
+    if k == "msg":
+        return string(v)
+    if k == "kernel":
+        return v.index
+    if k == "pc":
+        return starts[id(v)]
+    if k == "dtype":
+        return v.code
+    if k == "arith":
+        return isa.ARITH.index(v)
+    if isinstance(v, StaticBuffer):
+        if v.offset is None:
+            raise CompileError("internal error: a static buffer was never placed in the arena")
+        return v.offset
+    return int(v)
+
+
+def _kind_ok(prog: Program, k: str, v, ins: Instr) -> bool:
+    if k == "reg":
+        return isinstance(v, Reg) and v.id < len(prog.regs) and prog.regs[v.id] is v
+    if k == "slot":
+        return isinstance(v, Slot) and v.id < len(prog.slots) and prog.slots[v.id] is v
+    if k == "msg":
+        return isinstance(v, str)
+    if k == "kernel":
+        return isinstance(v, KernelRef) and v.index < len(prog.kernels) and prog.kernels[v.index] is v
+    if k == "pc":
+        return isinstance(v, Block) and any(b is v for b in prog.blocks)
+    if k == "dtype":
+        return isinstance(v, DType)
+    if k == "arith":
+        return v in isa.ARITH
+    if k == "const":
+        return isinstance(v, int) and 0 <= v < len(prog.consts)
+    if k == "input":
+        return isinstance(v, int) and 0 <= v < len(prog.inputs)
+    if k == "output":
+        return isinstance(v, int) and 0 <= v < len(prog.outputs)
+    if k == "imm":
+        return isinstance(v, (int, StaticBuffer))
+    return False
+
+
+def _format(ins: Instr, messages: bool) -> str:
+    defs, rest = [], []
+    for spec, role, v in zip(ins.op.operands, isa.roles(ins.op), ins.args):
+        k = isa.kind(spec)
+        text = _fmt_value(k, v, messages)
+        if text is None:
+            continue
+        (defs if role == "def" and not k.endswith("*") else rest).append(text)
+    head = f"{', '.join(defs)} = " if defs else ""
+    return f"{head}{ins.op.name} {', '.join(rest)}".rstrip()
+
+
+def _fmt_value(k: str, v, messages: bool) -> str | None:
+    if k.endswith("*"):
+        return "[" + ", ".join(_fmt_value(k[:-1], x, messages) or "" for x in v) + "]"
+    if k == "msg":
+        return repr(v) if messages else None
+    if k == "dtype":
+        return v.name
+    return repr(v) if not isinstance(v, (int, str)) else str(v)
+
+
+def format_instrs(instrs: Sequence[Instr]) -> list[str]:
+    return [_format(i, False) for i in instrs]

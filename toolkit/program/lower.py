@@ -1,0 +1,353 @@
+"""Graph of core ops -> program IR.
+
+:func:`lower_graph` binds the inputs (their dims bind symbols and are checked), then asks
+each node's core op to lower itself through a :class:`Lowerer`, then emits the outputs.
+Afterwards the liveness passes free dead run-time buffers and plan the static arena, and
+the program is verified.
+
+The Lowerer is what a core op's ``lower`` sees. It has no opcodes in its interface: ops ask
+for registers of values (:meth:`~Lowerer.tensor`, :meth:`~Lowerer.alloc`,
+:meth:`~Lowerer.view`, :meth:`~Lowerer.scratch`), slots holding the run-time value of dim
+expressions (:meth:`~Lowerer.slot`), named shape builtins (checks, arithmetic, broadcast,
+Reshape's target, Slice's bounds) and kernel calls (:meth:`~Lowerer.call`), whose keys are
+derived (:mod:`.kernels`).
+
+Dims are evaluated once per scope: an expression lowered to a slot is remembered in the
+current :class:`DimScope`, and a branch (later) opens a child scope so that a slot computed
+on one side is never reused on the other.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..codegen.target import Target
+from ..ir import dims as D
+from ..ir.dims import Dim, Sym
+from ..ir.dtypes import DType
+from ..ir.graph import CompileError, Graph, Node, Value
+from ..vm import isa
+from . import liveness
+from .ir import Block, Instr, KernelRef, Program, Reg, Slot, StaticBuffer
+from .kernels import BuildFn, KernelTable
+
+
+class DimScope:
+    """Which slot holds each dim expression, in one scope of straight-line code; lookups
+    fall back to the enclosing scope."""
+
+    def __init__(self, parent: "DimScope | None" = None):
+        self.parent = parent
+        self.slots: dict[Dim, Slot] = {}
+
+    def get(self, d: Dim) -> Slot | None:
+        scope: DimScope | None = self
+        while scope is not None:
+            if d in scope.slots:
+                return scope.slots[d]
+            scope = scope.parent
+        return None
+
+
+class Lowerer:
+    """Builds one program; core ops' ``lower`` methods call it."""
+
+    def __init__(self, graph: Graph, kernels: KernelTable, prog: Program):
+        self.graph = graph
+        self.prog = prog
+        self.kernels = kernels
+        self.block: Block = prog.new_block("entry")
+        self.dims = DimScope()
+        self._const_slots: dict[int, Slot] = {}
+        self._regs: dict[str, Reg] = {}
+        self._first_binding: dict[Sym, str] = {}
+        self.node: Node | None = None
+
+    @property
+    def target(self) -> Target:
+        return self.kernels.target
+
+    def context(self) -> str:
+        """What messages name: the node being lowered."""
+        return self.node.label() if self.node else "model"
+
+    def _emit(self, op: str, *args) -> Instr:
+        ins = Instr(isa.BY_NAME[op], list(args))
+        self.block.instrs.append(ins)
+        return ins
+
+    # ------------------------------------------------------------------ dims
+    def new_slot(self, name: str | None = None) -> Slot:
+        return self.prog.new_slot(name)
+
+    def result_slot(self, name: str | None = None) -> Slot:
+        """A slot a kernel call writes (CALL's scalars are read and written): it starts
+        every run at 0, so it is defined before the call reads it."""
+        return self.prog.new_slot(name, init=0)
+
+    def const_slot(self, v: int) -> Slot:
+        if v not in self._const_slots:
+            self._const_slots[v] = self.prog.new_slot(str(v), init=v)
+        return self._const_slots[v]
+
+    def define(self, d: Dim, slot: Slot) -> None:
+        """Record that ``slot`` holds the run-time value of ``d`` (a symbol, usually)."""
+        d = D.as_dim(d)
+        self.dims.slots[d] = slot
+        if isinstance(d, D.Expr) and (slot.name is None or isinstance(d.atom(), Sym)):
+            slot.name = str(d)  # a symbol names its slot better than its source
+
+    def is_defined(self, d: Dim) -> bool:
+        return isinstance(d, int) or self.dims.get(D.as_dim(d)) is not None
+
+    def slot(self, d: Dim) -> Slot:
+        """A slot holding the run-time value of dim expression ``d``, evaluating it once."""
+        d = D.as_dim(d)
+        if isinstance(d, int):
+            return self.const_slot(d)
+        known = self.dims.get(d)
+        if known is not None:
+            return known
+        atom = d.atom()
+        if atom is not None:
+            slot = self._atom_slot(atom)
+        else:
+            slot = None
+            for mono, coef in d.terms:
+                term = self.const_slot(coef) if not mono else None
+                for a in mono:
+                    s = self.slot(D.atom_expr(a))
+                    term = s if term is None else self.arith("MUL", term, s)
+                if mono and coef != 1:
+                    term = self.arith("MUL", term, self.const_slot(coef))
+                slot = term if slot is None else self.arith("ADD", slot, term)
+        self.define(d, slot)
+        return slot
+
+    def _atom_slot(self, atom: D.Atom) -> Slot:
+        if isinstance(atom, Sym):
+            raise CompileError(f"{self.context()}: symbol '{atom}' has no value at this point "
+                               f"(internal: no instruction defines it)")
+        op, args = D.atom_op(D.atom_expr(atom))
+        if op == "bcast":
+            msg = f"{self.context()}: dims {args[0]} = {{0}} and {args[1]} = {{1}} do not broadcast"
+            return self.broadcast_dims(args, msg)
+        if op in ("min", "max"):
+            slot = self.slot(args[0])
+            for x in args[1:]:
+                slot = self.arith(op.upper(), slot, self.slot(x))
+            return slot
+        kind = {"floordiv": "FLOORDIV", "mod": "MOD", "div": "DIV"}[op]
+        msg = (f"{self.context()}: {args[0]} = {{0}} is not divisible by {args[1]} = {{1}}"
+               if kind == "DIV" else None)
+        return self.arith(kind, self.slot(args[0]), self.slot(args[1]), msg)
+
+    def broadcast_dims(self, dims: Sequence[Dim], msg: str) -> Slot:
+        """The numpy broadcast of ``dims``, failing with ``msg`` when they do not broadcast."""
+        slot = self.slot(dims[0])
+        for x in dims[1:]:
+            slot = self.bcast(slot, self.slot(x), msg)
+        return slot
+
+    # ------------------------------------------------------------------ shape builtins
+    def arith(self, kind: str, a: Slot, b: Slot, msg: str | None = None) -> Slot:
+        """A new slot := a <kind> b (see isa.ARITH); ``msg`` if it fails."""
+        dst = self.new_slot()
+        self._emit("ARITH", kind, dst, a, b, msg or f"{self.context()}: shape arithmetic {kind.lower()} of "
+                                                   f"{{0}} and {{1}} overflows or is undefined")
+        return dst
+
+    def bcast(self, a: Slot, b: Slot, msg: str) -> Slot:
+        """A new slot := the numpy broadcast of dims a and b; ``msg`` when they do not."""
+        dst = self.new_slot()
+        self._emit("BCAST", dst, a, b, msg)
+        return dst
+
+    def check_eq(self, a: Slot, b: Slot, msg: str) -> None:
+        self._emit("CHECK_EQ", a, b, msg)
+
+    def check_le(self, a: Slot, b: Slot, msg: str) -> None:
+        self._emit("CHECK_LE", a, b, msg)
+
+    def check_nonnegative(self, d: Dim, msg: str) -> None:
+        """``d >= 0`` at run time; ``msg`` gets the value as {1}."""
+        if not isinstance(d, int) and D.bounds(d)[0] < 0:
+            self.check_le(self.const_slot(0), self.slot(d), msg)
+
+    def reshape_target(self, input_dims: Sequence[Slot], target: Sequence[Slot], msg: str) -> None:
+        """Resolve ONNX Reshape's 0 (copy the input dim) and -1 (infer) in the ``target``
+        slots, in place, against the input's dims; fails with ``msg`` and the reason."""
+        self._emit("RESHAPE", msg, list(input_dims), list(target))
+
+    def slice_dim(self, dim: Slot, start: Slot, end: Slot, step: Slot, msg: str,
+                  name: str | None = None) -> tuple[Slot, Slot]:
+        """(first, count) of ``range(dim)[start:end:step]`` with ONNX Slice's clamping;
+        ``msg`` (with dim, start, end) when step is 0."""
+        first, count = self.new_slot(name), self.new_slot()
+        self._emit("SLICE_DIM", dim, start, end, step, first, count, msg)
+        return first, count
+
+    # ------------------------------------------------------------------ values
+    def value(self, name: str) -> Value:
+        return self.graph.values[name]
+
+    def tensor(self, name: str) -> Reg:
+        """The register of a value, materializing constants and shape values."""
+        if name in self._regs:
+            return self._regs[name]
+        v = self.value(name)
+        if v.const is not None:
+            reg = self.prog.new_reg(name, v.dtype, v.shape)
+            self.prog.consts.append((name, np.ascontiguousarray(v.const)))
+            self._emit("CONST", reg, len(self.prog.consts) - 1)
+        elif v.sym is not None:
+            reg = self.alloc(name)
+            self._emit("STORE_VALUES", reg, [self.slot(s) for s in v.sym])
+        else:
+            raise CompileError(f"{self.context()}: value '{name}' is used before it is computed "
+                               f"(internal lowering order error)")
+        self._regs[name] = reg
+        return reg
+
+    def alloc(self, name: str) -> Reg:
+        """A new buffer for value ``name`` with its symbolic shape."""
+        v = self.value(name)
+        reg = self._buffer(name, v.dtype, v.shape, f"'{name}' {v.describe()}")
+        self._regs[name] = reg
+        return reg
+
+    def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> Reg:
+        """A temporary buffer (``what`` names it in messages); it dies after its last use."""
+        return self._buffer(what, dtype, tuple(shape), f"the {what} {D.fmt_shape(shape)}")
+
+    def _buffer(self, name: str, dtype: DType, shape: Sequence[Dim], what: str) -> Reg:
+        """A static-arena buffer when the shape is known now, a run-time allocation otherwise."""
+        reg = self.prog.new_reg(name, dtype, tuple(shape))
+        dims = [self.slot(d) for d in shape]
+        if all(isinstance(d, int) for d in shape):
+            nbytes = dtype.itemsize * int(np.prod([int(d) for d in shape], dtype=np.int64))
+            self._emit("ALLOC_STATIC", reg, dtype, StaticBuffer(nbytes), dims)
+        else:
+            msg = f"{self.context()}: cannot allocate {{0}} bytes for {what} (memory limit {{1}} bytes)"
+            self._emit("ALLOC", reg, dtype, msg, dims)
+        return reg
+
+    def view(self, out: str, src: str) -> Reg:
+        """``out`` shares ``src``'s buffer with its own shape (Reshape, Squeeze, ...)."""
+        v = self.value(out)
+        src_reg = self.tensor(src)
+        reg = self.prog.new_reg(out, v.dtype, v.shape)
+        self._emit("VIEW", reg, src_reg, [self.slot(d) for d in v.shape])
+        self._regs[out] = reg
+        return reg
+
+    def values_of(self, name: str) -> list[Slot]:
+        """Slots holding the integer elements of a value (loaded at run time if unknown)."""
+        v = self.value(name)
+        known = v.int_contents()
+        if known is not None:
+            return [self.slot(s) for s in known]
+        n = v.numel
+        if not isinstance(n, int):
+            raise CompileError(f"{self.context()}: '{name}' has {n} elements; a shape tensor "
+                               f"needs a static length")
+        slots = [self.new_slot(f"{name}[{i}]") for i in range(n)]
+        self._emit("LOAD_VALUES", self.tensor(name),
+                   f"{self.context()}: '{name}' has {{0}} elements, expected {{1}}", slots)
+        return slots
+
+    def define_dims(self, dims: Sequence[Dim], slots: Sequence[Slot]) -> None:
+        """Bind an output's data-dependent ``dims`` to run-time values, checking that each
+        is a valid (non-negative) dim."""
+        zero = self.const_slot(0)
+        for axis, (d, s) in enumerate(zip(dims, slots)):
+            if not self.is_defined(d):
+                self.check_le(zero, s, f"{self.context()}: output dim {axis} is {{1}}")
+                self.define(d, s)
+
+    # ------------------------------------------------------------------ kernels
+    def call(self, build: BuildFn, params: Any, tensors: Sequence[Reg], scalars: Sequence[Slot] = (),
+             error: str | None = None) -> KernelRef:
+        """Call the kernel ``build(kb, params, types)`` makes for these tensors (inputs then
+        outputs) and scalars (read, and written back). ``error`` is the message when it
+        fails ({0} {1} {2}: the kernel's details), prefixed with the node."""
+        for r in tensors:
+            if r.dtype is None:
+                raise CompileError(f"{self.context()}: register {r!r} has no type (internal)")
+        k = self.kernels.get(build, params, [(r.dtype, r.shape) for r in tensors], len(scalars))
+        msg = f"{self.context()}: {error}" if error else f"{self.context()}: kernel failed ({{0}}, {{1}}, {{2}})"
+        self._emit("CALL", k, msg, list(tensors), list(scalars))
+        return k
+
+    def run_kernel(self, build: BuildFn, params: Any, inputs: Sequence[str], outputs: Sequence[str],
+                   error: str | None = None) -> None:
+        """Call a kernel on the values ``inputs`` and new buffers for ``outputs``."""
+        self.call(build, params, [self.tensor(i) for i in inputs] + [self.alloc(o) for o in outputs],
+                  error=error)
+
+    # ------------------------------------------------------------------ driver pieces
+    def bind_inputs(self) -> None:
+        for i, name in enumerate(self.graph.inputs):
+            v = self.value(name)
+            reg = self.prog.new_reg(name, v.dtype, v.shape)
+            self._regs[name] = reg
+            self.prog.inputs.append((v.dtype, v.rank, name))
+            self._emit("INPUT", i, reg)
+            for axis, d in enumerate(v.shape):
+                where = f"input '{name}' dim {axis}"
+                s = self.new_slot(f"{name}.shape[{axis}]")
+                self._emit("DIM", s, reg, axis)
+                atom = d.atom() if isinstance(d, D.Expr) else None
+                if isinstance(d, int):
+                    self.check_eq(s, self.const_slot(d), f"{where}: expected {d}, got {{0}}")
+                elif isinstance(atom, Sym) and not self.is_defined(d):
+                    self.define(d, s)
+                    self._first_binding[atom] = where
+                    if atom.lo > 0:
+                        self.check_le(self.const_slot(atom.lo), s,
+                                      f"{where} ({atom}): {{1}} is below the minimum {{0}}")
+                    if atom.hi is not None:
+                        self.check_le(s, self.const_slot(atom.hi), f"{where} ({atom}): {{0}} exceeds bound {{1}}")
+                else:
+                    first = self._first_binding.get(atom, "an earlier dim") if atom else "its expression"
+                    self.check_eq(s, self.slot(d), f"{where} ({d}): got {{0}}, but {d} = {{1}} from {first}")
+
+    def emit_checks(self, node: Node) -> None:
+        """The run-time checks the node's shape function could not prove."""
+        for c in node.checks:
+            if c.kind == "define":
+                if not self.is_defined(c.a):
+                    self.define(c.a, self.broadcast_dims(D.atom_op(c.a)[1], c.message))
+            elif c.kind == "eq":
+                self.check_eq(self.slot(c.a), self.slot(c.b), c.message)
+            else:
+                # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would
+                # also accept b == 1 < a)
+                out = self.bcast(self.slot(c.a), self.slot(c.b), c.message)
+                self.check_eq(out, self.slot(c.b), c.message)
+
+    def emit_outputs(self) -> None:
+        self.node = None
+        for i, name in enumerate(self.graph.outputs):
+            self._emit("OUTPUT", i, self.tensor(name))
+            self.prog.outputs.append(name)
+        self._emit("RETURN")
+
+
+def lower_graph(graph: Graph, kernels: KernelTable) -> Program:
+    """The verified program for ``graph``, its kernels built into ``kernels``' module."""
+    prog = kernels.prog
+    lw = Lowerer(graph, kernels, prog)
+    lw.bind_inputs()
+    for node in graph.nodes:
+        if all(graph.values[o].known for o in node.outputs if o):
+            continue  # computed at compile time; materialized where a kernel reads it
+        lw.node = node
+        lw.emit_checks(node)
+        node.op.lower(lw, node)
+    lw.emit_outputs()
+    liveness.insert_frees(prog)
+    liveness.plan_arena(prog)
+    prog.verify()
+    return prog
