@@ -25,5 +25,25 @@ export const STATUS_MEANING = Object.freeze({ 0: 'success', 1: 'invalid input', 
 /** Every export the loader may call (besides `memory`). */
 export const EXPORTS = Object.freeze(['sw_format_version', 'sw_num_inputs', 'sw_num_outputs', 'sw_metadata', 'sw_metadata_len', 'sw_context_create', 'sw_context_status', 'sw_context_destroy', 'sw_set_memory_limit', 'sw_input_buffer', 'sw_shape_buffer', 'sw_set_input', 'sw_run', 'sw_output_tensor', 'sw_last_error', 'sw_last_error_len']);
 
+/** Each export's wasm32 signature: [parameter types, result types]. */
+export const SIGNATURES = Object.freeze({
+  sw_format_version: [[], ['i32']],
+  sw_num_inputs: [[], ['i32']],
+  sw_num_outputs: [[], ['i32']],
+  sw_metadata: [[], ['i32']],
+  sw_metadata_len: [[], ['i32']],
+  sw_context_create: [[], ['i32']],
+  sw_context_status: [['i32'], ['i32']],
+  sw_context_destroy: [['i32'], []],
+  sw_set_memory_limit: [['i32', 'i64'], []],
+  sw_input_buffer: [['i32', 'i32', 'i64'], ['i32']],
+  sw_shape_buffer: [['i32'], ['i32']],
+  sw_set_input: [['i32', 'i32', 'i32', 'i32'], ['i32']],
+  sw_run: [['i32'], ['i32']],
+  sw_output_tensor: [['i32', 'i32'], ['i32']],
+  sw_last_error: [['i32'], ['i32']],
+  sw_last_error_len: [['i32'], ['i32']],
+});
+
 /** Byte offsets of sw_tensor's fields on wasm32 (4-byte pointers). */
 export const TENSOR_LAYOUT = Object.freeze({ data: 0, dtype: 4, rank: 8, shape: 16, size: 80 });

@@ -9,18 +9,36 @@ declare global {
   }
 }
 
-/** The dtypes the module ABI carries. */
-export type DType = 'float32' | 'int32' | 'int64' | 'bool';
+/** The dtypes the module ABI carries (toolkit/abi.py; abi.js). */
+export type DType = 'float32' | 'float64' | 'float16' | 'int8' | 'int16' | 'int32' | 'int64' | 'uint8' | 'uint16'
+  | 'uint32' | 'uint64' | 'bool';
 
-/** The typed array holding each dtype; bool is one byte (0 or 1) per element. */
+/**
+ * The typed array holding each dtype. bool is one byte (0 or 1) per element; float16 travels
+ * as its IEEE binary16 bits in a Uint16Array.
+ */
 export interface TypedArrayOf {
   float32: Float32Array;
+  float64: Float64Array;
+  float16: Uint16Array;
+  int8: Int8Array;
+  int16: Int16Array;
   int32: Int32Array;
   int64: BigInt64Array;
+  uint8: Uint8Array;
+  uint16: Uint16Array;
+  uint32: Uint32Array;
+  uint64: BigUint64Array;
   bool: Uint8Array;
 }
 
 export type TensorData = TypedArrayOf[DType];
+
+/** Per dtype: its ABI code, bytes per element, kind (f float, i signed, u unsigned, b bool) and typed array. */
+export const DTYPES: { readonly [D in DType]: { readonly code: number; readonly size: number; readonly kind: 'f' | 'i' | 'u' | 'b'; readonly array: new (buffer: ArrayBuffer) => TypedArrayOf[D] } };
+
+/** The module format this loader runs (major, minor): modules of another major are refused. */
+export const FORMAT_VERSION: readonly [number, number];
 
 /** An input or output of the model: a dim is a number or the name of a symbol. */
 export interface TensorInfo {
@@ -29,10 +47,16 @@ export interface TensorInfo {
   readonly shape: readonly (number | string)[];
 }
 
-/** An input to `Model.run`: dense row-major data and its concrete shape. */
+/**
+ * An input to `Model.run`: dense row-major data and its concrete shape. The data's typed
+ * array must hold the input's dtype; `dtype` says which one when the array could hold two
+ * (a Uint8Array is uint8 or bool, a Uint16Array uint16 or float16); by default it is the
+ * input's own dtype when the array holds it.
+ */
 export interface Feed {
   data: TensorData;
   shape: readonly number[];
+  dtype?: DType;
 }
 
 /** An output of `Model.run`, copied out of the module's memory. */
@@ -72,7 +96,7 @@ export class ModelError extends Error {
   readonly status: number;
 }
 
-/** A loaded module; get one from `loadModel`. */
+/** A loaded module: one instance with its own VM context; get one from `loadModel`. */
 export class Model {
   private constructor();
   readonly metadata: Metadata;
@@ -87,6 +111,8 @@ export class Model {
   run(feeds: Record<string, Feed>): Promise<Record<string, Tensor>>;
   /** Cap the bytes the VM may hold at once (default 2 GiB). */
   setMemoryLimit(bytes: number | bigint): void;
+  /** Free the instance's buffers and context now; later runs reject with a ModelError. */
+  dispose(): void;
 }
 
 /** Load and instantiate a compiled model. */

@@ -3,26 +3,17 @@
  *
  * A thin layer over the module ABI (docs/ABI.md) that mirrors the Python host
  * (`wasm_runtime`): the same validation, the same error messages, the same status codes.
- * Plain ES module with no dependencies and no build step.
+ * Plain ES module with no dependencies and no build step. The ABI's tables (dtypes, status
+ * codes, exports, the tensor layout) come from `abi.js`, generated from toolkit/abi.py.
  */
+import { DTYPES, EXPORTS, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT } from './abi.js';
 
-/** ONNX TensorProto dtype codes of the dtypes the ABI carries (docs/ABI.md, "Data"). */
-const DTYPE_CODES = { float32: 1, int32: 6, int64: 7, bool: 9 };
-const CODE_DTYPES = Object.fromEntries(Object.entries(DTYPE_CODES).map(([k, v]) => [v, k]));
+export { DTYPES, FORMAT_VERSION };
 
-/** The typed array holding each dtype; bool is one byte per element, like numpy's bool_. */
-const TYPED_ARRAYS = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array, bool: Uint8Array };
-
-/** Fallback messages for a non-zero status whose module message is empty. */
-const STATUS_NAMES = { 1: 'invalid input', 2: 'out of range', 3: 'out of memory', 4: 'invalid program', 5: 'internal error' };
-const SW_INVALID_INPUT = 1;
-const SW_OUT_OF_MEMORY = 3;
-const MAX_RANK = 8;
-/** Everything the host calls (docs/ABI.md, "Exports"), checked once at load so a foreign
- * module fails there with a plain message instead of a TypeError mid-run. */
-const ABI_EXPORTS = ['memory', 'sw_init', 'sw_input_buffer', 'sw_shape_buffer', 'sw_set_input', 'sw_run',
-  'sw_output_data', 'sw_output_dtype', 'sw_output_rank', 'sw_output_dim', 'sw_last_error', 'sw_last_error_len',
-  'sw_set_memory_limit'];
+const CODE_DTYPES = Object.fromEntries(Object.entries(DTYPES).map(([name, d]) => [d.code, name]));
+/** Everything the host calls, checked once at load so a foreign module fails there with a
+ * plain message instead of a TypeError mid-run. */
+const ABI_EXPORTS = ['memory', ...EXPORTS];
 const SECTION = 'symwasm.metadata';
 const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
 
@@ -43,10 +34,19 @@ export class ModelError extends Error {
   }
 }
 
-/** The dtype name of a typed array; unsupported arrays get numpy-style names ("float64") so
- * messages read the same as the Python host's. */
-function dtypeName(data) {
-  for (const [name, T] of Object.entries(TYPED_ARRAYS)) if (data instanceof T) return name;
+/**
+ * The dtype a feed's data carries: `dtype` when the feed names one, else the input's own
+ * dtype when the typed array holds it (a Uint8Array is uint8 or bool, a Uint16Array uint16 or
+ * float16), else the first dtype that typed array holds. Null for an array of no dtype.
+ */
+function dtypeOf(data, declared, named) {
+  if (named !== undefined) return DTYPES[named] && data instanceof DTYPES[named].array ? named : null;
+  if (data instanceof DTYPES[declared].array) return declared;
+  return Object.keys(DTYPES).find((name) => data instanceof DTYPES[name].array) ?? null;
+}
+
+/** numpy-style names for typed arrays of no dtype ("uint8clamped"), as the Python host says them. */
+function arrayName(data) {
   return data.constructor.name.replace(/^Big/, '').replace(/Array$/, '').toLowerCase();
 }
 
@@ -107,6 +107,15 @@ function metadataOf(module, label) {
   return JSON.parse(new TextDecoder().decode(sections[0]));
 }
 
+/** A module of another major format version cannot run on this loader. */
+function checkFormat(metadata, label) {
+  const version = metadata.format_version ?? [0, 0];
+  if (metadata.format !== 'symwasm' || version[0] !== FORMAT_VERSION[0]) {
+    throw new ModelError(`${label}: module format ${version.join('.')} cannot run on this host (it reads `
+      + `format ${FORMAT_VERSION[0]}.x); recompile the model with this symwasm`, STATUS.INVALID_PROGRAM);
+  }
+}
+
 /**
  * The metadata JSON of a compiled module, read from its `symwasm.metadata` custom section
  * without instantiating or running it.
@@ -127,6 +136,7 @@ export async function loadModel(source) {
   const { module, label } = await compileSource(source);
   // the metadata is read before instantiating so a foreign module is rejected unrun
   const metadata = metadataOf(module, label);
+  checkFormat(metadata, label);
   const imports = WebAssembly.Module.imports(module);
   if (imports.length) {
     throw new Error(`${label}: the module imports ${JSON.stringify(imports.map((i) => i.name))}; `
@@ -137,12 +147,16 @@ export async function loadModel(source) {
   return new Model(instance, metadata);
 }
 
-/** A loaded module. `run` takes `{name: {data, shape}}` and returns `{name: {data, shape, dtype}}`. */
+/**
+ * A loaded module: one instance with its own VM context. `run` takes `{name: {data, shape}}`
+ * and returns `{name: {data, shape, dtype}}`.
+ */
 export class Model {
   #exports;
+  #ctx = 0;
 
   /**
-   * Use loadModel(); this calls sw_init, which verifies the embedded program.
+   * Use loadModel(); this creates the model's context, which verifies the embedded program.
    * @param {WebAssembly.Instance} instance
    * @param {object} metadata
    */
@@ -155,7 +169,14 @@ export class Model {
     const info = ({ name, dtype, shape }) => Object.freeze({ name, dtype, shape: Object.freeze([...shape]) });
     this.inputs = Object.freeze(metadata.inputs.map(info));
     this.outputs = Object.freeze(metadata.outputs.map(info));
-    this.#check(this.#call('sw_init'));
+    const version = this.#call('sw_format_version');
+    if (version >>> 16 !== metadata.format_version[0] || (version & 0xffff) !== metadata.format_version[1]) {
+      throw new ModelError(`the module's code is format ${version >>> 16}.${version & 0xffff} but its metadata `
+        + `says ${metadata.format_version.join('.')}: the file is corrupt`, STATUS.INVALID_PROGRAM);
+    }
+    this.#ctx = this.#call('sw_context_create');
+    if (!this.#ctx) throw new ModelError('out of memory while creating the model\'s context', STATUS.OUT_OF_MEMORY);
+    this.#check(this.#call('sw_context_status', this.#ctx));
   }
 
   /**
@@ -164,7 +185,18 @@ export class Model {
    * @param {number | bigint} bytes
    */
   setMemoryLimit(bytes) {
-    this.#call('sw_set_memory_limit', BigInt(bytes));
+    this.#live();
+    this.#call('sw_set_memory_limit', this.#ctx, BigInt(bytes));
+  }
+
+  /** Free the model's buffers and context now; the model cannot run afterwards. */
+  dispose() {
+    if (this.#ctx) this.#call('sw_context_destroy', this.#ctx);
+    this.#ctx = 0;
+  }
+
+  #live() {
+    if (!this.#ctx) throw new ModelError('the model was disposed', STATUS.INVALID_INPUT);
   }
 
   /**
@@ -174,6 +206,7 @@ export class Model {
    *   every output, copied out of the module's memory (the next run reuses it)
    */
   async run(feeds) {
+    this.#live();
     if (feeds === null || typeof feeds !== 'object') {
       throw new TypeError('run: feeds must be an object {name: {data, shape}}');
     }
@@ -181,22 +214,28 @@ export class Model {
     const unknown = Object.keys(feeds).filter((k) => !names.includes(k));
     if (unknown.length) {
       throw new ModelError(`unknown input(s) ${unknown.sort().join(', ')}; the model takes ${names.join(', ')}`,
-        SW_INVALID_INPUT);
+        STATUS.INVALID_INPUT);
     }
     this.inputs.forEach((info, index) => {
-      if (!Object.hasOwn(feeds, info.name)) throw new ModelError(`input '${info.name}' is missing`, SW_INVALID_INPUT);
+      if (!Object.hasOwn(feeds, info.name)) {
+        throw new ModelError(`input '${info.name}' is missing`, STATUS.INVALID_INPUT);
+      }
       this.#setInput(index, info, feeds[info.name]);
     });
-    this.#check(this.#call('sw_run'));
+    this.#check(this.#call('sw_run', this.#ctx));
     const result = {};
     this.outputs.forEach((info, i) => {
-      const code = this.#call('sw_output_dtype', i);
+      const desc = this.#call('sw_output_tensor', this.#ctx, i) >>> 0;
+      if (!desc) throw new Error(`output '${info.name}' was not produced (a symwasm bug)`);
+      // a DataView needs no alignment and states the byte order (wasm is little-endian)
+      const view = new DataView(this.#memory(), desc, TENSOR_LAYOUT.size);
+      const code = view.getInt32(TENSOR_LAYOUT.dtype, true);
       const dtype = CODE_DTYPES[code];
       if (!dtype) throw new Error(`output '${info.name}': dtype code ${code} is unknown (a symwasm bug)`);
-      const rank = this.#call('sw_output_rank', i);
-      const shape = Array.from({ length: rank }, (_, axis) => Number(this.#call('sw_output_dim', i, axis)));
-      const T = TYPED_ARRAYS[dtype];
-      const ptr = this.#call('sw_output_data', i) >>> 0;
+      const rank = view.getInt32(TENSOR_LAYOUT.rank, true);
+      const shape = Array.from({ length: rank }, (_, a) => Number(view.getBigInt64(TENSOR_LAYOUT.shape + 8 * a, true)));
+      const ptr = view.getUint32(TENSOR_LAYOUT.data, true);
+      const T = DTYPES[dtype].array;
       const nbytes = shape.reduce((a, b) => a * b, 1) * T.BYTES_PER_ELEMENT;
       // slice() copies, so the result survives the next run; the copy is also aligned
       result[info.name] = { data: new T(this.#memory().slice(ptr, ptr + nbytes)), shape, dtype };
@@ -205,33 +244,33 @@ export class Model {
   }
 
   #setInput(index, info, feed) {
-    const { data, shape } = feed ?? {};
+    const { data, shape, dtype: named } = feed ?? {};
     if (!ArrayBuffer.isView(data) || data instanceof DataView) {
       const got = ArrayBuffer.isView(feed) ? `a bare ${feed.constructor.name}`
         : `data ${data === null ? 'null' : data?.constructor?.name ?? typeof data}`;
-      throw new ModelError(`input '${info.name}': expected {data, shape} with data a Float32Array, Int32Array, `
-        + `BigInt64Array or Uint8Array (bool), got ${got}`, SW_INVALID_INPUT);
+      throw new ModelError(`input '${info.name}': expected {data, shape} with data a typed array of its dtype `
+        + `(${info.dtype}: ${DTYPES[info.dtype].array.name}), got ${got}`, STATUS.INVALID_INPUT);
     }
-    const dtype = dtypeName(data);
-    const code = DTYPE_CODES[dtype];
-    if (code === undefined) {
-      throw new ModelError(`input '${info.name}': dtype ${dtype} is not supported (expected ${info.dtype})`,
-        SW_INVALID_INPUT);
+    const dtype = dtypeOf(data, info.dtype, named);
+    if (dtype === null) {
+      const what = named !== undefined ? `dtype '${named}' with a ${data.constructor.name}` : `dtype ${arrayName(data)}`;
+      throw new ModelError(`input '${info.name}': ${what} is not supported (expected ${info.dtype})`,
+        STATUS.INVALID_INPUT);
     }
     if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
       throw new ModelError(`input '${info.name}': shape must be an array of non-negative integers, `
-        + `got ${JSON.stringify(shape)}`, SW_INVALID_INPUT);
+        + `got ${JSON.stringify(shape)}`, STATUS.INVALID_INPUT);
     }
     if (shape.length > MAX_RANK) {
-      throw new ModelError(`input '${info.name}': rank ${shape.length} exceeds ${MAX_RANK}`, SW_INVALID_INPUT);
+      throw new ModelError(`input '${info.name}': rank ${shape.length} exceeds ${MAX_RANK}`, STATUS.INVALID_INPUT);
     }
     const count = shape.reduce((a, b) => a * b, 1);
     if (data.length !== count) {
       throw new ModelError(`input '${info.name}': data has ${data.length} elements but shape `
-        + `[${shape.join(', ')}] needs ${count}`, SW_INVALID_INPUT);
+        + `[${shape.join(', ')}] needs ${count}`, STATUS.INVALID_INPUT);
     }
-    const ptr = this.#call('sw_input_buffer', index, BigInt(data.byteLength)) >>> 0;
-    if (!ptr) this.#check(SW_OUT_OF_MEMORY);
+    const ptr = this.#call('sw_input_buffer', this.#ctx, index, BigInt(data.byteLength)) >>> 0;
+    if (!ptr) this.#check(STATUS.OUT_OF_MEMORY);
     const dst = new Uint8Array(this.#memory(), ptr, data.byteLength);
     if (dtype === 'bool') {
       // the VM's bool is exactly 0 or 1, as numpy guarantees; a Uint8Array may hold any byte
@@ -239,11 +278,11 @@ export class Model {
     } else {
       dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     }
-    const shapePtr = this.#call('sw_shape_buffer') >>> 0;
+    const shapePtr = this.#call('sw_shape_buffer', this.#ctx) >>> 0;
     // a DataView needs no 8-byte alignment and states the byte order (wasm is little-endian)
     const view = new DataView(this.#memory(), shapePtr, MAX_RANK * 8);
     for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(a * 8, BigInt(shape[a] ?? 0), true);
-    this.#check(this.#call('sw_set_input', index, code, shape.length));
+    this.#check(this.#call('sw_set_input', this.#ctx, index, DTYPES[dtype].code, shape.length));
   }
 
   /** The current memory buffer: memory may grow in any call, detaching older buffers. */
@@ -262,10 +301,10 @@ export class Model {
 
   #check(status) {
     if (status !== 0) {
-      const ptr = this.#call('sw_last_error') >>> 0;
-      const len = this.#call('sw_last_error_len');
+      const ptr = this.#call('sw_last_error', this.#ctx) >>> 0;
+      const len = this.#call('sw_last_error_len', this.#ctx);
       const message = new TextDecoder().decode(new Uint8Array(this.#memory(), ptr, len));
-      throw new ModelError(message || STATUS_NAMES[status] || `status ${status}`, status);
+      throw new ModelError(message || STATUS_MEANING[status] || `status ${status}`, status);
     }
   }
 }

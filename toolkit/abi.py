@@ -275,6 +275,11 @@ def python_module() -> str:
     return "\n".join(L)
 
 
+def _wasm_type(t: str) -> str:
+    """The wasm32 value type of an export's parameter or result."""
+    return "i64" if TYPES[t][1] == "i64" else "i32"
+
+
 def js_module() -> str:
     def obj(items: dict) -> str:
         return "Object.freeze({ " + ", ".join(f"{k}: {v}" for k, v in items.items()) + " })"
@@ -290,6 +295,13 @@ def js_module() -> str:
           "export const STATUS_MEANING = " + obj({s.code: repr(s.meaning) for s in STATUSES}) + ";", "",
           "/** Every export the loader may call (besides `memory`). */",
           "export const EXPORTS = Object.freeze([" + ", ".join(f"'{e.name}'" for e in EXPORTS) + "]);", "",
+          "/** Each export's wasm32 signature: [parameter types, result types]. */",
+          "export const SIGNATURES = Object.freeze({"]
+    for e in EXPORTS:
+        params = ", ".join(f"'{_wasm_type(t)}'" for t, _ in e.params)
+        result = "" if e.ret == "void" else f"'{_wasm_type(e.ret)}'"
+        L.append(f"  {e.name}: [[{params}], [{result}]],")
+    L += ["});", "",
           "/** Byte offsets of sw_tensor's fields on wasm32 (4-byte pointers). */",
           "export const TENSOR_LAYOUT = " + obj(layout("sw_tensor", 4)) + ";", ""]
     return "\n".join(L)

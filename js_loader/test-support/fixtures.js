@@ -5,12 +5,12 @@
  * because Node 20's test runner runs every .js file under test/ as a test file.)
  */
 
-const TYPED = { float32: Float32Array, float64: Float64Array, int32: Int32Array, int64: BigInt64Array, bool: Uint8Array };
+import { DTYPES } from '../abi.js';
 
 /** A fixture tensor {dtype, shape, data: base64 of little-endian bytes} as {data, shape, dtype}. */
 export function decodeTensor({ dtype, shape, data }) {
   const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
-  return { data: new TYPED[dtype](bytes.buffer), shape, dtype };
+  return { data: new DTYPES[dtype].array(bytes.buffer), shape, dtype };
 }
 
 /** A fixture's encoded inputs as the feeds Model.run takes. */
@@ -41,7 +41,7 @@ export function mismatches(got, expected) {
     const want = decodeTensor(expected[name]);
     const g = got[name];
     if (!g) continue;
-    if (g.dtype !== want.dtype || !(g.data instanceof TYPED[want.dtype])) {
+    if (g.dtype !== want.dtype || !(g.data instanceof DTYPES[want.dtype].array)) {
       problems.push(`${name}: dtype ${g.dtype} (${g.data?.constructor.name}) != expected ${want.dtype}`);
       continue;
     }
@@ -49,7 +49,8 @@ export function mismatches(got, expected) {
       problems.push(`${name}: shape [${g.shape}] != expected [${want.shape}]`);
       continue;
     }
-    const isFloat = want.dtype === 'float32';
+    // float16 arrives as its bits (Uint16Array): compared exactly, like the integers
+    const isFloat = want.dtype === 'float32' || want.dtype === 'float64';
     for (let i = 0; i < want.data.length; i++) {
       const [a, b] = [g.data[i], want.data[i]];
       const ok = isFloat ? Math.abs(a - b) <= 1e-6 + 1e-5 * Math.abs(b) || (Number.isNaN(a) && Number.isNaN(b)) : a === b;

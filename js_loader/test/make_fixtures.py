@@ -56,7 +56,7 @@ def add_mul():
     errors = {
         "wrong rank": {**ok, "x": ok["x"].reshape(-1)},
         "wrong dtype": {**ok, "x": ok["x"].astype(np.int32)},
-        "unsupported dtype": {**ok, "x": ok["x"].astype(np.float64)},
+        "other dtype": {**ok, "x": ok["x"].astype(np.float64)},
         "wrong dim": {**ok, "x": f32(4, 9)},
         "missing input": {"x": ok["x"]},
         "unknown input": {**ok, "c": ok["b"]},
@@ -99,7 +99,33 @@ def int64_ops():
     return m, [feeds(4), feeds(11)], None, {}
 
 
-FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops)}
+def dtypes():
+    """One input and output of every other dtype the ABI carries, each through an op."""
+    specs = [("u8", np.uint8, "Add"), ("i8", np.int8, "Abs"), ("u16", np.uint16, "Max"), ("i16", np.int16, "Neg"),
+             ("u32", np.uint32, "Add"), ("u64", np.uint64, "Add"), ("f16", np.float16, "Mul"), ("f64", np.float64, "Add")]
+    nodes, inputs, outputs = [], [], []
+    for name, dt, op in specs:
+        code = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+        args = [name] if op in ("Abs", "Neg") else [name, name]
+        nodes.append(helper.make_node(op, args, [f"{name}_out"]))
+        inputs.append((name, code, ["n"]))
+        outputs.append((f"{name}_out", code, ["n"]))
+    m = model("dtypes", nodes, inputs, outputs)
+
+    def feeds(n):
+        out = {}
+        for name, dt, _ in specs:
+            if np.dtype(dt).kind == "f":
+                out[name] = RNG.uniform(-40, 40, n).astype(dt)
+            else:
+                info = np.iinfo(dt)
+                out[name] = RNG.integers(info.min // 2 if info.min else 0, info.max // 2, n, dtype=dt)
+        return out
+
+    return m, [feeds(3), feeds(17)], None, {}
+
+
+FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes)}
 
 
 def encode(arr) -> dict:

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
-import { loadModel, Model, ModelError, readMetadata } from '../index.js';
+import { SIGNATURES } from '../abi.js';
+import { FORMAT_VERSION, loadModel, Model, ModelError, readMetadata } from '../index.js';
 import { buildFixtures, serve } from '../test-support/harness.js';
 import { decodeTensor, describeRun, feedsOf, mismatches } from '../test-support/fixtures.js';
 
@@ -105,7 +106,7 @@ test('inputs and outputs are frozen {name, dtype, shape} with symbolic dims', as
   assert.ok(Object.isFrozen(model.inputs) && Object.isFrozen(model.inputs[0]) && Object.isFrozen(model.inputs[0].shape));
 });
 
-for (const name of ['add_mul', 'where_greater', 'int64_ops']) {
+for (const name of ['add_mul', 'where_greater', 'int64_ops', 'dtypes']) {
   test(`${name}: one module, every binding of its symbolic dims matches onnx.reference`, async () => {
     const { runs } = fixtures[name];
     assert.ok(new Set(runs.map(describeRun)).size >= 2, 'the fixture must bind its dims at least two ways');
@@ -120,6 +121,36 @@ test('int64 crosses the ABI as BigInt, exact beyond 2**53', async () => {
   assert.ok(sum.data instanceof BigInt64Array && diff.data instanceof BigInt64Array);
   assert.ok(decodeTensor(run.inputs.a).data.some((v) => v > 2n ** 53n || v < -(2n ** 53n)));
   assert.deepEqual([...sum.data], [...decodeTensor(run.expected.sum).data]);
+});
+
+test('every dtype crosses the ABI in its typed array (float16 as its bits in a Uint16Array)', async () => {
+  const run = fixtures.dtypes.runs[1];
+  const out = await (await loadModel(wasmPath('dtypes'))).run(feedsOf(run.inputs));
+  const arrays = Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [v.dtype, v.data.constructor.name]]));
+  assert.deepEqual(arrays, {
+    u8_out: ['uint8', 'Uint8Array'], i8_out: ['int8', 'Int8Array'], u16_out: ['uint16', 'Uint16Array'],
+    i16_out: ['int16', 'Int16Array'], u32_out: ['uint32', 'Uint32Array'], u64_out: ['uint64', 'BigUint64Array'],
+    f16_out: ['float16', 'Uint16Array'], f64_out: ['float64', 'Float64Array'],
+  });
+});
+
+test('a feed may name its dtype: a Uint8Array as bool or uint8', async () => {
+  const model = await loadModel(wasmPath('int64_ops'));
+  const run = fixtures.int64_ops.runs[0];
+  const feeds = feedsOf(run.inputs);
+  assert.deepEqual(mismatches(await model.run({ ...feeds, pick: { ...feeds.pick, dtype: 'bool' } }), run.expected), []);
+  await assert.rejects(model.run({ ...feeds, pick: { ...feeds.pick, dtype: 'uint8' } }),
+    { name: 'ModelError', status: 1, message: "input 'pick': expected dtype bool, got uint8" });
+  await assert.rejects(model.run({ ...feeds, pick: { ...feeds.pick, dtype: 'float32' } }),
+    { name: 'ModelError', status: 1, message: "input 'pick': dtype 'float32' with a Uint8Array is not supported (expected bool)" });
+});
+
+test('dispose frees the instance; a disposed model refuses to run', async () => {
+  const model = await loadModel(wasmPath('add_mul'));
+  await assertRunMatches(model, fixtures.add_mul.runs[1]);
+  model.dispose();
+  model.dispose();
+  await assert.rejects(model.run(feedsOf(fixtures.add_mul.runs[1].inputs)), { name: 'ModelError', status: 1 });
 });
 
 test('bool inputs are 0 or 1 inside the module whatever bytes the Uint8Array holds', async () => {
@@ -156,7 +187,8 @@ test('JS-side checks (data length, shape, data type) raise a ModelError naming t
   const bad = {
     'data length': [{ data: good.x.data.subarray(1), shape: good.x.shape }, /input 'x': data has 39 elements but shape \[4, 10\] needs 40/],
     'a bare typed array': [good.x.data, /input 'x': expected \{data, shape\}.*got a bare Float32Array/],
-    'a plain array': [{ data: [...good.x.data], shape: good.x.shape }, /input 'x': expected \{data, shape\}.*got data Array/],
+    'a plain array': [{ data: [...good.x.data], shape: good.x.shape }, /input 'x': expected \{data, shape\}.*Float32Array.*got data Array/],
+    'a typed array of no dtype': [{ data: new Uint8ClampedArray(40), shape: [4, 10] }, /input 'x': dtype uint8clamped is not supported \(expected float32\)/],
     'a DataView': [{ data: new DataView(good.x.data.buffer), shape: good.x.shape }, /input 'x': expected \{data, shape\}.*got data DataView/],
     'no shape': [{ data: good.x.data }, /input 'x': shape must be an array of non-negative integers, got undefined/],
     'a negative dim': [{ data: good.x.data, shape: [-4, -10] }, /input 'x': shape must be .*got \[-4,-10\]/],
@@ -206,17 +238,15 @@ test('setMemoryLimit: a run over the limit is status 3; raising the limit recove
 });
 
 // Hand-assembled modules that claim to be symwasm modules: enough of the binary format to
-// declare the ABI's functions, each body `unreachable` unless given.
-const SIGNATURES = {
-  sw_init: [[], ['i32']], sw_input_buffer: [['i32', 'i64'], ['i32']], sw_shape_buffer: [[], ['i32']],
-  sw_set_input: [['i32', 'i32', 'i32'], ['i32']], sw_run: [[], ['i32']], sw_output_data: [['i32'], ['i32']],
-  sw_output_dtype: [['i32'], ['i32']], sw_output_rank: [['i32'], ['i32']], sw_output_dim: [['i32', 'i32'], ['i64']],
-  sw_last_error: [[], ['i32']], sw_last_error_len: [[], ['i32']], sw_set_memory_limit: [['i64'], []],
-};
+// declare the ABI's functions (abi.js), each body `unreachable` unless given.
 const VALTYPES = { i32: 0x7f, i64: 0x7e };
-const i32const = (v) => [0x41, v]; // v < 64: one signed LEB byte
+const sleb = (v) => { const b = v & 0x7f; v >>= 7; return (v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40) ? [b] : [b | 0x80, ...sleb(v)]; };
+const i32const = (v) => [0x41, ...sleb(v)];
+const FORMAT = (FORMAT_VERSION[0] << 16) | FORMAT_VERSION[1];
+const WORKING = { sw_format_version: i32const(FORMAT), sw_context_create: i32const(64), sw_context_status: i32const(0) };
+const META = { format: 'symwasm', format_version: [...FORMAT_VERSION], inputs: [], outputs: [], target: 'wasm32' };
 
-function fakeModule({ bodies = {}, omit = [], imports = false, metadata = { inputs: [], outputs: [], target: 'wasm32' } } = {}) {
+function fakeModule({ bodies = {}, omit = [], imports = false, metadata = META } = {}) {
   const leb = (n) => (n < 0x80 ? [n] : [(n & 0x7f) | 0x80, ...leb(n >> 7)]);
   const str = (s) => { const b = [...new TextEncoder().encode(s)]; return [...leb(b.length), ...b]; };
   const vec = (items) => [...leb(items.length), ...items.flat()];
@@ -239,7 +269,7 @@ function fakeModule({ bodies = {}, omit = [], imports = false, metadata = { inpu
 }
 
 test('a trap is an Error with context, not a ModelError', async () => {
-  const model = await loadModel(fakeModule({ bodies: { sw_init: i32const(0) } }));
+  const model = await loadModel(fakeModule({ bodies: WORKING }));
   await assert.rejects(model.run({}), (e) => {
     assert.ok(!(e instanceof ModelError));
     assert.match(e.message, /^the module trapped in sw_run \(a symwasm bug\): .*unreachable/);
@@ -248,13 +278,24 @@ test('a trap is an Error with context, not a ModelError', async () => {
   });
 });
 
-test('a failing sw_init is a ModelError at load', async () => {
-  const bodies = { sw_init: i32const(4), sw_last_error: i32const(0), sw_last_error_len: i32const(0) };
+test('a context that cannot run is a ModelError at load', async () => {
+  const bodies = { ...WORKING, sw_context_status: i32const(4), sw_last_error: i32const(0), sw_last_error_len: i32const(0) };
   await assert.rejects(loadModel(fakeModule({ bodies })), { name: 'ModelError', status: 4, message: 'invalid program' });
 });
 
+test('a module of another format version is refused before it is instantiated', async () => {
+  const old = { ...META, format_version: [1, 1] };
+  await assert.rejects(loadModel(fakeModule({ bodies: WORKING, metadata: old })), {
+    name: 'ModelError', status: 4,
+    message: `the given bytes: module format 1.1 cannot run on this host (it reads format ${FORMAT_VERSION[0]}.x); `
+      + 'recompile the model with this symwasm',
+  });
+  const lying = { ...WORKING, sw_format_version: i32const(FORMAT + 1) };
+  await assert.rejects(loadModel(fakeModule({ bodies: lying })), { name: 'ModelError', message: /the file is corrupt/ });
+});
+
 test('modules that are not symwasm modules are rejected at load with a plain message', async () => {
-  const init = { sw_init: i32const(0) };
+  const init = WORKING;
   assert.ok(await loadModel(fakeModule({ bodies: init })) instanceof Model, 'the well-formed fake must load');
   await assert.rejects(loadModel(fakeModule({ bodies: init, imports: true })),
     /^Error: the given bytes: the module imports \["log"\]; symwasm modules import nothing$/);

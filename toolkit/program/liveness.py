@@ -120,25 +120,33 @@ def _keep_terminator_last(block: Block) -> None:
 
 def intervals(prog: Program) -> dict[Reg, tuple[int, int]]:
     """Per buffer, the first and last position (instructions numbered in block order) at
-    which it is defined, read or live. Escaping buffers last to the end."""
+    which it is defined, read or live. Escaping buffers last to the end.
+
+    Within a block a buffer is live over one stretch (from entry or its definition to exit
+    or its last use), so the hull of those endpoints is the hull of every live position."""
     root = buffer_roots(prog)
     live_in, live_out = live_sets(prog, root)
     spans: dict[Reg, list[int]] = {}
 
     def touch(r: Reg, pos: int) -> None:
-        s = spans.setdefault(r, [pos, pos])
-        s[0], s[1] = min(s[0], pos), max(s[1], pos)
+        s = spans.get(r)
+        if s is None:
+            spans[r] = [pos, pos]
+        elif pos < s[0]:
+            s[0] = pos
+        elif pos > s[1]:
+            s[1] = pos
 
     pos0 = 0
     for i, block in enumerate(prog.blocks):
         n = len(block.instrs)
-        live = set(live_out[i])
-        for k in reversed(range(n)):
-            ins = block.instrs[k]
-            for r in live | _uses(ins, root) | _defs(ins):
+        for r in live_in[i]:
+            touch(r, pos0)
+        for r in live_out[i]:
+            touch(r, pos0 + n - 1)
+        for k, ins in enumerate(block.instrs):
+            for r in _uses(ins, root) | _defs(ins):
                 touch(r, pos0 + k)
-            live -= _defs(ins)
-            live |= _uses(ins, root)
         pos0 += n
     end = pos0
     for r in escaping(prog, root):
