@@ -57,17 +57,6 @@ def load_onnxruntime(model: str, artifact_dir: str) -> tuple[RunFn, dict[str, An
     return (lambda feeds: sess.run(None, feeds)), {}
 
 
-def upgraded_opset(model: str) -> Any:
-    """symwasm reads opset 13 and newer; the onnx wheel's light_* models are opset 9, so they
-    go through onnx's own version converter first (outside the timed region, as a user would)."""
-    import onnx
-    from onnx import version_converter
-
-    m = onnx.load(model)
-    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 13)
-    return version_converter.convert_version(m, 13) if opset < 13 else m
-
-
 def load_symwasm(target: str, model: str, artifact_dir: str) -> tuple[RunFn, dict[str, Any]]:
     """Compiles `model` for `target` with the symwasm compiler and loads the artifact."""
     import wasm_runtime
@@ -77,7 +66,7 @@ def load_symwasm(target: str, model: str, artifact_dir: str) -> tuple[RunFn, dic
     out = Path(artifact_dir) / f"{Path(model).stem}{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    res = compile_model(upgraded_opset(model), str(out), target=target)
+    res = compile_model(model, str(out), target=target)
     wall = time.perf_counter() - t0
     m = wasm_runtime.load(str(out))
     info = {

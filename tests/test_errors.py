@@ -185,7 +185,7 @@ def test_unknown_opset_rejected(opset, message):
 
 
 def test_two_loads_do_not_share_state(target):
-    """Two loads of one file are two independent models (for native, dlopen would share)."""
+    """Two loads of one file are two independent models (natively they share the library, each with its own context)."""
     m = _two_input_model()
     a = build(m, target)
     b = wasm_runtime.load(a.path)

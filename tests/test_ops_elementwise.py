@@ -62,7 +62,8 @@ def test_not(target):
 
 
 UNARY_FLOAT = {"Sqrt": (0, 9), "Reciprocal": (0.1, 4), "Exp": (-20, 20), "Log": (0.01, 50), "Sigmoid": (-30, 30),
-               "Tanh": (-6, 6), "Erf": (-4, 4), "Neg": (-5, 5), "Abs": (-5, 5), "Relu": (-5, 5)}
+               "Tanh": (-6, 6), "Erf": (-4, 4), "Neg": (-5, 5), "Abs": (-5, 5), "Relu": (-5, 5),
+               "HardSigmoid": (-5, 5), "HardSwish": (-5, 5), "Softsign": (-5, 5), "Softplus": (-20, 20)}
 
 
 @pytest.mark.parametrize("op", sorted(UNARY_FLOAT))
@@ -79,6 +80,14 @@ def test_unary_int(op, dtype, target):
     rng = np.random.default_rng(6)
     m = make_model([helper.make_node(op, ["a"], ["y"])], [vinfo("a", dtype, ["n", 5])], [vinfo("y", dtype, None)])
     check_model(m, target, [{"a": rand(rng, (n, 5), dtype, -9, 9)} for n, _ in BINDINGS])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_hard_sigmoid_attributes(dtype, target):
+    rng = np.random.default_rng(12)
+    m = make_model([helper.make_node("HardSigmoid", ["a"], ["y"], alpha=0.3, beta=0.4)], [vinfo("a", dtype, ["n", 5])],
+                   [vinfo("y", dtype, None)])
+    check_model(m, target, [{"a": rand(rng, (n, 5), dtype, -5, 5)} for n, _ in BINDINGS], rtol=1e-3 if dtype == np.float16 else 2e-6)
 
 
 def test_leaky_relu(target):

@@ -28,7 +28,7 @@ def test_dump_of_a_small_static_model():
         "  $2<x.shape[1]> = DIM %0<x>, 1",
         "  CHECK_EQ $2<x.shape[1]>, $3<3>",
         "  %1<y> = ALLOC_STATIC float32, arena[0:+24], [$1<2>, $3<3>]",
-        "  CALL k0_elementwise, [%0<x>, %1<y>], []",
+        "  CALL k0_relu_float32, [%0<x>, %1<y>], []",
         "  OUTPUT 0, %1<y>",
         "  RETURN",
     ])

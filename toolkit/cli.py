@@ -164,6 +164,8 @@ def cmd_inspect(args) -> int:
     print(f"  target {meta['target']}" + (f", requires wasm features: {', '.join(meta['features'])}"
                                          if meta["features"] else "") + f", {size / 1e3:.1f} kB")
     print(f"  model '{meta['model']['name']}', opset {meta['model']['opset']}")
+    for note in meta["model"].get("notes", []):
+        print(f"  note: {note}")
     print("\ninputs:")
     for i in meta["inputs"]:
         print(f"  {i['name']}: {i['dtype']}{_shape(i['shape'])}")
@@ -171,8 +173,7 @@ def cmd_inspect(args) -> int:
     for o in meta["outputs"]:
         print(f"  {o['name']}: {o['dtype']}{_shape(o['shape'])}")
     print("\nsymbols:")
-    kinds = {"input": "bound from input shapes", "data": "computed at run time from tensor values",
-             "derived": "derived"}
+    kinds = {"input": "bound from input shapes", "data": "computed at run time from tensor values"}
     for name, s in meta["symbols"].items():
         rng = f", range [{s['min']}, {'inf' if s['max'] is None else s['max']}]"
         print(f"  {name}: {kinds.get(s['kind'], s['kind'])}{rng}")
@@ -183,13 +184,22 @@ def cmd_inspect(args) -> int:
     for name, v in meta["values"].items():
         how = v["kind"] + (f" = {_shape(v['value'])}" if "value" in v else "")
         src = f"  <- {v['op']} '{v['node']}'" if "node" in v else ""
+        if "core" in v and v["core"].lower().split("(")[0] != v["op"].lower():
+            src += f" as {v['core']}"
         print(f"  {name:<{width}}  {v['dtype']}{_shape(v['shape'])}  [{how}]{src}")
     if not args.no_program:
         print(f"\nprogram: {len(p['words'])} words, {len(p['registers'])} registers, "
               f"{len(p['heap_init'])} shape slots, {len(p['kernels'])} kernels, {len(p['consts'])} constants, "
               f"static arena {p.get('arena_size', 0)} bytes")
         slots = {int(k): v for k, v in p["slots"].items()}
-        print(isa.disassemble(p["words"], p["strings"], p["kernels"], p["registers"], slots))
+        blocks = {int(k): v for k, v in p.get("blocks", {}).items()}
+        arity = p.get("kernel_arity", [])
+        print("kernels:")
+        for i, k in enumerate(p["kernels"]):
+            shape = f" ({arity[2 * i]} tensors, {arity[2 * i + 1]} scalars)" if len(arity) > 2 * i + 1 else ""
+            print(f"  {k}{shape}")
+        print()
+        print(isa.disassemble(p["words"], p["strings"], p["kernels"], p["registers"], slots, blocks))
         if args.messages:
             print("\nmessages:")
             for i, s in enumerate(p["strings"]):
@@ -205,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     c = sub.add_parser("compile", help="compile an ONNX model", description="Compile an ONNX model "
-                       "(opset 13 or newer) into one .wasm module or a native shared library.")
+                       "(opset 7 or newer, as exported: no conversion needed) into one .wasm module or a "
+                       "native shared library.")
     c.add_argument("model", help="the .onnx file")
     c.add_argument("-o", "--output", help="output file (default: the model's name with .wasm or .so)")
     c.add_argument("--target", choices=("wasm32", "native"), default="wasm32",

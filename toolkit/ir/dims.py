@@ -14,11 +14,14 @@ to ``lo=0``.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Callable, Iterable, Mapping, Union
 
 Dim = Union[int, "Expr"]
 
-_INTERN: dict[tuple, "Node"] = {}
+# weak: an expression no longer referenced anywhere leaves the table, so compiling many
+# models in one process does not accumulate every expression ever built
+_INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
 
 
 class Node:
@@ -57,13 +60,10 @@ class Atom(Node):
     def sort_key(self) -> str:
         return str(self)
 
-    def children(self) -> tuple[Dim, ...]:
-        return ()
-
 
 class Sym(Atom):
     """A named symbol. ``kind`` is ``input`` (from an input's dims), ``data`` (computed from
-    tensor values at run time: NonZero counts, runtime reshape targets) or ``derived``."""
+    tensor values at run time: NonZero counts, runtime reshape targets)."""
 
     __slots__ = ()
 
@@ -89,9 +89,6 @@ class _Op(Atom):
 
     op = property(lambda self: self.key[0])
     args = property(lambda self: self.key[1])
-
-    def children(self) -> tuple[Dim, ...]:
-        return tuple(a for a in self.args)
 
     def __str__(self) -> str:
         a = self.args

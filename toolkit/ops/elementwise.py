@@ -61,6 +61,10 @@ def _bools(fn) -> ScalarBody:
     return lambda s, v, p: from_bool(s.b, fn(s.b, to_bool(s.b, v[0]), to_bool(s.b, v[1])))
 
 
+def _hard_sigmoid(s: Scalar, x: ir.Value, alpha: float, beta: float) -> ir.Value:
+    return s.max(s.const(0), s.min(s.const(1), s.add(s.mul(s.const(alpha), x), s.const(beta))))
+
+
 def _clip(s: Scalar, v: list, p: tuple) -> ir.Value:
     """p = (has_min, has_max): the bounds present follow x."""
     x, rest = v[0], iter(v[1:])
@@ -96,6 +100,10 @@ SCALAR: dict[str, ScalarOp] = {
     "relu": ScalarOp(1, SIGNED_NUMERIC, lambda s, v, p: s.select(s.lt(v[0], s.const(0)), s.const(0), v[0])),
     "leaky_relu": ScalarOp(1, FLOATS, lambda s, v, p: s.select(s.lt(v[0], s.const(0)),
                                                                  s.mul(v[0], s.const(p[0])), v[0])),
+    "hard_sigmoid": ScalarOp(1, FLOATS, lambda s, v, p: _hard_sigmoid(s, v[0], *p)),
+    "hard_swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], _hard_sigmoid(s, v[0], 1 / 6, 0.5))),
+    "softsign": ScalarOp(1, FLOATS, lambda s, v, p: s.div(v[0], s.add(s.const(1), s.abs(v[0])))),
+    "softplus": ScalarOp(1, F16_F32, lambda s, v, p: mathlib.log(s.b, s.add(mathlib.exp(s.b, v[0]), s.const(1)))),
     "sqrt": ScalarOp(1, FLOATS, lambda s, v, p: mathlib_sqrt(s, v[0])),
     "reciprocal": ScalarOp(1, FLOATS, lambda s, v, p: s.div(s.const(1), v[0])),
     "exp": ScalarOp(1, F16_F32, _math(mathlib.exp)),
@@ -128,6 +136,10 @@ class Elementwise(CoreOp):
     @property
     def spec(self) -> ScalarOp:
         return SCALAR[self.fn]
+
+    @property
+    def kernel_name(self) -> str:
+        return self.fn
 
     def __str__(self) -> str:
         return f"{self.fn}{self.params if self.params else ''}"
@@ -194,6 +206,10 @@ def _fold_syms(spec: ScalarOp, ins, shape) -> list[Any] | None:
 @dataclass(frozen=True)
 class Cast(CoreOp):
     to: DType
+
+    @property
+    def kernel_name(self) -> str:
+        return f"cast_to_{self.to.name}"
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)

@@ -86,8 +86,10 @@ class KernelTable:
         key = (build.__module__, build.__qualname__, params_c, types_c, nscalars)
         ref = self._by_key.get(key)
         if ref is None:
-            stem = build.__name__.removeprefix("build_")
-            name = "".join(c if c.isalnum() else "_" for c in f"k{len(self.prog.kernels)}_{stem}")
+            # readable in inspect: k3_greater_float32, k4_conv2d_float32
+            stem = getattr(params, "kernel_name", None) or build.__name__.removeprefix("build_")
+            dtype = f"_{types[0][0].name}" if types else ""
+            name = "".join(c if c.isalnum() else "_" for c in f"k{len(self.prog.kernels)}_{stem}{dtype}")
             kb = KernelBuilder(self.module, name, self.target)
             build(kb, params_c, types_c)
             kb.finish()

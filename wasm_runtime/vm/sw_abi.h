@@ -82,11 +82,11 @@ static inline const char* sw_dtype_name(int32_t code) {
 /* status codes: 0 is success */
 typedef int32_t sw_status_t;
 #define SW_OK 0 /* success */
-#define SW_INVALID_INPUT 1 /* invalid input */
-#define SW_OUT_OF_RANGE 2 /* out of range */
-#define SW_OUT_OF_MEMORY 3 /* out of memory */
-#define SW_INVALID_PROGRAM 4 /* invalid program */
-#define SW_INTERNAL 5 /* internal error */
+#define SW_INVALID_INPUT 1 /* wrong rank, dtype or dim, a broken shape constraint, an input not set */
+#define SW_OUT_OF_RANGE 2 /* a data value out of range (a Gather index) */
+#define SW_OUT_OF_MEMORY 3 /* an allocation over the memory limit, or memory cannot grow */
+#define SW_INVALID_PROGRAM 4 /* the embedded program failed verification (a compiler bug or a corrupt file), or a module of another format */
+#define SW_INTERNAL 5 /* any other internal failure */
 
 typedef struct sw_tensor sw_tensor;
 typedef sw_status_t (*sw_kernel_fn)(sw_tensor* const*, int64_t*, int64_t*);

@@ -138,8 +138,14 @@ def import_model(model, binds: Mapping[str, int] | None = None,
                            f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
 
     reg = registry()
+    old: dict[str, int] = {}
     for index, n in enumerate(g.node):
-        _import_node(graph, reg, n, index, opset)
+        version = _import_node(graph, reg, n, index, opset)
+        if version < max(reg.versions(n.op_type)) and version < 13:
+            old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
+    if old:
+        graph.notes.append("older op versions read in their own form (no conversion): "
+                           + ", ".join(f"{k} x{v}" for k, v in sorted(old.items())))
 
     for out in g.output:
         if out.name not in graph.values:
@@ -149,7 +155,8 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     return graph
 
 
-def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -> None:
+def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -> int:
+    """Translate one node; returns the op version in effect."""
     name = n.name or f"{n.op_type}_{index}"
     label = f"node '{name}' ({n.op_type})"
     if n.domain not in ("", "ai.onnx"):
@@ -179,6 +186,7 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
             raise CompileError(f"{label}: output '{o}' was not inferred")
     if entry.foldable:
         _fold(graph, ctx, n, opset)
+    return version
 
 
 def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:

@@ -1,8 +1,9 @@
-"""Elementwise ONNX ops -> ``Elementwise(fn)`` and ``Cast``.
+"""Elementwise ONNX ops -> ``Elementwise(fn, params)`` and ``Cast``.
 
 An elementwise op that is only its scalar function is one line of :data:`ELEMENTWISE`: the
-ONNX name, the core scalar function (toolkit.ops.elementwise.SCALAR) and the op versions
-that mean it (later versions of these ops only widen their types).
+ONNX name, the core scalar function (toolkit.ops.elementwise.SCALAR), the op versions that
+mean it (later versions of these ops only widen their types) and the float attributes that
+become its parameters, in order (schema defaults filled in).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ....ops.elementwise import Cast, Elementwise
 from ....ops.shape import Identity
 from ..translate import TranslateContext
 
-ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]]] = {
+ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]] | tuple[str, tuple[int, ...], tuple[str, ...]]] = {
     "Add": ("add", (7, 13, 14)),
     "Sub": ("sub", (7, 13, 14)),
     "Mul": ("mul", (7, 13, 14)),
@@ -42,17 +43,18 @@ ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]]] = {
     "Tanh": ("tanh", (6, 13)),
     "Erf": ("erf", (9, 13)),
     "Where": ("where", (9, 16)),
+    "LeakyRelu": ("leaky_relu", (6, 16), ("alpha",)),
+    "HardSigmoid": ("hard_sigmoid", (6, 22), ("alpha", "beta")),
+    "HardSwish": ("hard_swish", (14, 22)),
+    "Softsign": ("softsign", (1, 22)),
+    "Softplus": ("softplus", (1, 22)),
 }
 
 
-def _plain(fn: str):
+def _plain(fn: str, attrs: tuple[str, ...]):
     def translate(ctx: TranslateContext) -> None:
-        ctx.emit(Elementwise(fn), [i for i in ctx.inputs if i])
+        ctx.emit(Elementwise(fn, tuple(float(ctx.attr(a)) for a in attrs)), [i for i in ctx.inputs if i])
     return translate
-
-
-def leaky_relu(ctx: TranslateContext) -> None:
-    ctx.emit(Elementwise("leaky_relu", (float(ctx.attr("alpha", 0.01)),)))
 
 
 def clip(ctx: TranslateContext) -> None:
@@ -84,9 +86,8 @@ def identity(ctx: TranslateContext) -> None:
 
 
 def register(r) -> None:
-    for onnx_op, (fn, versions) in ELEMENTWISE.items():
-        r.add(onnx_op, versions, _plain(fn))
-    r.add("LeakyRelu", (6, 16), leaky_relu)
+    for onnx_op, (fn, versions, *attrs) in ELEMENTWISE.items():
+        r.add(onnx_op, versions, _plain(fn, attrs[0] if attrs else ()))
     r.add("Clip", (6, 11, 12, 13), clip)
     r.add("Cast", (6, 9, 13, 19, 21, 23, 24, 25), cast)
     r.add("Identity", (1, 13, 14, 16, 19, 21, 23, 24, 25), identity)
