@@ -44,8 +44,10 @@ def test_range_int64_min_by_minus_one(target):
                    [vinfo("s", np.int64, []), vinfo("l", np.int64, []), vinfo("d", np.int64, [])],
                    [vinfo("y", np.int64, None)])
     mod = build(m, target)
-    with pytest.raises(wasm_runtime.ModelError):
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'Range_0' \(Range\): cannot allocate \d+ bytes "
+                                                      r"for 'y'") as e:
         mod.run({"s": np.array(0), "l": np.array(I64_MIN), "d": np.array(-1)})
+    assert e.value.status == 3
     feeds = {"s": np.array(3), "l": np.array(-4), "d": np.array(-1)}
     assert_outputs_match(mod.run(feeds), reference(m, feeds))
 
