@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench clean isa
+.PHONY: all env demo test lint bench clean abi
 
 all: demo
 
@@ -31,7 +31,7 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
 # the generated ABI and ISA files must match their tables
-isa: env
+abi: env
 	$(PY) -m toolkit.abi --check
 
 demo: env js_loader/node_modules/.installed
@@ -43,7 +43,7 @@ demo: env js_loader/node_modules/.installed
 lint: env
 	$(PY) -m ruff check --quiet --select F,E9 toolkit wasm_runtime tests samples benchmarks js_loader/test
 
-test: env isa lint js_loader/node_modules/.installed $(CHROMIUM)
+test: env abi lint js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) -m pytest -n $(JOBS) -q
 	cd js_loader && npm test
 

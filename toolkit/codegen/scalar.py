@@ -11,7 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir.dtypes import DType
-from .kernel import F32, F64, I8, compute_type, fptosi_sat, intrinsic
+from .kernel import F64, I8, compute_type, fptosi_sat, intrinsic
 
 _FCMP = {"==": "==", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "!=": "!="}
 
@@ -127,6 +127,3 @@ def convert(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
         return b.sext(x, tt) if src.is_signed else b.zext(x, tt)
     return x
 
-
-def is_f32_or_f16(dt: DType) -> bool:
-    return dt.is_float and compute_type(dt) == F32

@@ -231,6 +231,13 @@ def run_infer(graph: Graph, node: Node) -> None:
     node.checks, node.info = ctx.checks, ctx.info
 
 
+def replace_node(graph: Graph, node: Node, op: CoreOp, inputs: Sequence[str] | None = None) -> list[Node]:
+    """``node`` with another op (and inputs), inferred: the usual simplification patch."""
+    new = Node(op, node.name, node.source, list(node.inputs if inputs is None else inputs), list(node.outputs))
+    run_infer(graph, new)
+    return [new]
+
+
 def known_elements(dtype: DType, values: Sequence[Value], positions) -> list[Dim] | None:
     """The elements of an integer output computed from known inputs by moving elements.
 
@@ -264,4 +271,4 @@ def promote_sym(v: Value) -> tuple[Dim, ...] | None:
     return v.int_contents()
 
 
-__all__ = ["CoreOp", "InferContext", "run_infer", "known_elements", "promote_sym", "CompileError"]
+__all__ = ["CoreOp", "InferContext", "run_infer", "replace_node", "known_elements", "promote_sym", "CompileError"]

@@ -17,8 +17,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext
-from .movement import replace as replace_node
+from .base import CoreOp, InferContext, replace_node
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 

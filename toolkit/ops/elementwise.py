@@ -17,9 +17,10 @@ from llvmlite import ir
 
 from ..codegen import mathlib
 from ..codegen.elementwise import build_elementwise, power
+from ..codegen.kernel import intrinsic
 from ..codegen.scalar import Scalar, convert, from_bool, to_bool
 from ..ir import dims as D
-from ..ir.dtypes import (ALL, BOOL, FLOAT16, FLOAT32, FLOAT64, FLOATS, INDEX, INTS, NUMERIC, SIGNED, DType)
+from ..ir.dtypes import ALL, BOOL, FLOAT16, FLOAT32, FLOATS, INDEX, INTS, NUMERIC, SIGNED, DType
 from .base import CoreOp, InferContext
 
 ScalarBody = Callable[[Scalar, list[ir.Value], tuple], ir.Value]
@@ -104,7 +105,7 @@ SCALAR: dict[str, ScalarOp] = {
     "hard_swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], _hard_sigmoid(s, v[0], 1 / 6, 0.5))),
     "softsign": ScalarOp(1, FLOATS, lambda s, v, p: s.div(v[0], s.add(s.const(1), s.abs(v[0])))),
     "softplus": ScalarOp(1, F16_F32, lambda s, v, p: mathlib.log(s.b, s.add(mathlib.exp(s.b, v[0]), s.const(1)))),
-    "sqrt": ScalarOp(1, FLOATS, lambda s, v, p: mathlib_sqrt(s, v[0])),
+    "sqrt": ScalarOp(1, FLOATS, lambda s, v, p: intrinsic(s.b, "llvm.sqrt", v[0])),  # an instruction, never a libcall
     "reciprocal": ScalarOp(1, FLOATS, lambda s, v, p: s.div(s.const(1), v[0])),
     "exp": ScalarOp(1, F16_F32, _math(mathlib.exp)),
     "log": ScalarOp(1, F16_F32, _math(mathlib.log)),
@@ -117,12 +118,6 @@ SCALAR: dict[str, ScalarOp] = {
     # y * scale (+ bias), LayerNormalization's affine step when it cannot fuse into its kernel
     "affine": ScalarOp(None, FLOATS, lambda s, v, p: s.fold(s.add, [s.mul(v[0], v[1])] + v[2:])),
 }
-
-
-def mathlib_sqrt(s: Scalar, x: ir.Value) -> ir.Value:
-    from ..codegen.kernel import intrinsic
-
-    return intrinsic(s.b, "llvm.sqrt", x)  # an instruction on every target, never a libcall
 
 
 @dataclass(frozen=True)
@@ -223,4 +218,4 @@ class Cast(CoreOp):
         return convert(b, values[0], in_dtypes[0], out_dtype)
 
 
-__all__ = ["Elementwise", "Cast", "SCALAR", "ScalarOp", "FLOAT64"]
+__all__ = ["Elementwise", "Cast", "SCALAR", "ScalarOp"]

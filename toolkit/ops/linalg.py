@@ -12,8 +12,7 @@ from dataclasses import dataclass, replace
 from ..codegen import linalg as L
 from ..ir.dtypes import FLOATS, INT32, INT64, UINT32, UINT64
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext
-from .movement import replace as replace_node
+from .base import CoreOp, InferContext, replace_node
 
 MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
 

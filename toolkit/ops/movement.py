@@ -17,20 +17,13 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import INDEX
 from ..ir.graph import SYM_LIMIT, Graph, Node
-from .base import CoreOp, InferContext, known_elements, run_infer
+from .base import CoreOp, InferContext, known_elements, replace_node
 from .shape import Identity, ViewAs
 
 # inputs per Concat kernel call: the VM passes a kernel at most 64 tensors
 CONCAT_CHUNK = 63
 # |start| or |end| this large is beyond any dim: INT64_MAX means "to the end"
 BIG = 1 << 62
-
-
-def replace(graph: Graph, node: Node, op: CoreOp, inputs: list[str] | None = None) -> list[Node]:
-    """``node`` with another op (and inputs), inferred: the usual simplification patch."""
-    new = Node(op, node.name, node.source, list(node.inputs if inputs is None else inputs), list(node.outputs))
-    run_infer(graph, new)
-    return [new]
 
 
 # ----------------------------------------------------------------------------- Transpose
@@ -58,7 +51,7 @@ class Transpose(CoreOp):
         if moved != sorted(moved):
             return None
         # only dims of size 1 move: the element order is unchanged, a view suffices
-        return replace(graph, node, ViewAs(graph.values[node.outputs[0]].shape))
+        return replace_node(graph, node, ViewAs(graph.values[node.outputs[0]].shape))
 
     def lower(self, lw, node) -> None:
         x = lw.value(node.inputs[0])
@@ -250,7 +243,7 @@ class Slice(CoreOp):
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
         x = graph.values[node.inputs[0]]
         if all(p.first == 0 and p.step == 1 and p.count == x.shape[p.axis] for p in node.info):
-            return replace(graph, node, Identity(), [node.inputs[0]])
+            return replace_node(graph, node, Identity(), [node.inputs[0]])
         return None
 
     def lower(self, lw, node) -> None:

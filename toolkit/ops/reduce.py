@@ -15,9 +15,8 @@ from ..codegen.elementwise import build_elementwise
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOATS, INT64, NUMERIC
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext
+from .base import CoreOp, InferContext, replace_node
 from .elementwise import Elementwise
-from .movement import replace
 from .shape import Identity
 
 F16_F32 = (FLOAT16, FLOAT32)
@@ -53,7 +52,7 @@ class Reduce(CoreOp):
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
         if node.info:
             return None
-        return replace(graph, node, Identity(), node.inputs[:1])  # reducing no axes
+        return replace_node(graph, node, Identity(), node.inputs[:1])  # reducing no axes
 
     def lower(self, lw, node) -> None:
         lw.run_kernel(R.build_reduce, (self.kind, node.info), node.inputs[:1], node.outputs[:1])

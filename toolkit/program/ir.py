@@ -17,7 +17,7 @@ to the next block. BRANCH, JUMP and RETURN appear only at the end of a block.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import numpy as np
 
@@ -356,6 +356,3 @@ def _fmt_value(k: str, v, messages: bool) -> str | None:
         return v.name
     return repr(v) if not isinstance(v, (int, str)) else str(v)
 
-
-def format_instrs(instrs: Sequence[Instr]) -> list[str]:
-    return [_format(i, False) for i in instrs]

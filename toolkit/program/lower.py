@@ -12,9 +12,10 @@ expressions (:meth:`~Lowerer.slot`), named shape builtins (checks, arithmetic, b
 Reshape's target, Slice's bounds) and kernel calls (:meth:`~Lowerer.call`), whose keys are
 derived (:mod:`.kernels`).
 
-Dims are evaluated once per scope: an expression lowered to a slot is remembered in the
-current :class:`DimScope`, and a branch (later) opens a child scope so that a slot computed
-on one side is never reused on the other.
+Dims are evaluated once per scope, and values materialized once: an expression lowered to a
+slot, or a constant or shape value given a register, is remembered in the current
+:class:`Scope`; a branch (later) opens a child scope, so that what one side computed is
+never reused on the other or after the join.
 """
 from __future__ import annotations
 
@@ -33,19 +34,28 @@ from .ir import Block, Instr, KernelRef, Program, Reg, Slot, StaticBuffer
 from .kernels import BuildFn, KernelTable
 
 
-class DimScope:
-    """Which slot holds each dim expression, in one scope of straight-line code; lookups
-    fall back to the enclosing scope."""
+class Scope:
+    """Which slot holds each dim expression and which register each value, in one scope of
+    straight-line code; lookups fall back to the enclosing scope."""
 
-    def __init__(self, parent: "DimScope | None" = None):
+    def __init__(self, parent: "Scope | None" = None):
         self.parent = parent
         self.slots: dict[Dim, Slot] = {}
+        self.regs: dict[str, Reg] = {}
 
-    def get(self, d: Dim) -> Slot | None:
-        scope: DimScope | None = self
+    def slot(self, d: Dim) -> Slot | None:
+        scope: Scope | None = self
         while scope is not None:
             if d in scope.slots:
                 return scope.slots[d]
+            scope = scope.parent
+        return None
+
+    def reg(self, name: str) -> Reg | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.regs:
+                return scope.regs[name]
             scope = scope.parent
         return None
 
@@ -58,9 +68,8 @@ class Lowerer:
         self.prog = prog
         self.kernels = kernels
         self.block: Block = prog.new_block("entry")
-        self.dims = DimScope()
-        self._const_slots: dict[int, Slot] = {}
-        self._regs: dict[str, Reg] = {}
+        self.scope = Scope()
+        self._const_slots: dict[int, Slot] = {}  # preset before the run: valid in every scope
         self._first_binding: dict[Sym, str] = {}
         self.node: Node | None = None
 
@@ -94,19 +103,19 @@ class Lowerer:
     def define(self, d: Dim, slot: Slot) -> None:
         """Record that ``slot`` holds the run-time value of ``d`` (a symbol, usually)."""
         d = D.as_dim(d)
-        self.dims.slots[d] = slot
+        self.scope.slots[d] = slot
         if isinstance(d, D.Expr) and (slot.name is None or isinstance(d.atom(), Sym)):
             slot.name = str(d)  # a symbol names its slot better than its source
 
     def is_defined(self, d: Dim) -> bool:
-        return isinstance(d, int) or self.dims.get(D.as_dim(d)) is not None
+        return isinstance(d, int) or self.scope.slot(D.as_dim(d)) is not None
 
     def slot(self, d: Dim) -> Slot:
         """A slot holding the run-time value of dim expression ``d``, evaluating it once."""
         d = D.as_dim(d)
         if isinstance(d, int):
             return self.const_slot(d)
-        known = self.dims.get(d)
+        known = self.scope.slot(d)
         if known is not None:
             return known
         atom = d.atom()
@@ -194,8 +203,9 @@ class Lowerer:
 
     def tensor(self, name: str) -> Reg:
         """The register of a value, materializing constants and shape values."""
-        if name in self._regs:
-            return self._regs[name]
+        known = self.scope.reg(name)
+        if known is not None:
+            return known
         v = self.value(name)
         if v.const is not None:
             reg = self.prog.new_reg(name, v.dtype, v.shape)
@@ -207,14 +217,14 @@ class Lowerer:
         else:
             raise CompileError(f"{self.context()}: value '{name}' is used before it is computed "
                                f"(internal lowering order error)")
-        self._regs[name] = reg
+        self.scope.regs[name] = reg
         return reg
 
     def alloc(self, name: str) -> Reg:
         """A new buffer for value ``name`` with its symbolic shape."""
         v = self.value(name)
         reg = self._buffer(name, v.dtype, v.shape, f"'{name}' {v.describe()}")
-        self._regs[name] = reg
+        self.scope.regs[name] = reg
         return reg
 
     def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> Reg:
@@ -239,7 +249,7 @@ class Lowerer:
         src_reg = self.tensor(src)
         reg = self.prog.new_reg(out, v.dtype, v.shape)
         self._emit("VIEW", reg, src_reg, [self.slot(d) for d in v.shape])
-        self._regs[out] = reg
+        self.scope.regs[out] = reg
         return reg
 
     def values_of(self, name: str) -> list[Slot]:
@@ -291,7 +301,7 @@ class Lowerer:
         for i, name in enumerate(self.graph.inputs):
             v = self.value(name)
             reg = self.prog.new_reg(name, v.dtype, v.shape)
-            self._regs[name] = reg
+            self.scope.regs[name] = reg
             self.prog.inputs.append((v.dtype, v.rank, name))
             self._emit("INPUT", i, reg)
             for axis, d in enumerate(v.shape):

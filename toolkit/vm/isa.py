@@ -20,6 +20,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from ..abi import DTYPES
+
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,6 @@ def disassemble(words: list[int], strings: list[str] | None = None,
                 slot_names: dict[int, str] | None = None, blocks: dict[int, str] | None = None) -> str:
     """Readable text of encoded words. Names are used where given; ``blocks`` maps the pc
     where a block starts to its label."""
-    from ..abi import DTYPES
-
     dtype_names = {d.code: d.name for d in DTYPES}
     slot_names = slot_names or {}
     blocks = blocks or {}

@@ -115,14 +115,6 @@ class TranslateContext:
             self.fail(f"{what} (input '{v.name}') must be a constant")
         return tuple(int(x) for x in vals)
 
-    def const_scalar(self, i: int, what: str) -> float | None:
-        v = self.value(i)
-        if v is None:
-            return None
-        if v.const is None or v.const.size != 1:
-            self.fail(f"{what} (input '{v.name}') must be a constant scalar")
-        return v.const.reshape(()).item()
-
     def dtype(self, code: int, what: str) -> DType:
         dt = DTYPE_BY_CODE.get(int(code))
         if dt is None:
