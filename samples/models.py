@@ -32,7 +32,8 @@ def argwhere():
 
 
 def reshape_of_shape():
-    """Seed 002: reshape(c, [1, shape(c)[0], shape(c)[1], 1]) keeps the symbolic shape (1, n, 10, 1)."""
+    """Seed 002: reshape(c, [1, shape(c)[0], shape(c)[1], 1]) keeps a symbolic shape, (1, (n or 10), 10, 1):
+    ONNX's 0 in a target copies the input's dim, so it is (1, n, 10, 1) for every n >= 1."""
     one = numpy_helper.from_array(np.array([1], np.int64), "one")
     zero = numpy_helper.from_array(np.array([0], np.int64), "zero")
     two = numpy_helper.from_array(np.array([2], np.int64), "two")

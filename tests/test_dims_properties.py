@@ -15,7 +15,7 @@ leaf = st.one_of(st.tuples(st.just("sym"), st.integers(0, 2)), st.tuples(st.just
 
 def extend(children):
     return st.one_of(
-        st.tuples(st.sampled_from(["add", "sub", "mul", "min", "max"]), children, children),
+        st.tuples(st.sampled_from(["add", "sub", "mul", "min", "max", "ifzero"]), children, children),
         st.tuples(st.sampled_from(["floordiv", "mod"]), children, st.integers(1, 7)),
     )
 
@@ -34,7 +34,7 @@ def build(t):
         return (D.floordiv if kind == "floordiv" else D.mod)(a, t[2])
     b = build(t[2])
     return {"add": D.add, "sub": lambda x, y: D.add(x, D.mul(y, -1)), "mul": D.mul,
-            "min": D.minimum, "max": D.maximum}[kind](a, b)
+            "min": D.minimum, "max": D.maximum, "ifzero": D.ifzero}[kind](a, b)
 
 
 def direct(t, env):
@@ -49,7 +49,8 @@ def direct(t, env):
     if kind == "mod":
         return a % t[2]
     b = direct(t[2], env)
-    return {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b)}[kind]
+    return {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b),
+            "ifzero": a if a != 0 else b}[kind]
 
 
 @settings(max_examples=300, deadline=None)

@@ -103,7 +103,7 @@ def test_reshape_target_built_from_shape(target):
              const("scalar0", np.array(0, I64))]
     model = make_model(nodes, [vinfo("c", F32, ["n", 10])], outs("y", "y2"), inits)
     r = compile_checked(model, target, [{"c": rand(RNG, (3, 10))}, {"c": rand(RNG, (1, 10))}])
-    assert shape_of(r, "y") == "(1, n, 10, 1)"
+    assert shape_of(r, "y") == "(1, (n or 10), 10, 1)"  # a 0 in the target copies c's dim
     assert shape_of(r, "y2") == "(n, 2, 5)"
     assert r.program.kernels == []
 

@@ -5,7 +5,7 @@ from onnx import helper
 
 import wasm_runtime
 from toolkit.compiler import compile_model
-from util import _TMP, assert_outputs_match, build, make_model, reference, vinfo
+from util import _TMP, assert_outputs_match, build, const, make_model, ort_reference, reference, vinfo
 
 I64_MIN = np.iinfo(np.int64).min
 
@@ -97,3 +97,68 @@ def test_recompiling_a_native_library_in_place():
     mod = wasm_runtime.load(path)
     assert [o.name for o in mod.outputs] == ["r"]
     assert_outputs_match(mod.run(x), reference(b, x))
+
+
+# ----------------------------------------------------------------------------- issue 6: wrong results found by fuzzing
+
+
+def test_reshape_zero_copies_the_input_dim_for_a_symbolic_target(target):
+    """Reshape(x, Concat(Shape(x)[1:2], [-1])) on x: (3, 0): the target's 0 copies x's dim 0,
+    giving (3, 0) (onnxruntime and onnx.reference agree); it used to give (0, 3)."""
+    m = make_model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "a", "b"], ["s1"]),
+                    helper.make_node("Concat", ["s1", "m1"], ["t"], axis=0),
+                    helper.make_node("Reshape", ["x", "t"], ["y"])],
+                   [vinfo("x", np.float32, ["p", "q"])], [vinfo("y", np.float32, None)],
+                   [const("a", np.array([1])), const("b", np.array([2])), const("m1", np.array([-1]))])
+    mod = build(m, target)
+    for shape in ((3, 0), (0, 3), (2, 3), (4, 1)):
+        feeds = {"x": np.arange(np.prod(shape), dtype=np.float32).reshape(shape)}
+        got = mod.run(feeds)
+        assert_outputs_match(got, ort_reference(m, feeds))
+        assert_outputs_match(got, reference(m, feeds))
+    # (0, 0): the -1 cannot be inferred next to the copied 0 (both references refuse it too)
+    with pytest.raises(wasm_runtime.ModelError, match=r"p\*q = 0 is not divisible by \(q or p\) = 0"):
+        mod.run({"x": np.zeros((0, 0), np.float32)})
+
+
+def test_reshape_zero_past_the_input_rank_is_an_error(target):
+    """A symbolic target element at a position the input lacks: 0 there has no dim to copy."""
+    m = make_model([helper.make_node("Shape", ["x"], ["s"]),
+                    helper.make_node("Concat", ["s", "s"], ["t"], axis=0),
+                    helper.make_node("Reshape", ["x", "t"], ["y"], name="r")],
+                   [vinfo("x", np.float32, ["p"])], [vinfo("y", np.float32, None)])
+    mod = build(m, target)
+    feeds = {"x": np.ones(1, np.float32)}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'r' \(Reshape\): target dim 1 .*p = 0 is less than 1"):
+        mod.run({"x": np.ones(0, np.float32)})
+
+
+@pytest.mark.parametrize("start,limit,delta", [
+    (I64_MIN, 2 ** 40, 2 ** 40),                     # limit - start overflows int64
+    (2 ** 62, -(2 ** 62), -(2 ** 55)),
+    (I64_MIN + 5, I64_MIN + 100, 7),
+    (np.iinfo(np.int64).max, I64_MIN, I64_MIN),      # a step of INT64_MIN
+    (np.iinfo(np.int64).max - 3, np.iinfo(np.int64).max, 1),
+    (-5, 5, np.iinfo(np.int64).max),
+])
+def test_range_lengths_are_exact_at_the_int64_extremes(start, limit, delta, target):
+    """The count is exact for every int64 start, limit and delta (it was one short when
+    limit - start overflowed). Reference: Python's own range."""
+    m = make_model([helper.make_node("Range", ["s", "l", "d"], ["y"])],
+                   [vinfo("s", np.int64, []), vinfo("l", np.int64, []), vinfo("d", np.int64, [])],
+                   [vinfo("y", np.int64, None)])
+    y = build(m, target).run({"s": np.array(start), "l": np.array(limit), "d": np.array(delta)})["y"]
+    want = range(int(start), int(limit), int(delta))
+    assert y.shape == (len(want),)
+    np.testing.assert_array_equal(y[:5], np.array(list(want[:5]), np.int64))
+    np.testing.assert_array_equal(y[-3:], np.array(list(want[-3:]), np.int64))
+
+
+@pytest.mark.parametrize("attr,value", [("value_float", 1.5), ("value_int", 7), ("value_floats", [1.5, 2.5]),
+                                        ("value_ints", [3])])
+def test_constant_attributes_keep_their_rank(attr, value, target):
+    """Constant(value_float=1.5) is a scalar, shape (); it came out (1,)."""
+    m = make_model([helper.make_node("Constant", [], ["c"], **{attr: value})], [vinfo("x", np.float32, [1])],
+                   [vinfo("c", np.float32 if "float" in attr else np.int64, None)])
+    assert_outputs_match(build(m, target).run({"x": np.ones(1, np.float32)}), reference(m, {}))

@@ -9,6 +9,7 @@ from onnx import helper
 
 import wasm_runtime
 from toolkit.compiler import compile_model
+from toolkit.frontend.onnx.importer import import_model
 from util import _TMP, assert_outputs_match, check_model, const, make_model, reference, vinfo
 from conftest import ROOT
 from samples.models import reshape_of_shape
@@ -37,23 +38,30 @@ def _seed002_model():
 
 
 def test_seed002_reshape_from_shape_values(target):
-    """reshape(c, [1, shape_of(c)[0], shape_of(c)[1], 1]) gets the static-rank symbolic shape
-    (1, n, 10, 1) at compile time, visible in `symwasm inspect`, and runs for several n."""
+    """reshape(c, [1, shape_of(c)[0], shape_of(c)[1], 1]) gets a static-rank symbolic shape at
+    compile time, visible in `symwasm inspect`, and runs for several n. In ONNX a 0 in the
+    target copies the input's dim, so the shape is (1, (n or 10), 10, 1): (1, n, 10, 1)
+    whenever n >= 1, which declaring n's range makes exact."""
     m = _seed002_model()
+    assert str(tuple(import_model(m, ranges={"n": (1, None)}).values["d"].shape)) == "(1, n, 10, 1)"
     path = _TMP / f"seed002.{target}"
     r = compile_model(m, path, target=target)
-    assert str(tuple(r.graph.values["d"].shape)) == "(1, n, 10, 1)"
+    assert str(tuple(r.graph.values["d"].shape)) == "(1, (n or 10), 10, 1)"
     # the reshape is a view: 'd' is defined by a VIEW of c's buffer, and no kernel copies data for it
     assert [ins for _, _, ins in r.program.instrs() if ins.name == "VIEW" and ins.args[0].name == "d"]
     assert not any("reshape" in k.name for k in r.program.kernels)
     out = subprocess.run([sys.executable, "-m", "toolkit.cli", "inspect", str(path)], capture_output=True,
                          text=True, cwd=ROOT, check=True).stdout
-    assert "d: float32(1, n, 10, 1)" in out
+    assert "d: float32(1, (n or 10), 10, 1)" in out
     mod = wasm_runtime.load(path)
     rng = np.random.default_rng(2)
-    for n in (1, 4, 9):  # n = 0 would make the Reshape target's 0 mean 'copy a dim' in ONNX
+    for n in (1, 4, 9):
         feeds = {"a": rng.standard_normal((n, 10)).astype(np.float32), "b": rng.standard_normal(1).astype(np.float32)}
         assert_outputs_match(mod.run(feeds), reference(m, feeds))
+    # n = 0: the target [1, 0, 10, 1] copies c's dim 1, and 100 elements cannot come from 0
+    # (onnxruntime refuses it too)
+    with pytest.raises(wasm_runtime.ModelError, match=r"element count: .*\(n or 10\).* = 100 does not equal .* = 0"):
+        mod.run({"a": np.zeros((0, 10), np.float32), "b": np.zeros(1, np.float32)})
 
 
 def test_seed003_arange_of_shape(target):

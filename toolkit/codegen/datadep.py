@@ -70,16 +70,18 @@ def build_range_count(kb: KernelBuilder, params: None, types: Sequence[TensorTyp
     else:
         start, limit, delta = (b.sext(v, I64) if v.type != I64 else v for v in (start, limit, delta))
         kb.fail_if(b.icmp_signed("==", delta, i64(0)), STATUS_INVALID_INPUT)
-        # saturating: a length past int64 stays huge (and fails to allocate) instead of wrapping
-        diff = intrinsic(b, "llvm.ssub.sat", limit, start)
-        # INT64_MIN / -1 traps in wasm: divide by a safe divisor; dividing by -1 negates
-        minus_one = b.icmp_signed("==", delta, i64(-1))
-        safe = b.select(minus_one, i64(1), delta)
-        q = b.select(minus_one, intrinsic(b, "llvm.ssub.sat", i64(0), diff), b.sdiv(diff, safe))
-        r = b.select(minus_one, i64(0), b.srem(diff, safe))
-        round_up = b.and_(b.icmp_signed("!=", r, i64(0)),
-                          b.icmp_signed("==", b.icmp_signed(">", r, i64(0)), b.icmp_signed(">", delta, i64(0))))
-        n = b.select(round_up, b.add(q, i64(1)), q)
+        # exact for every int64 start, limit and delta: the distance to cover and the step's
+        # size are unsigned 64-bit (the difference of two int64 fits one; a signed difference
+        # could overflow, and INT64_MIN / -1 would trap in wasm)
+        up = b.icmp_signed(">", delta, i64(0))
+        nonempty = b.select(up, b.icmp_signed(">", limit, start), b.icmp_signed(">", start, limit))
+        span = b.select(up, b.sub(limit, start), b.sub(start, limit))
+        step = b.select(up, delta, b.sub(i64(0), delta))
+        q = b.udiv(span, step)
+        q = b.add(q, b.zext(b.icmp_unsigned("!=", b.urem(span, step), i64(0)), I64))
+        # past INT64_MAX elements: stays huge, and fails to allocate
+        q = b.select(b.icmp_signed("<", q, i64(0)), i64((1 << 63) - 1), q)
+        n = b.select(nonempty, q, i64(0))
     kb.set_scalar(0, b.select(b.icmp_signed("<", n, i64(0)), i64(0), n))
 
 

@@ -98,6 +98,8 @@ class _Op(Atom):
             return f"({a[0]} % {a[1]})"
         if self.op == "div":
             return f"({a[0]} / {a[1]})"
+        if self.op == "ifzero":
+            return f"({a[0]} or {a[1]})"
         return f"{self.op}({', '.join(str(x) for x in a)})"
 
 
@@ -370,6 +372,17 @@ def maximum(*args: Dim) -> Dim:
     return _minmax("max", args)
 
 
+def ifzero(v: Dim, d: Dim) -> Dim:
+    """``v``, or ``d`` where ``v`` is 0: ONNX Reshape's rule for a 0 in the target shape
+    (it copies the input's dim). Printed ``(v or d)``."""
+    v, d = as_dim(v), as_dim(d)
+    if isinstance(v, int):
+        return v if v != 0 else d
+    if v is d or d == 0 or bounds(v)[0] >= 1:
+        return v
+    return _op("ifzero", v, d)
+
+
 class BroadcastError(ValueError):
     """Two dims that can never broadcast together."""
 
@@ -433,6 +446,10 @@ def bounds(d: Dim) -> tuple[int, int | None]:
         if d.op == "div":
             lo, hi = bounds(a[0])
             return min(lo, 0), hi
+        if d.op == "ifzero":
+            (lo_v, hi_v), (lo_d, hi_d) = bounds(a[0]), bounds(a[1])
+            # v where it is not 0 (so at least 1 if it is never negative), else d
+            return min(lo_v if lo_v != 0 else 1, lo_d), (None if hi_v is None or hi_d is None else max(hi_v, hi_d))
     lo_t, hi_t = 0, 0
     lo_known = hi_known = True
     for mono, coef in d.terms:
@@ -524,6 +541,8 @@ def _rebuild(op: str, args: list[Dim]) -> Dim:
         for x in args[1:]:
             r = bcast(r, x)
         return r
+    if op == "ifzero":
+        return ifzero(args[0], args[1])
     raise ValueError(op)
 
 

@@ -71,8 +71,9 @@ class Value:
 class Check:
     """A shape condition the compiler could not prove; the VM checks it at run time."""
 
-    # "eq": a == b; "bcast": a broadcasts to b (a == 1 or a == b); "define": evaluate the
-    # broadcast dim a (a bcast of input dims) with this message should they not broadcast
+    # "eq": a == b; "le": a <= b; "bcast": a broadcasts to b (a == 1 or a == b); "define":
+    # evaluate the broadcast dim a (a bcast of input dims) with this message should they not
+    # broadcast
     kind: str
     a: Dim
     b: Dim

@@ -133,6 +133,15 @@ class InferContext:
         self.checks.append(Check(
             "eq", a, b, f"{self.node.label()}: {what}: {a} = {{0}} does not equal {b} = {{1}}"))
 
+    def require_le(self, a: Dim, b: Dim, what: str) -> None:
+        """``a <= b``: an error now if provably false, a run-time check if unknown."""
+        if D.provably_le(a, b):
+            return
+        if isinstance(a, int) and isinstance(b, int):
+            self.fail(f"{what}: {a} > {b}")
+        self.checks.append(Check(
+            "le", a, b, f"{self.node.label()}: {what}: {b} = {{1}} is less than {a} = {{0}}"))
+
     def require_bcast(self, d: Dim, out: Dim, what: str) -> None:
         """``d`` broadcasts to ``out`` (d is 1 or equal)."""
         if d == out or d == 1:

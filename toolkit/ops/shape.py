@@ -133,12 +133,18 @@ class Reshape(View):
     def _resolve(self, ctx: InferContext, x: Value, target: Sequence[Dim]) -> list[Dim]:
         """The output dims of a reshape to a target known at compile time.
 
-        A symbolic target element is taken as its value. Were it 0 at run time, ONNX would
-        copy the input dim instead, but the element counts still have to match, so the two
-        can only differ for an empty tensor."""
+        Without allowzero, a 0 in the target copies the input's dim: a symbolic target element
+        that may be 0 becomes ``(v or input dim)``, simplified back to ``v`` when it cannot be
+        0 or equals that dim (``Reshape(x, Concat(Shape(x)[0:1], [-1]))``)."""
         out: list[Dim] = []
         infer_at = None
         for i, v in enumerate(target):
+            if not isinstance(v, int) and not self.allowzero and D.bounds(v)[0] <= 0:
+                if i < x.rank:
+                    v = D.ifzero(v, x.shape[i])
+                else:
+                    ctx.require_le(1, v, f"target dim {i} (0 would copy input dim {i}, but the input has "
+                                         f"rank {x.rank})")
             if isinstance(v, int) and v == 0 and not self.allowzero:
                 if i >= x.rank:
                     ctx.fail(f"target dim {i} is 0 (copy the input dim), but the input has rank {x.rank}")

@@ -147,6 +147,10 @@ class Lowerer:
             for x in args[1:]:
                 slot = self.arith(op.upper(), slot, self.slot(x))
             return slot
+        if op == "ifzero":  # v + (v == 0) * (d - v)
+            v, d = self.slot(args[0]), self.slot(args[1])
+            zero = self.arith("EQ", v, self.const_slot(0))
+            return self.arith("ADD", v, self.arith("MUL", zero, self.arith("SUB", d, v)))
         kind = {"floordiv": "FLOORDIV", "mod": "MOD", "div": "DIV"}[op]
         msg = (f"{self.context()}: {args[0]} = {{0}} is not divisible by {args[1]} = {{1}}"
                if kind == "DIV" else None)
@@ -209,7 +213,9 @@ class Lowerer:
         v = self.value(name)
         if v.const is not None:
             reg = self.prog.new_reg(name, v.dtype, v.shape)
-            self.prog.consts.append((name, np.ascontiguousarray(v.const)))
+            # (np.ascontiguousarray would make a 0-d constant 1-d)
+            arr = v.const if v.const.flags.c_contiguous else v.const.copy(order="C")
+            self.prog.consts.append((name, arr))
             self._emit("CONST", reg, len(self.prog.consts) - 1)
         elif v.sym is not None:
             reg = self.alloc(name)
@@ -331,6 +337,8 @@ class Lowerer:
                     self.define(c.a, self.broadcast_dims(D.atom_op(c.a)[1], c.message))
             elif c.kind == "eq":
                 self.check_eq(self.slot(c.a), self.slot(c.b), c.message)
+            elif c.kind == "le":
+                self.check_le(self.slot(c.a), self.slot(c.b), c.message)
             else:
                 # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would
                 # also accept b == 1 < a)
