@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench clean abi
+.PHONY: all env demo test lint bench clean abi fuzz
 
 all: demo
 
@@ -46,6 +46,11 @@ lint: env
 test: env abi lint js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) -m pytest -n $(JOBS) -q
 	cd js_loader && npm test
+
+# fuzzing campaigns with fixed seeds (a smaller slice of each runs in `make test`)
+FUZZ_CASES ?= 1000
+fuzz: env
+	PYTHONPATH=. $(PY) -m tests.fuzz.onnx_mutator --cases $(FUZZ_CASES) --full
 
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent

@@ -1,20 +1,61 @@
 """Remove nodes that need not run: none of their outputs reaches a graph output, or every
 output is known at compile time (a constant, or a shape value such as ``Shape(x)``), which
-is materialized where a kernel reads it."""
+is materialized where a kernel reads it.
+
+A value is needed through its data as well as through its *symbols*: ``Range(0, Shape(
+NonZero(x))[1], 1)`` reads no tensor of NonZero, but its length is NonZero's count, a data-
+dependent symbol only the NonZero node computes at run time. So the node that defines a
+data symbol is kept while any needed value's shape or contents mention it.
+"""
 from __future__ import annotations
 
-from ..ir.graph import Graph
+from ..ir import dims as D
+from ..ir.graph import Graph, Node, Value
+
+
+def _data_symbols(v: Value) -> set[D.Sym]:
+    out: set[D.Sym] = set()
+    for d in v.shape + (v.sym or ()):
+        out |= {s for s in D.free_symbols(d) if s.kind == "data"}
+    return out
+
+
+def definers(graph: Graph) -> dict[D.Sym, Node]:
+    """The node that brings each data-dependent symbol into the graph."""
+    found: dict[D.Sym, Node] = {}
+    for node in graph.nodes:
+        seen = set().union(*[_data_symbols(graph.values[i]) for i in node.inputs if i]) if node.inputs else set()
+        for o in node.outputs:
+            if o:
+                for s in _data_symbols(graph.values[o]) - seen:
+                    found.setdefault(s, node)
+    return found
 
 
 def dead_code(graph: Graph) -> Graph:
-    live = set(graph.outputs)
+    defined_by = definers(graph)
+    live: set[str] = set()
+    needed: set[int] = set()  # ids of the nodes that define needed symbols
+
+    def use(name: str) -> None:
+        if name and name not in live:
+            live.add(name)
+            v = graph.values.get(name)
+            if v is not None:
+                needed.update(id(defined_by[s]) for s in _data_symbols(v) if s in defined_by)
+
+    for o in graph.outputs:
+        use(o)
     kept = []
-    for node in reversed(graph.nodes):
+    for node in reversed(graph.nodes):  # a symbol's definer comes before every node using it
         outs = [o for o in node.outputs if o]
-        if any(o in live for o in outs) and not all(graph.values[o].known for o in outs):
+        runs = any(o in live for o in outs) and not all(graph.values[o].known for o in outs)
+        if runs or id(node) in needed:
             kept.append(node)
-            live.update(i for i in node.inputs if i)
+            for i in node.inputs:
+                use(i)
+            for o in outs:  # what a kept node computes is there: its outputs' symbols too
+                use(o)
     graph.nodes = kept[::-1]
-    live.update(o for node in kept for o in node.outputs if o)
     graph.values = {k: v for k, v in graph.values.items() if k in live or k in graph.inputs}
     return graph

@@ -19,9 +19,9 @@ never reused on the other or after the join.
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Any, Sequence
 
-import numpy as np
 
 from ..codegen.target import Target
 from ..ir import dims as D
@@ -242,7 +242,10 @@ class Lowerer:
         reg = self.prog.new_reg(name, dtype, tuple(shape))
         dims = [self.slot(d) for d in shape]
         if all(isinstance(d, int) for d in shape):
-            nbytes = dtype.itemsize * int(np.prod([int(d) for d in shape], dtype=np.int64))
+            nbytes = dtype.itemsize * prod(int(d) for d in shape)  # Python ints: no overflow
+            if nbytes > liveness.ARENA_LIMIT:
+                raise CompileError(f"{self.context()}: {what} needs {nbytes} bytes, more than the "
+                                   f"{liveness.ARENA_LIMIT} a module can address")
             self._emit("ALLOC_STATIC", reg, dtype, StaticBuffer(nbytes), dims)
         else:
             msg = f"{self.context()}: cannot allocate {{0}} bytes for {what} (memory limit {{1}} bytes)"

@@ -48,6 +48,10 @@ def _dtype(code: int, what: str):
     return dt
 
 
+def _type_name(t: int) -> str:
+    return onnx.AttributeProto.AttributeType.Name(t) if t in onnx.AttributeProto.AttributeType.values() else str(t)
+
+
 def _attr_value(a: onnx.AttributeProto):
     v = onnx.helper.get_attribute_value(a)
     if isinstance(v, bytes):
@@ -59,13 +63,43 @@ def _attr_value(a: onnx.AttributeProto):
     return v
 
 
-def _attrs_with_defaults(node: onnx.NodeProto, opset: int) -> dict:
-    attrs = {a.name: _attr_value(a) for a in node.attribute}
+def _attrs_with_defaults(node: onnx.NodeProto, opset: int, label: str) -> dict:
+    """The node's attributes, each checked against the op's schema (name and type), with the
+    schema's defaults for those not given."""
     schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")  # the caller checked it exists
+    attrs = {}
+    for a in node.attribute:
+        spec = schema.attributes.get(a.name)
+        if spec is None:
+            raise CompileError(f"{label}: '{a.name}' is not an attribute of {node.op_type}-{schema.since_version} "
+                               f"(it has: {', '.join(sorted(schema.attributes)) or 'none'})")
+        if a.type != spec.type:
+            raise CompileError(f"{label}: attribute '{a.name}' is {_type_name(a.type)}; {node.op_type} takes "
+                               f"{_type_name(spec.type)}")
+        try:
+            attrs[a.name] = _attr_value(a)
+        except Exception as e:  # noqa: BLE001 - a corrupt tensor or graph attribute in any form
+            raise CompileError(f"{label}: attribute '{a.name}' cannot be read ({e})") from None
     for name, spec in schema.attributes.items():
+        if name not in attrs and spec.required:
+            raise CompileError(f"{label}: attribute '{name}' is required")
         if name not in attrs and spec.default_value.type != onnx.AttributeProto.UNDEFINED:
             attrs[name] = _attr_value(spec.default_value)
     return attrs
+
+
+def _check_arity(node: onnx.NodeProto, opset: int, label: str) -> None:
+    """The node gives every input and output the op's schema requires, and no more than it
+    takes."""
+    schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for what, given, formal, most in (("input", node.input, schema.inputs, schema.max_input),
+                                      ("output", node.output, schema.outputs, schema.max_output)):
+        for k, f in enumerate(formal):
+            if f.option == single and (k >= len(given) or not given[k]):
+                raise CompileError(f"{label}: {what} {k} ({f.name}) is required")
+        if len(given) > most:
+            raise CompileError(f"{label}: {len(given)} {what}s given; {node.op_type} takes at most {most}")
 
 
 def import_model(model, binds: Mapping[str, int] | None = None,
@@ -109,7 +143,9 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     if ranges:
         raise CompileError(f"--range names unknown symbols: {', '.join(sorted(ranges))} "
                            f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
-    for inp in g.input:
+    for k, inp in enumerate(g.input):
+        if not inp.name:
+            raise CompileError(f"malformed ONNX model: graph input {k} has an empty name")
         if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
             continue
         tt = inp.type.tensor_type
@@ -122,6 +158,9 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         shape = []
         for axis, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value"):
+                if d.dim_value < 0:
+                    raise CompileError(f"malformed ONNX model: input '{inp.name}' dim {axis} is {d.dim_value}; "
+                                       f"a dim cannot be negative")
                 shape.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param:
                 if d.dim_param in binds:
@@ -165,6 +204,10 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
         if i and i not in graph.values:
             raise CompileError(f"{label}: input '{i}' is not produced by any earlier node, "
                                f"initializer or graph input (malformed or unsorted graph)")
+    for o in n.output:
+        if o and o in graph.values:
+            raise CompileError(f"{label}: output '{o}' is already defined (by a graph input, an initializer or "
+                               f"an earlier node); every value has one producer")
     version = version_in_effect(n.op_type, opset)
     entry = reg.lookup(n.op_type, version) if version is not None else None
     if entry is None:
@@ -174,7 +217,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
                                f"supported ops: {', '.join(reg.ops())}")
         raise CompileError(f"{label}: {n.op_type} version {version} (in effect at opset {opset}) is not "
                            f"supported; symwasm implements versions {', '.join(map(str, known))}")
-    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, opset))
+    _check_arity(n, opset, label)
+    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, opset, label))
     try:
         entry.translate(ctx)
     except CompileError:

@@ -67,7 +67,7 @@ def version_in_effect(op_type: str, opset: int) -> int | None:
     """The since-version of the schema an opset-``opset`` model uses for ``op_type``."""
     try:
         return onnx.defs.get_schema(op_type, opset, "").since_version
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: an op type that is not text
         return None
 
 
