@@ -22,7 +22,6 @@ from __future__ import annotations
 from math import prod
 from typing import Any, Sequence
 
-
 from ..codegen.target import Target
 from ..ir import dims as D
 from ..ir.dims import Dim, Sym
