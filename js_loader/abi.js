@@ -23,7 +23,7 @@ export const STATUS = Object.freeze({ OK: 0, INVALID_INPUT: 1, OUT_OF_RANGE: 2, 
 export const STATUS_MEANING = Object.freeze({ 0: 'success', 1: 'invalid input', 2: 'out of range', 3: 'out of memory', 4: 'invalid program', 5: 'internal error' });
 
 /** Every export the loader may call (besides `memory`). */
-export const EXPORTS = Object.freeze(['sw_format_version', 'sw_num_inputs', 'sw_num_outputs', 'sw_metadata', 'sw_metadata_len', 'sw_context_create', 'sw_context_status', 'sw_context_destroy', 'sw_set_memory_limit', 'sw_input_buffer', 'sw_shape_buffer', 'sw_set_input', 'sw_run', 'sw_output_tensor', 'sw_last_error', 'sw_last_error_len']);
+export const EXPORTS = Object.freeze(['sw_format_version', 'sw_num_inputs', 'sw_num_outputs', 'sw_metadata', 'sw_metadata_len', 'sw_input_name', 'sw_input_dtype', 'sw_input_rank', 'sw_output_name', 'sw_context_create', 'sw_context_status', 'sw_context_destroy', 'sw_set_memory_limit', 'sw_memory_held', 'sw_input_buffer', 'sw_shape_buffer', 'sw_set_input', 'sw_run', 'sw_output_tensor', 'sw_last_error', 'sw_last_error_len']);
 
 /** Each export's wasm32 signature: [parameter types, result types]. */
 export const SIGNATURES = Object.freeze({
@@ -32,10 +32,15 @@ export const SIGNATURES = Object.freeze({
   sw_num_outputs: [[], ['i32']],
   sw_metadata: [[], ['i32']],
   sw_metadata_len: [[], ['i32']],
+  sw_input_name: [['i32'], ['i32']],
+  sw_input_dtype: [['i32'], ['i32']],
+  sw_input_rank: [['i32'], ['i32']],
+  sw_output_name: [['i32'], ['i32']],
   sw_context_create: [[], ['i32']],
   sw_context_status: [['i32'], ['i32']],
   sw_context_destroy: [['i32'], []],
   sw_set_memory_limit: [['i32', 'i64'], []],
+  sw_memory_held: [['i32'], ['i64']],
   sw_input_buffer: [['i32', 'i32', 'i64'], ['i32']],
   sw_shape_buffer: [['i32'], ['i32']],
   sw_set_input: [['i32', 'i32', 'i32', 'i32'], ['i32']],

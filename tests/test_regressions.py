@@ -5,7 +5,7 @@ from onnx import helper
 
 import wasm_runtime
 from toolkit.compiler import compile_model
-from util import _TMP, assert_outputs_match, build, const, make_model, ort_reference, reference, vinfo
+from util import _TMP, assert_outputs_match, build, const, lower_model, make_model, ort_reference, reference, vinfo
 
 I64_MIN = np.iinfo(np.int64).min
 
@@ -52,13 +52,16 @@ def test_range_int64_min_by_minus_one(target):
     assert_outputs_match(mod.run(feeds), reference(m, feeds))
 
 
-def test_buffer_read_last_by_a_shape_op_is_freed(target):
-    """y is last read by Shape (which runs no kernel): it is freed before z is allocated."""
+def test_a_value_read_only_by_shape_is_never_computed(target):
+    """y is read only by Shape, whose result is known at compile time (n): Relu never runs and
+    y is never allocated (it used to be computed, then freed)."""
     m = make_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Shape", ["y"], ["s"]),
                     helper.make_node("ConstantOfShape", ["s"], ["z"])],
                    [vinfo("x", np.float32, ["n"])], [vinfo("z", np.float32, None)])
+    _, prog, _ = lower_model(m, target)
+    assert [k.name for k in prog.kernels] == ["k0_fill_float32"]
     mod = build(m, target)
-    mod.set_memory_limit(6000)  # y and z are 4000 bytes each: both alive would not fit
+    mod.set_memory_limit(9000)  # x's buffer and z, 4000 bytes each; y as well would not fit
     feeds = {"x": np.ones(1000, np.float32)}
     assert_outputs_match(mod.run(feeds), reference(m, feeds))
 

@@ -3,6 +3,8 @@ bindings of their symbolic dims, and compare with onnx.reference (an independent
 implementation)."""
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -16,7 +18,9 @@ import wasm_runtime
 from toolkit.compiler import compile_model
 
 _TMP = Path(tempfile.mkdtemp(prefix="symwasm-tests-"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 _counter = [0]
+
 
 def vinfo(name: str, dtype, shape: Sequence | None) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)

@@ -148,6 +148,12 @@ EXPORTS: tuple[Export, ...] = (
     Export("sw_num_outputs", "i32", (), "how many outputs the model has"),
     Export("sw_metadata", "cstr", (), "the metadata JSON (also the symwasm.metadata custom section of a .wasm)"),
     Export("sw_metadata_len", "i32", (), "its length in bytes"),
+    Export("sw_input_name", "cstr", (("i32", "index"),),
+           "input index's name as the program knows it (NUL-terminated); NULL if there is no such input"),
+    Export("sw_input_dtype", "i32", (("i32", "index"),), "input index's dtype code; 0 if there is no such input"),
+    Export("sw_input_rank", "i32", (("i32", "index"),), "input index's rank; -1 if there is no such input"),
+    Export("sw_output_name", "cstr", (("i32", "index"),),
+           "output index's name as the program knows it; NULL if there is no such output"),
     Export("sw_context_create", "ctx", (),
            "a new instance of the model: its own registers, shape heap, static arena, inputs, "
            "outputs, memory limit and error text; NULL when out of memory"),
@@ -156,7 +162,9 @@ EXPORTS: tuple[Export, ...] = (
            "arena cannot be allocated); the message is in sw_last_error"),
     Export("sw_context_destroy", "void", (CTX,), "frees the context and every buffer it holds"),
     Export("sw_set_memory_limit", "void", (CTX, ("i64", "bytes")),
-           "cap on the bytes the context may hold at once (default 2 GiB)"),
+           "cap on the bytes the context may hold at once, counting its static arena, input buffers "
+           "and run-time buffers (default 2 GiB)"),
+    Export("sw_memory_held", "i64", (CTX,), "the bytes the context holds now, as counted against the limit"),
     Export("sw_input_buffer", "ptr", (CTX, ("i32", "index"), ("i64", "nbytes")),
            "a context-owned buffer of at least nbytes for input index, valid until the next call "
            "for that index; NULL on failure (message set)"),

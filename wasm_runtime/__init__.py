@@ -17,6 +17,8 @@ from typing import Mapping
 import numpy as np
 
 from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT
+
+DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
 from .metadata import is_wasm, read_metadata, wasm_metadata
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
@@ -47,6 +49,8 @@ class TensorInfo:
 
 def check_format(metadata: dict, where: str) -> None:
     """A module of another major format version cannot run on this host."""
+    if not isinstance(metadata, dict):
+        raise ValueError("the metadata is not a JSON object")
     version = tuple(metadata.get("format_version") or (0, 0))
     if metadata.get("format") != "symwasm" or version[0] != FORMAT_VERSION[0]:
         raise ModelError(f"{where}: module format {'.'.join(map(str, version))} cannot run on this host "
@@ -74,10 +78,39 @@ class Model:
             raise ModelError(f"{path}: the module's code is format {version >> 16}.{version & 0xFFFF} but its "
                              f"metadata says {metadata['format_version']}: the file is corrupt",
                              STATUS["INVALID_PROGRAM"])
+        self._check_program()
+        self._memory_limit = DEFAULT_MEMORY_LIMIT
+        self._new_context()
+
+    def _check_program(self) -> None:
+        """The metadata must describe the program the module runs: a module whose metadata was
+        edited (inputs reordered, a dtype changed) would otherwise run silently wrong."""
+        b = self._b
+        where = f"{self.path}: the module's metadata disagrees with its program"
+        n_in, n_out = b.call("sw_num_inputs"), b.call("sw_num_outputs")
+        if (n_in, n_out) != (len(self.inputs), len(self.outputs)):
+            raise ModelError(f"{where}: the program has {n_in} inputs and {n_out} outputs, the metadata "
+                             f"{len(self.inputs)} and {len(self.outputs)}", STATUS["INVALID_PROGRAM"])
+        for i, info in enumerate(self.inputs):
+            name, code, rank = b.cstr(b.call("sw_input_name", i)), b.call("sw_input_dtype", i), b.call("sw_input_rank", i)
+            meta = (info.name, DTYPES.get(info.dtype.name, (None,))[0], len(info.shape))
+            if (name, code, rank) != meta:
+                raise ModelError(f"{where}: input {i} is '{name}' (dtype code {code}, rank {rank}) in the program "
+                                 f"but '{info.name}' ({info.dtype}, rank {len(info.shape)}) in the metadata",
+                                 STATUS["INVALID_PROGRAM"])
+        for i, info in enumerate(self.outputs):
+            name = b.cstr(b.call("sw_output_name", i))
+            if name != info.name:
+                raise ModelError(f"{where}: output {i} is '{name}' in the program but '{info.name}' in the "
+                                 f"metadata", STATUS["INVALID_PROGRAM"])
+
+    def _new_context(self) -> None:
         self._ctx = self._b.call("sw_context_create")
         if not self._ctx:
-            raise ModelError(f"{path}: out of memory while creating the model's context", STATUS["OUT_OF_MEMORY"])
+            raise ModelError(f"{self.path}: out of memory while creating the model's context",
+                             STATUS["OUT_OF_MEMORY"])
         self._check(self._b.call("sw_context_status", self._ctx))
+        self._b.call("sw_set_memory_limit", self._ctx, self._memory_limit)
         self._shape_buffer = self._b.call("sw_shape_buffer", self._ctx)
         self._buffers: dict[int, tuple[int, int]] = {}  # input -> (address, capacity)
 
@@ -105,9 +138,28 @@ class Model:
             pass
 
     def set_memory_limit(self, nbytes: int) -> None:
+        """Cap the bytes the instance holds at once: its static arena, input buffers and
+        run-time buffers together."""
         with self._lock:
             self._live()
-            self._b.call("sw_set_memory_limit", self._ctx, int(nbytes))
+            self._memory_limit = max(0, int(nbytes))
+            self._b.call("sw_set_memory_limit", self._ctx, self._memory_limit)
+
+    def memory_held(self) -> int:
+        """The bytes the instance holds now, as counted against the limit."""
+        with self._lock:
+            self._live()
+            return self._b.call("sw_memory_held", self._ctx)
+
+    def trim(self) -> None:
+        """Give memory back: a new context (and for a .wasm a new instance, since linear memory
+        never shrinks), keeping the memory limit. The next run starts from nothing."""
+        with self._lock:
+            self._live()
+            self._b.call("sw_context_destroy", self._ctx)
+            self._ctx = 0
+            self._b.instantiate()
+            self._new_context()
 
     def _live(self) -> None:
         if not self._ctx:
@@ -124,6 +176,9 @@ class Model:
             return self._run(feeds)
 
     def _run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
+        if not isinstance(feeds, Mapping):
+            raise ModelError(f"run takes a mapping of input names to arrays, not {type(feeds).__name__}",
+                             STATUS["INVALID_INPUT"])
         names = [i.name for i in self.inputs]
         unknown = set(feeds) - set(names)
         if unknown:
@@ -132,13 +187,21 @@ class Model:
         for index, info in enumerate(self.inputs):
             if info.name not in feeds:
                 raise ModelError(f"input '{info.name}' is missing", STATUS["INVALID_INPUT"])
-            arr = np.asarray(feeds[info.name])
+            try:
+                arr = np.asarray(feeds[info.name])
+            except Exception as e:  # noqa: BLE001 - whatever the object is, say so
+                raise ModelError(f"input '{info.name}': cannot be read as an array ({type(e).__name__}: {e})",
+                                 STATUS["INVALID_INPUT"]) from None
             entry = DTYPES.get(arr.dtype.name)
             if entry is None:
                 raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported "
                                  f"(expected {info.dtype})", STATUS["INVALID_INPUT"])
             if arr.ndim > MAX_RANK:
                 raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", STATUS["INVALID_INPUT"])
+            # before any copy: a broadcast view may stand for far more bytes than it holds
+            if arr.nbytes > self._memory_limit:
+                raise ModelError(f"input '{info.name}': cannot allocate {arr.nbytes} bytes (memory limit "
+                                 f"{self._memory_limit})", STATUS["OUT_OF_MEMORY"])
             if arr.dtype.byteorder == ">":  # the module reads little-endian
                 arr = arr.astype(arr.dtype.newbyteorder("<"))
             if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
@@ -183,15 +246,37 @@ def load(path: str | os.PathLike) -> Model:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such model: {p}")
-    if is_wasm(p):
-        from .wasm_host import WasmBackend
+    try:
+        if is_wasm(p):
+            from .wasm_host import WasmBackend
 
-        metadata = wasm_metadata(p)
-        check_format(metadata, str(p))
-        return Model(WasmBackend(p), metadata, p)
-    from .native_host import NativeBackend
+            metadata = wasm_metadata(p)
+            check_format(metadata, str(p))
+            backend = WasmBackend(p)
+        else:
+            from .native_host import NativeBackend
 
-    backend = NativeBackend(p)
-    metadata = backend.metadata()
-    check_format(metadata, str(p))
+            backend = NativeBackend(p)
+            metadata = backend.metadata()
+            check_format(metadata, str(p))
+        check_metadata(metadata)
+    except ModelError:
+        raise
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError) as e:
+        # a truncated or edited file: bad JSON, bad UTF-8, missing fields, a foreign library
+        raise ModelError(f"{p}: cannot load the model: {e}", STATUS["INVALID_PROGRAM"]) from None
     return Model(backend, metadata, p)
+
+
+def check_metadata(metadata: dict) -> None:
+    """The fields the host reads exist and have the right types (ValueError otherwise)."""
+    if not isinstance(metadata, dict):
+        raise ValueError("the metadata is not a JSON object")
+    for key in ("inputs", "outputs"):
+        items = metadata.get(key)
+        if not isinstance(items, list):
+            raise ValueError(f"the metadata has no list of {key}")
+        for d in items:
+            if not (isinstance(d, dict) and isinstance(d.get("name"), str) and d.get("dtype") in DTYPES
+                    and isinstance(d.get("shape"), list)):
+                raise ValueError(f"the metadata's {key} entry {d!r:.80} is not {{name, dtype, shape}}")

@@ -10,6 +10,7 @@ import ctypes
 import json
 import os
 import shutil
+import struct
 import tempfile
 import threading
 from pathlib import Path
@@ -26,23 +27,58 @@ def _library(path: Path) -> ctypes.CDLL:
     """The loaded library for ``path``, shared by every load of the same file."""
     real = os.path.realpath(path)
     st = os.stat(real)
+    with open(real, "rb") as f:
+        _check_elf(f.read(), real)
     stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     with _LIBS_LOCK:
         cached = _LIBS.get(real)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         if cached is None:
-            lib = ctypes.CDLL(real)
+            try:
+                lib = ctypes.CDLL(real)
+            except OSError as e:
+                raise ValueError(f"the shared library cannot be loaded ({e})") from None
         else:
             # the file was replaced (recompiled) since it was loaded, and dlopen would hand back
             # the old mapping for the same name: load the new file through a copy
             fd, copy = tempfile.mkstemp(suffix=Path(real).suffix, prefix="symwasm-")
             os.close(fd)
             shutil.copyfile(real, copy)
-            lib = ctypes.CDLL(copy)
-            os.unlink(copy)  # the mapping stays valid
+            try:
+                lib = ctypes.CDLL(copy)
+            except OSError as e:
+                raise ValueError(f"the shared library cannot be loaded ({e})") from None
+            finally:
+                os.unlink(copy)  # the mapping stays valid
         _LIBS[real] = (stamp, lib)
         return lib
+
+
+def _check_elf(data: bytes, path: str) -> None:
+    """Refuse what dlopen would map past the end of the file: a truncated library loads, then
+    faults (SIGBUS) on the first touch of a page the file no longer has."""
+    if data[:4] != b"\x7fELF":
+        raise ValueError("not a WebAssembly module nor a shared library")
+    if len(data) < 64 or data[4] != 2 or data[5] != 1:
+        raise ValueError("not a 64-bit little-endian shared library")
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    if phentsize < 56 or phoff + phentsize * phnum > len(data):
+        raise ValueError(f"the file is truncated ({len(data)} bytes; its program headers end at "
+                         f"{phoff + phentsize * phnum})")
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum = struct.unpack_from("<HH", data, 58)
+    if shoff + shentsize * shnum > len(data):
+        raise ValueError(f"the file is truncated ({len(data)} bytes; its section headers end at "
+                         f"{shoff + shentsize * shnum})")
+    for i in range(phnum):
+        p_type, = struct.unpack_from("<I", data, phoff + i * phentsize)
+        p_offset, = struct.unpack_from("<Q", data, phoff + i * phentsize + 8)
+        p_filesz, = struct.unpack_from("<Q", data, phoff + i * phentsize + 32)
+        if p_type == 1 and p_offset + p_filesz > len(data):  # PT_LOAD
+            raise ValueError(f"the file is truncated ({len(data)} bytes; a loaded segment ends at "
+                             f"{p_offset + p_filesz})")
 
 
 class NativeBackend:
@@ -73,6 +109,12 @@ class NativeBackend:
 
     def read(self, ptr: int, n: int) -> bytes:
         return ctypes.string_at(ptr, n) if n else b""
+
+    def instantiate(self) -> None:
+        """Nothing to do natively: a new context starts with nothing allocated."""
+
+    def cstr(self, ptr: int, limit: int = 4096) -> str:
+        return ctypes.string_at(ptr).decode(errors="replace")[:limit] if ptr else ""
 
     def metadata(self) -> dict:
         """Read through this library's own handle: a path may name a newer file than the

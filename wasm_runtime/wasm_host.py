@@ -25,17 +25,26 @@ class WasmBackend:
     """One store and instance: a load of its own, used by one Model."""
 
     def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.module = wasmtime.Module.from_file(engine(), str(path))
+        except wasmtime.WasmtimeError as e:
+            raise ValueError(f"not a valid WebAssembly module ({str(e).splitlines()[0]})") from None
+        if self.module.imports:
+            raise ValueError(f"the module imports {[i.name for i in self.module.imports]}; "
+                             f"symwasm modules import nothing")
+        if "memory" not in [e.name for e in self.module.exports]:
+            raise ValueError("the module exports no memory; it is not a symwasm module")
+        self.instantiate()
+
+    def instantiate(self) -> None:
+        """A fresh store and instance of the module: its linear memory back to the start."""
         self.store = wasmtime.Store(engine())
-        module = wasmtime.Module.from_file(engine(), str(path))
-        if module.imports:
-            raise RuntimeError(f"{path}: the module imports {[i.name for i in module.imports]}; "
-                               f"symwasm modules import nothing")
-        self.instance = wasmtime.Instance(self.store, module, [])
+        self.instance = wasmtime.Instance(self.store, self.module, [])
         exports = self.instance.exports(self.store)
         self.memory: wasmtime.Memory = exports["memory"]
         self.fns = {name: exports[name] for name in
-                    [e.name for e in module.exports] if name.startswith("sw_")}
-        self.path = path
+                    [e.name for e in self.module.exports] if name.startswith("sw_")}
 
     def call(self, name: str, *args):
         fn = self.fns.get(name)
@@ -52,6 +61,12 @@ class WasmBackend:
 
     def read(self, ptr: int, n: int) -> bytes:
         return bytes(self.memory.read(self.store, ptr, ptr + n)) if n else b""
+
+    def cstr(self, ptr: int, limit: int = 4096) -> str:
+        """The NUL-terminated UTF-8 text at ``ptr`` (at most ``limit`` bytes)."""
+        size = self.memory.data_len(self.store)
+        raw = self.read(ptr, max(0, min(limit, size - ptr)))
+        return raw.split(b"\0", 1)[0].decode(errors="replace")
 
     def last_error(self, ctx: int) -> str:
         ptr = self.call("sw_last_error", ctx)

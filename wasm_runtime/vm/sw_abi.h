@@ -152,14 +152,24 @@ SW_EXPORT(sw_num_outputs) int32_t sw_num_outputs(void);
 SW_EXPORT(sw_metadata) const char* sw_metadata(void);
 /* its length in bytes */
 SW_EXPORT(sw_metadata_len) int32_t sw_metadata_len(void);
+/* input index's name as the program knows it (NUL-terminated); NULL if there is no such input */
+SW_EXPORT(sw_input_name) const char* sw_input_name(int32_t index);
+/* input index's dtype code; 0 if there is no such input */
+SW_EXPORT(sw_input_dtype) int32_t sw_input_dtype(int32_t index);
+/* input index's rank; -1 if there is no such input */
+SW_EXPORT(sw_input_rank) int32_t sw_input_rank(int32_t index);
+/* output index's name as the program knows it; NULL if there is no such output */
+SW_EXPORT(sw_output_name) const char* sw_output_name(int32_t index);
 /* a new instance of the model: its own registers, shape heap, static arena, inputs, outputs, memory limit and error text; NULL when out of memory */
 SW_EXPORT(sw_context_create) sw_context* sw_context_create(void);
 /* SW_OK, or why the context cannot run (the program failed verification, the static arena cannot be allocated); the message is in sw_last_error */
 SW_EXPORT(sw_context_status) sw_status_t sw_context_status(sw_context* ctx);
 /* frees the context and every buffer it holds */
 SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* ctx);
-/* cap on the bytes the context may hold at once (default 2 GiB) */
+/* cap on the bytes the context may hold at once, counting its static arena, input buffers and run-time buffers (default 2 GiB) */
 SW_EXPORT(sw_set_memory_limit) void sw_set_memory_limit(sw_context* ctx, int64_t bytes);
+/* the bytes the context holds now, as counted against the limit */
+SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* ctx);
 /* a context-owned buffer of at least nbytes for input index, valid until the next call for that index; NULL on failure (message set) */
 SW_EXPORT(sw_input_buffer) void* sw_input_buffer(sw_context* ctx, int32_t index, int64_t nbytes);
 /* an int64[MAX_RANK] the host fills with an input's shape before sw_set_input */

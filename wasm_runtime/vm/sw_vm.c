@@ -38,7 +38,8 @@ struct sw_context {
   int32_t* outputs; /* register of each output, -1 when none */
   int64_t shape_buffer[SW_MAX_RANK];
   int64_t memory_limit; /* never above SIZE_MAX: see sw_set_memory_limit */
-  int64_t memory_in_use;
+  int64_t memory_held;   /* between runs: the static arena and the input buffers */
+  int64_t memory_in_use; /* during a run: its run-time buffers */
   char error_text[SW_ERROR_CAP];
   int32_t error_len;
 };
@@ -225,6 +226,26 @@ SW_EXPORT(sw_num_outputs) int32_t sw_num_outputs(void) { return sw_model.noutput
 SW_EXPORT(sw_metadata) const char* sw_metadata(void) { return sw_model.metadata; }
 SW_EXPORT(sw_metadata_len) int32_t sw_metadata_len(void) { return sw_model.metadata_len; }
 
+/* The program's own input and output tables: hosts check the metadata against them. */
+SW_EXPORT(sw_input_name) const char* sw_input_name(int32_t i) {
+  const sw_program* P = &sw_model;
+  if (i < 0 || i >= P->ninputs) return 0;
+  int32_t s = P->inputs[3 * i + 2];
+  return s >= 0 && s < P->nstrings ? P->strings + P->string_offsets[s] : 0;
+}
+SW_EXPORT(sw_input_dtype) int32_t sw_input_dtype(int32_t i) {
+  return i >= 0 && i < sw_model.ninputs ? sw_model.inputs[3 * i] : 0;
+}
+SW_EXPORT(sw_input_rank) int32_t sw_input_rank(int32_t i) {
+  return i >= 0 && i < sw_model.ninputs ? sw_model.inputs[3 * i + 1] : -1;
+}
+SW_EXPORT(sw_output_name) const char* sw_output_name(int32_t i) {
+  const sw_program* P = &sw_model;
+  if (i < 0 || i >= P->noutputs) return 0;
+  int32_t s = P->outputs[i];
+  return s >= 0 && s < P->nstrings ? P->strings + P->string_offsets[s] : 0;
+}
+
 static void* zalloc(size_t nbytes) {
   void* p = sw_mem_alloc(nbytes);
   if (p) mem_set(p, 0, nbytes);
@@ -259,6 +280,7 @@ SW_EXPORT(sw_context_create) sw_context* sw_context_create(void) {
     }
     c->arena = (unsigned char*)sw_mem_alloc((size_t)P->arena_size);
     if (!c->arena) c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "out of memory for the static arena");
+    c->memory_held = P->arena_size;
   }
   return c;
 }
@@ -280,6 +302,7 @@ SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
 }
 
 SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(sw_context* c) { return c->shape_buffer; }
+SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* c) { return c->memory_held + c->memory_in_use; }
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* c) { return c->error_text; }
 SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(sw_context* c) { return c->error_len; }
 
@@ -299,7 +322,9 @@ SW_EXPORT(sw_input_buffer) void* sw_input_buffer(sw_context* c, int32_t index, i
     return 0;
   }
   sw_input_slot* in = &c->inputs[index];
-  if (nbytes < 0 || (uint64_t)nbytes > (uint64_t)c->memory_limit) {
+  /* the input buffers count against the limit with the arena: what the limit leaves */
+  int64_t room = c->memory_limit - (c->memory_held - in->capacity);
+  if (nbytes < 0 || nbytes > room) {
     err_clear(c);
     err_append(c, "input '");
     err_append(c, input_name(c, index));
@@ -307,13 +332,17 @@ SW_EXPORT(sw_input_buffer) void* sw_input_buffer(sw_context* c, int32_t index, i
     err_append_int(c, nbytes);
     err_append(c, " bytes (memory limit ");
     err_append_int(c, c->memory_limit);
+    err_append(c, ", of which the model holds ");
+    err_append_int(c, c->memory_held - in->capacity);
     err_append(c, ")");
     return 0;
   }
   if (in->capacity < nbytes || !in->buffer) {
     sw_mem_free(in->buffer);
+    c->memory_held -= in->capacity;
     in->buffer = sw_mem_alloc((size_t)(nbytes ? nbytes : 1));
     in->capacity = in->buffer ? nbytes : 0;
+    c->memory_held += in->capacity;
     in->set = 0;
     if (!in->buffer) {
       fail_text(c, SW_OUT_OF_MEMORY, input_name(c, index), "out of memory for the input buffer");
@@ -449,8 +478,10 @@ static sw_status_t alloc_tensor(sw_context* c, int32_t r, int32_t dtype, int32_t
     t->shape[i] = d;
   }
   if (overflow) bytes = INT64_MAX;
-  /* memory_limit <= SIZE_MAX, so a size under it never truncates when cast to size_t */
-  if (bytes > c->memory_limit - c->memory_in_use) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
+  /* memory_limit <= SIZE_MAX, so a size under it never truncates when cast to size_t; the
+   * arena and input buffers held between runs count too */
+  if (bytes > c->memory_limit - c->memory_held - c->memory_in_use)
+    return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
   void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
   if (!p) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
   c->memory_in_use += bytes;
