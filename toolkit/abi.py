@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # 2.0: every export takes a context (sw_context*); more dtypes; sw_output_data & co. removed
-FORMAT_VERSION = (2, 0)
+# 3.0: kernel signatures, outputs and a cancel flag; a program checksum; metadata-check exports
+FORMAT_VERSION = (3, 0)
 MAX_RANK = 8
 
 
@@ -72,6 +73,7 @@ STATUSES: tuple[Status, ...] = (
            "the embedded program failed verification (a compiler bug or a corrupt file), or a module "
            "of another format"),
     Status("INTERNAL", 5, "internal error", "any other internal failure"),
+    Status("CANCELLED", 6, "cancelled", "the host stopped the call (a cancel or a time limit)"),
 )
 
 
@@ -107,7 +109,9 @@ STRUCTS: dict[str, tuple[Field, ...]] = {
         Field("consts", "ptr", "const sw_tensor*"),
         Field("nconsts", "i32", "int32_t"),
         Field("kernels", "ptr", "const sw_kernel_fn*"),
-        Field("kernel_arity", "ptr", "const int32_t*", doc="per kernel: tensors, scalars"),
+        Field("kernel_info", "ptr", "const int32_t*",
+              doc="per kernel: tensors, scalars, outputs (its last tensors, the ones it writes), "
+                  "offset of its signature in kernel_sigs"),
         Field("nkernels", "i32", "int32_t"),
         Field("inputs", "ptr", "const int32_t*", doc="per input: dtype, rank, name string"),
         Field("ninputs", "i32", "int32_t"),
@@ -116,6 +120,11 @@ STRUCTS: dict[str, tuple[Field, ...]] = {
         Field("metadata", "ptr", "const char*", doc="the metadata JSON"),
         Field("metadata_len", "i32", "int32_t"),
         Field("arena_size", "i64", "int64_t", doc="bytes of the static arena"),
+        Field("kernel_sigs", "ptr", "const int32_t*",
+              doc="per kernel tensor: dtype, rank, then each dim: >= 0 static, -1 - k its k-th "
+                  "symbol, SW_DIM_UNCHECKED an expression the VM does not evaluate"),
+        Field("nkernel_sigs", "i32", "int32_t"),
+        Field("checksum", "i64", "int64_t", doc="FNV-1a of the program tables (toolkit.program.ir.checksum)"),
     ),
 }
 
@@ -175,13 +184,19 @@ EXPORTS: tuple[Export, ...] = (
     Export("sw_run", "status", (CTX,), "runs the model; outputs stay valid until the next run"),
     Export("sw_output_tensor", "tensor", (CTX, ("i32", "index")),
            "output index's descriptor (sw_tensor), NULL if there is none"),
+    Export("sw_cancel_flag", "ptr", (CTX,),
+           "an int32 that, set non-zero (from any thread) during sw_run, stops the call with "
+           "SW_CANCELLED; the host clears it before each sw_run"),
     Export("sw_last_error", "cstr", (CTX,), "the last error message (UTF-8)"),
     Export("sw_last_error_len", "i32", (CTX,), "its length in bytes"),
 )
 
-# every generated kernel: tensors (inputs then outputs), in/out scalars, and on failure up
-# to three int64 details for the error message; returns a status
-KERNEL_PARAMS = ("ptr", "ptr", "ptr")
+# every generated kernel: tensors (inputs then outputs), in/out scalars, on failure up to
+# three int64 details for the error message, and the context's cancel flag (an int32 the
+# kernel polls between rows); returns a status
+KERNEL_PARAMS = ("ptr", "ptr", "ptr", "ptr")
+# a kernel signature's dim that the VM does not check (an expression of the kernel's symbols)
+DIM_UNCHECKED = -(2 ** 31)
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -233,7 +248,8 @@ def c_header() -> str:
           "/* status codes: 0 is success */", "typedef int32_t sw_status_t;"]
     L += [f"#define SW_{s.name} {s.code} /* {s.detail} */" for s in STATUSES]
     L += ["", "typedef struct sw_tensor sw_tensor;",
-          f"typedef sw_status_t (*sw_kernel_fn)({', '.join(['sw_tensor* const*', 'int64_t*', 'int64_t*'])});",
+          f"typedef sw_status_t (*sw_kernel_fn)({', '.join(['sw_tensor* const*', 'int64_t*', 'int64_t*', 'const volatile int32_t*'])});",
+          f"#define SW_DIM_UNCHECKED ({DIM_UNCHECKED + 1} - 1) /* a signature dim the VM does not check */",
           ""]
     for name, fields in STRUCTS.items():
         L.append(f"struct {name} {{" if name == "sw_tensor" else f"typedef struct {name} {{")

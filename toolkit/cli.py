@@ -193,11 +193,16 @@ def cmd_inspect(args) -> int:
               f"static arena {p.get('arena_size', 0)} bytes")
         slots = {int(k): v for k, v in p["slots"].items()}
         blocks = {int(k): v for k, v in p.get("blocks", {}).items()}
-        arity = p.get("kernel_arity", [])
+        info, sigs = p.get("kernel_info", []), p.get("kernel_sigs", [])
         print("kernels:")
         for i, k in enumerate(p["kernels"]):
-            shape = f" ({arity[2 * i]} tensors, {arity[2 * i + 1]} scalars)" if len(arity) > 2 * i + 1 else ""
-            print(f"  {k}{shape}")
+            if len(info) < 4 * i + 4:
+                print(f"  {k}")
+                continue
+            nt, ns, nout, at = info[4 * i: 4 * i + 4]
+            types = kernel_signature_text(sigs, at, nt)
+            print(f"  {k}: {', '.join(types[:nt - nout])} -> {', '.join(types[nt - nout:])}"
+                  + (f"; {ns} scalars" if ns else ""))
         print()
         print(isa.disassemble(p["words"], p["strings"], p["kernels"], p["registers"], slots, blocks))
         if args.messages:
@@ -205,6 +210,21 @@ def cmd_inspect(args) -> int:
             for i, s in enumerate(p["strings"]):
                 print(f"  msg#{i}: {s}")
     return 0
+
+
+def kernel_signature_text(sigs: list[int], at: int, ntensors: int) -> list[str]:
+    """A kernel's tensor types as text (float32(_0, 10)) from the kernel_sigs table."""
+    from .abi import DIM_UNCHECKED
+    from .ir.dtypes import DTYPE_BY_CODE
+
+    out = []
+    for _ in range(ntensors):
+        code, rank = sigs[at], sigs[at + 1]
+        dims = sigs[at + 2: at + 2 + rank]
+        at += 2 + rank
+        text = [str(d) if d >= 0 else "expr" if d == DIM_UNCHECKED else f"_{-1 - d}" for d in dims]
+        out.append(f"{DTYPE_BY_CODE[code].name}({', '.join(text)})")
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

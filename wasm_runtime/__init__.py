@@ -5,7 +5,10 @@ Threads: each :class:`Model` is one instance of the model (its own VM context: r
 buffers, memory limit). A Model may be shared between threads; its calls are serialized
 by a lock. For parallel runs, load the model once per thread: native loads of one file
 share the library's code and differ only in their contexts, so that is cheap; each
-``.wasm`` load is its own wasmtime store and instance.
+``.wasm`` load is its own wasmtime engine, store and instance.
+
+Stopping a call: ``run(feeds, timeout=seconds)``, or ``Model.cancel()`` from another thread.
+Either raises :class:`ModelError` with status CANCELLED, and the model runs normally again.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENS
 
 DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
 from .metadata import is_wasm, read_metadata, wasm_metadata
+from ._stop import Interrupted, Trapped
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
 
@@ -70,6 +74,7 @@ class Model:
         self.inputs = [TensorInfo(d) for d in metadata["inputs"]]
         self.outputs = [TensorInfo(d) for d in metadata["outputs"]]
         self._lock = threading.Lock()
+        self._stop_reason = ""  # why the running call is being stopped, set by cancel or a timer
         self._ptr_size = 4 if self.target == "wasm32" else 8
         self._layout = TENSOR_LAYOUT[self._ptr_size]
         self._ctx = 0
@@ -144,6 +149,7 @@ class Model:
             self._live()
             self._memory_limit = max(0, int(nbytes))
             self._b.call("sw_set_memory_limit", self._ctx, self._memory_limit)
+            self._b.limit_memory(self._memory_limit)
 
     def memory_held(self) -> int:
         """The bytes the instance holds now, as counted against the limit."""
@@ -157,9 +163,23 @@ class Model:
         with self._lock:
             self._live()
             self._b.call("sw_context_destroy", self._ctx)
-            self._ctx = 0
-            self._b.instantiate()
-            self._new_context()
+            self._restart()
+
+    def _restart(self) -> None:
+        """A new instance and context, keeping the memory limit: after a trim, or after a
+        .wasm call was stopped midway (its instance's state is then unknown)."""
+        self._ctx = 0
+        self._b.instantiate()
+        self._new_context()
+
+    def cancel(self) -> None:
+        """Stop the call running on this Model now (from any thread); it raises ModelError
+        with status CANCELLED. No effect on calls that start later."""
+        self._stop("cancelled")
+
+    def _stop(self, reason: str) -> None:
+        self._stop_reason = reason
+        self._b.interrupt()
 
     def _live(self) -> None:
         if not self._ctx:
@@ -170,10 +190,43 @@ class Model:
             msg = self._b.last_error(self._ctx) or STATUS_MEANING.get(status, f"status {status}")
             raise ModelError(msg, status)
 
-    def run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, "np.ndarray"], timeout: float | None = None) -> dict[str, np.ndarray]:
+        """Run the model on ``feeds`` (input name -> array). ``timeout`` (seconds) stops a
+        call that takes longer, as :meth:`cancel` does."""
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ModelError(f"timeout must be a positive number of seconds, not {timeout!r}",
+                             STATUS["INVALID_INPUT"])
         with self._lock:
             self._live()
-            return self._run(feeds)
+            self._stop_reason = ""
+            self._b.arm(self._ctx)
+            timer = None
+            if timeout is not None:
+                timer = threading.Timer(timeout, self._stop, (f"timed out after {timeout:g} s",))
+                timer.daemon = True
+                timer.start()
+            try:
+                return self._run(feeds)
+            except Interrupted:
+                self._end_run(timer)
+                self._restart()
+                raise ModelError(f"the call was {self._stop_reason or 'cancelled'}", STATUS["CANCELLED"]) from None
+            except Trapped as e:
+                self._end_run(timer)
+                self._restart()
+                raise ModelError(f"{self.path.name}: {e} (a symwasm bug, or a module built to trap); the model "
+                                 f"was restarted", STATUS["INTERNAL"]) from None
+            except ModelError as e:
+                if e.status == STATUS["CANCELLED"]:
+                    raise ModelError(f"the call was {self._stop_reason or 'cancelled'}", e.status) from None
+                raise
+            finally:
+                self._end_run(timer)
+
+    def _end_run(self, timer) -> None:
+        if timer is not None:
+            timer.cancel()
+        self._b.disarm()
 
     def _run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
         if not isinstance(feeds, Mapping):

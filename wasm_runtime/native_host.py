@@ -82,6 +82,8 @@ def _check_elf(data: bytes, path: str) -> None:
 
 
 class NativeBackend:
+    """One load of a shared library (its code shared with other loads of the same file)."""
+
     def __init__(self, path: Path):
         self.path = path
         self.lib = _library(path)
@@ -112,6 +114,24 @@ class NativeBackend:
 
     def instantiate(self) -> None:
         """Nothing to do natively: a new context starts with nothing allocated."""
+
+    def limit_memory(self, vm_limit: int) -> None:
+        """Nothing to do natively: the VM's own limit is the only one."""
+
+    def arm(self, ctx: int) -> None:
+        """Start a run: clear the context's cancel flag, which ``interrupt`` sets."""
+        self._flag = ctypes.cast(self.call("sw_cancel_flag", ctx), ctypes.POINTER(ctypes.c_int32))
+        self._flag[0] = 0
+
+    def disarm(self) -> None:
+        pass
+
+    def interrupt(self) -> None:
+        """Stop the running call (from any thread): the VM polls the flag before every
+        instruction and kernels poll it once per row."""
+        flag = getattr(self, "_flag", None)
+        if flag is not None:
+            flag[0] = 1
 
     def cstr(self, ptr: int, limit: int = 4096) -> str:
         return ctypes.string_at(ptr).decode(errors="replace")[:limit] if ptr else ""

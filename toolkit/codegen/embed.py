@@ -12,7 +12,7 @@ from llvmlite import ir
 
 from .. import abi
 from ..ir.dtypes import dtype_of_numpy
-from ..program.ir import Encoded
+from ..program.ir import Encoded, checksum
 from .kernel import I8, I32, I64, MAX_RANK, PTR, TENSOR, struct_type
 
 PROGRAM = struct_type("sw_program")
@@ -77,7 +77,8 @@ def embed_program(module: ir.Module, prog: Encoded, metadata: bytes) -> bytes:
 
     fns = [module.get_global(k) for k in prog.kernels]
     kernels = _global(module, "sw_kernels", ir.Constant(ir.ArrayType(PTR, len(fns)), fns))
-    arity = _global(module, "sw_kernel_arity", _array(I32, prog.kernel_arity or [0]))
+    info = _global(module, "sw_kernel_info", _array(I32, prog.kernel_info or [0]))
+    sigs = _global(module, "sw_kernel_sigs", _array(I32, prog.kernel_sigs or [0]))
     inputs = _global(module, "sw_inputs", _array(I32, prog.inputs or [0]))
     outputs = _global(module, "sw_outputs", _array(I32, prog.outputs or [0]))
     meta = _global(module, "sw_metadata_json", _bytes(metadata + b"\0"))
@@ -87,11 +88,12 @@ def embed_program(module: ir.Module, prog: Encoded, metadata: bytes) -> bytes:
         "heap_init": heap, "nheap": len(prog.heap_init),
         "strings": strings, "string_offsets": string_offsets, "nstrings": len(prog.strings),
         "consts": consts, "nconsts": len(descs),
-        "kernels": kernels, "kernel_arity": arity, "nkernels": len(fns),
+        "kernels": kernels, "kernel_info": info, "nkernels": len(fns),
         "inputs": inputs, "ninputs": len(prog.inputs) // 3,
         "outputs": outputs, "noutputs": len(prog.outputs),
         "metadata": meta, "metadata_len": len(metadata),
         "arena_size": prog.arena_size,
+        "kernel_sigs": sigs, "nkernel_sigs": len(prog.kernel_sigs), "checksum": checksum(prog),
     }
     values = []
     for f, t in zip(abi.STRUCTS["sw_program"], PROGRAM.elements):

@@ -1,9 +1,12 @@
 """Kernel building blocks over llvmlite: the tensor descriptor type, loops, element access.
 
 Every kernel has the VM's one signature
-``i32 kernel(ptr tensors, ptr scalars, ptr detail)``: ``tensors`` is an array of pointers to
-``sw_tensor`` descriptors (inputs, then outputs), ``scalars`` int64 values the VM passes in
-(and reads back), ``detail`` three int64 for an error message. Extents come from the
+``i32 kernel(ptr tensors, ptr scalars, ptr detail, ptr cancel)``: ``tensors`` is an array of
+pointers to ``sw_tensor`` descriptors (inputs, then outputs), ``scalars`` int64 values the VM
+passes in (and reads back), ``detail`` three int64 for an error message, ``cancel`` the
+context's cancel flag: native kernels poll it once per iteration of every loop that holds
+another loop (a row, a tile), so a cancelled call stops within one row; wasm32 kernels leave it
+to the engine (wasmtime's epochs interrupt any loop). Extents come from the
 descriptors at run time, except dims the compiler knows, which are emitted as constants so
 LLVM can specialise the loops.
 
@@ -51,6 +54,7 @@ _DATA, _SHAPE = field_index("sw_tensor", "data"), field_index("sw_tensor", "shap
 
 STATUS_INVALID_INPUT = next(s.code for s in abi.STATUSES if s.name == "INVALID_INPUT")
 STATUS_OUT_OF_RANGE = next(s.code for s in abi.STATUSES if s.name == "OUT_OF_RANGE")
+STATUS_CANCELLED = next(s.code for s in abi.STATUSES if s.name == "CANCELLED")
 
 # fast-math flags for reductions: let LLVM reassociate sums so they vectorize
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
@@ -159,6 +163,7 @@ class KernelBuilder:
         self.fn = ir.Function(module, KERNEL_FN, name=name)
         self.fn.linkage = "internal"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self._loops = 0  # loops made so far: a loop whose body made more holds another
 
     def tensor(self, index: int, dtype: DType, shape: Sequence[Dim]) -> Tensor:
         return Tensor(self, index, dtype, shape)
@@ -210,7 +215,11 @@ class KernelBuilder:
         b.cbranch(b.icmp_signed("<", i, n), body, done)
         b.position_at_end(body)
         updates: list[ir.Value] = []
+        self._loops += 1
+        made = self._loops
         yield i, phis, updates
+        if self._loops > made and not (self.target is not None and self.target.is_wasm):
+            self._poll_cancel()
         nxt = b.add(i, i64(1), name=f"{name}.next")
         nxt.flags.append("nsw")
         i.add_incoming(nxt, b.block)
@@ -237,6 +246,12 @@ class KernelBuilder:
         with self._counted(stop, name, inits, start) as (i, phis, updates):
             updates.extend(step(i, list(phis)))
         return phis
+
+    def _poll_cancel(self) -> None:
+        """Return CANCELLED if the host set the cancel flag (an atomic load: another thread
+        writes it)."""
+        flag = self.b.load_atomic(self.fn.args[3], "monotonic", 4, typ=I32)
+        self.fail_if(self.b.icmp_signed("!=", flag, ir.Constant(I32, 0)), STATUS_CANCELLED)
 
     def fail_if(self, cond: ir.Value, status: int, details: Sequence[ir.Value] = ()) -> None:
         """If ``cond``: write ``details`` for the message and return ``status``."""

@@ -91,7 +91,8 @@ def _call(lw, build, params, x: Value, inputs: list, scratch: Sequence[Dim] | No
     symbolic pads as scalars."""
     _check_output_size(lw, x, lw.value(out), win)
     tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []
-    lw.call(build, params, inputs + tmp + [lw.alloc(out)], [lw.slot(d) for d in C.symbolic(win.pads)])
+    lw.call(build, params, inputs + tmp + [lw.alloc(out)], [lw.slot(d) for d in C.symbolic(win.pads)],
+            outputs=len(tmp) + 1)
 
 
 # ----------------------------------------------------------------------------- Conv

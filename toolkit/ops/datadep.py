@@ -29,7 +29,7 @@ class NonZero(CoreOp):
         out = lw.value(node.outputs[0])
         x = lw.tensor(node.inputs[0])
         count = lw.result_slot(str(out.shape[1]))
-        lw.call(K.build_count_nonzero, None, [x], [count])
+        lw.call(K.build_count_nonzero, None, [x], [count], outputs=0)
         lw.define(out.shape[1], count)
         lw.call(K.build_nonzero, None, [x, lw.alloc(out.name)])
 
@@ -68,6 +68,7 @@ class Range(CoreOp):
         atom = n.atom() if isinstance(n, D.Expr) else None
         if not lw.is_defined(n) and isinstance(atom, D.Sym) and atom.kind == "data":
             slot = lw.result_slot(str(n))
-            lw.call(K.build_range_count, None, regs, [slot], error="delta is 0, so the length is undefined")
+            lw.call(K.build_range_count, None, regs, [slot], error="delta is 0, so the length is undefined",
+                    outputs=0)
             lw.define(n, slot)
         lw.call(K.build_range_fill, None, regs + [lw.alloc(out.name)])

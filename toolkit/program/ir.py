@@ -21,6 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..abi import MAX_RANK
 from ..ir.dtypes import DType
 from ..ir.graph import CompileError
 from ..vm import isa
@@ -69,6 +70,8 @@ class KernelRef:
     name: str
     ntensors: int
     nscalars: int
+    noutputs: int = 1  # its last tensors, the ones it writes
+    signature: tuple[int, ...] = ()  # per tensor: dtype, rank, dims (see kernels.signature)
 
     def __repr__(self) -> str:
         return self.name
@@ -122,7 +125,8 @@ class Encoded:
     heap_init: list[int]
     arena_size: int
     kernels: list[str]
-    kernel_arity: list[int]  # per kernel: tensors, scalars
+    kernel_info: list[int]  # per kernel: tensors, scalars, outputs, offset in kernel_sigs
+    kernel_sigs: list[int]  # the kernels' signatures, one after another
     inputs: list[int]  # per input: dtype, rank, name string
     outputs: list[int]  # per output: name string
     consts: list[tuple[str, np.ndarray]]
@@ -272,10 +276,15 @@ class Program:
                 words.extend(isa.encode(ins.op.name, *vals))
         inputs = [w for dt, rank, name in self.inputs for w in (dt.code, rank, string(name))]
         outputs = [string(name) for name in self.outputs]
+        kernel_info: list[int] = []
+        kernel_sigs: list[int] = []
+        for k in self.kernels:
+            kernel_info += [k.ntensors, k.nscalars, k.noutputs, len(kernel_sigs)]
+            kernel_sigs += k.signature
         return Encoded(
             words=words, strings=strings, heap_init=[s.init or 0 for s in self.slots],
             arena_size=self.arena_size, kernels=[k.name for k in self.kernels],
-            kernel_arity=[n for k in self.kernels for n in (k.ntensors, k.nscalars)],
+            kernel_info=kernel_info, kernel_sigs=kernel_sigs,
             inputs=inputs, outputs=outputs, consts=list(self.consts),
             reg_names=[r.name for r in self.regs],
             slot_names={s.id: s.name for s in self.slots if s.name},
@@ -356,3 +365,40 @@ def _fmt_value(k: str, v, messages: bool) -> str | None:
         return v.name
     return repr(v) if not isinstance(v, (int, str)) else str(v)
 
+
+
+_FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
+
+
+def checksum(enc: Encoded) -> int:
+    """FNV-1a (64-bit) of the program tables, as the VM recomputes it before running: the
+    counts, words, heap, strings, kernel tables, inputs, outputs, constant descriptors (not
+    their data) and the arena size. It catches a corrupt file, not a deliberate forger."""
+    from ..ir.dtypes import dtype_of_numpy
+
+    out = bytearray()
+
+    def i32(values) -> None:
+        out.extend(np.asarray(list(values), dtype="<i4").tobytes())
+
+    def i64(values) -> None:
+        out.extend(np.asarray(list(values), dtype="<i8").tobytes())
+
+    i32([len(enc.words), len(enc.reg_names), len(enc.heap_init), len(enc.strings), len(enc.kernels),
+         len(enc.kernel_sigs), len(enc.inputs) // 3, len(enc.outputs), len(enc.consts)])
+    i32(enc.words)
+    i64(enc.heap_init)
+    for s in enc.strings:
+        out.extend(s.encode() + b"\0")
+    i32(enc.kernel_info)
+    i32(enc.kernel_sigs)
+    i32(enc.inputs)
+    i32(enc.outputs)
+    for _, arr in enc.consts:
+        i32([dtype_of_numpy(arr.dtype).code, arr.ndim])
+        i64(list(arr.shape) + [0] * (MAX_RANK - arr.ndim))
+    i64([enc.arena_size])
+    h = _FNV_OFFSET
+    for b in out:
+        h = ((h ^ b) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h - (1 << 64) if h >= 1 << 63 else h  # as the int64 the struct holds

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from llvmlite import ir
 
+from ..abi import DIM_UNCHECKED
 from ..codegen.kernel import KernelBuilder
 from ..codegen.target import Target
 from ..ir import dims as D
@@ -52,6 +53,24 @@ def canonical(obj: Any) -> Any:
     return walk(obj)
 
 
+def signature(types_c: Sequence[TensorType]) -> tuple[int, ...]:
+    """What the VM checks of a kernel's tensors before each call (the ``kernel_sigs`` table of
+    the ABI): per tensor its dtype code and rank, then each dim as its static size, ``-1 - k``
+    for the canonical symbol ``_k``, or DIM_UNCHECKED for an expression of symbols."""
+    out: list[int] = []
+    for dt, shape in types_c:
+        out += [dt.code, len(shape)]
+        for d in shape:
+            atom = d.atom() if isinstance(d, D.Expr) else None
+            if isinstance(d, int):
+                out.append(d if d < 2 ** 31 else DIM_UNCHECKED)
+            elif isinstance(atom, D.Sym) and atom.name.startswith("_"):
+                out.append(-1 - int(atom.name[1:]))
+            else:
+                out.append(DIM_UNCHECKED)
+    return tuple(out)
+
+
 def _ordered_symbols(d: D.Expr) -> list[D.Sym]:
     """The symbols of ``d`` in its canonical term order (atoms sorted by text)."""
     out: list[D.Sym] = []
@@ -81,9 +100,11 @@ class KernelTable:
         self.module, self.target, self.prog = module, target, prog
         self._by_key: dict[tuple, KernelRef] = {}
 
-    def get(self, build: BuildFn, params: Any, types: Sequence[TensorType], nscalars: int) -> KernelRef:
+    def get(self, build: BuildFn, params: Any, types: Sequence[TensorType], nscalars: int,
+            noutputs: int) -> KernelRef:
+        """The kernel for these tensor types (inputs, then the ``noutputs`` it writes)."""
         params_c, types_c = canonical((params, tuple((dt, tuple(shape)) for dt, shape in types)))
-        key = (build.__module__, build.__qualname__, params_c, types_c, nscalars)
+        key = (build.__module__, build.__qualname__, params_c, types_c, nscalars, noutputs)
         ref = self._by_key.get(key)
         if ref is None:
             # readable in inspect: k3_greater_float32, k4_conv2d_float32
@@ -93,7 +114,7 @@ class KernelTable:
             kb = KernelBuilder(self.module, name, self.target)
             build(kb, params_c, types_c)
             kb.finish()
-            ref = KernelRef(len(self.prog.kernels), name, len(types), nscalars)
+            ref = KernelRef(len(self.prog.kernels), name, len(types), nscalars, noutputs, signature(types_c))
             self.prog.kernels.append(ref)
             self._by_key[key] = ref
         return ref

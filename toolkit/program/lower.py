@@ -286,14 +286,14 @@ class Lowerer:
 
     # ------------------------------------------------------------------ kernels
     def call(self, build: BuildFn, params: Any, tensors: Sequence[Reg], scalars: Sequence[Slot] = (),
-             error: str | None = None) -> KernelRef:
+             error: str | None = None, *, outputs: int = 1) -> KernelRef:
         """Call the kernel ``build(kb, params, types)`` makes for these tensors (inputs then
-        outputs) and scalars (read, and written back). ``error`` is the message when it
-        fails ({0} {1} {2}: the kernel's details), prefixed with the node."""
+        the ``outputs`` it writes) and scalars (read, and written back). ``error`` is the
+        message when it fails ({0} {1} {2}: the kernel's details), prefixed with the node."""
         for r in tensors:
             if r.dtype is None:
                 raise CompileError(f"{self.context()}: register {r!r} has no type (internal)")
-        k = self.kernels.get(build, params, [(r.dtype, r.shape) for r in tensors], len(scalars))
+        k = self.kernels.get(build, params, [(r.dtype, r.shape) for r in tensors], len(scalars), outputs)
         msg = f"{self.context()}: {error}" if error else f"{self.context()}: kernel failed ({{0}}, {{1}}, {{2}})"
         self._emit("CALL", k, msg, list(tensors), list(scalars))
         return k
@@ -302,7 +302,7 @@ class Lowerer:
                    error: str | None = None) -> None:
         """Call a kernel on the values ``inputs`` and new buffers for ``outputs``."""
         self.call(build, params, [self.tensor(i) for i in inputs] + [self.alloc(o) for o in outputs],
-                  error=error)
+                  error=error, outputs=len(outputs))
 
     # ------------------------------------------------------------------ driver pieces
     def bind_inputs(self) -> None:

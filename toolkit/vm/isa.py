@@ -184,14 +184,15 @@ def c_header() -> str:
     lines.append("  SW_K_END = 0,")
     for i, k in enumerate(kinds, start=1):
         lines.append(f"  SW_K_{k.upper()} = {i},")
-    lines.append("  SW_K_LIST = 64  /* or-ed in: a count then that many operands */")
+    lines.append("  SW_K_LIST = 64,  /* or-ed in: a count then that many operands */")
+    lines.append("  SW_K_DEF = 128  /* or-ed in: the instruction writes the operand (=reg, =slot) */")
     lines.append("} sw_operand_kind;")
     lines.append("")
     width = max(len(op.operands) for op in OPS) + 1
     lines.append(f"static const unsigned char sw_op_operands[SW_OP_COUNT][{width}] = {{")
     for op in OPS:
         ks = [f"SW_K_{kind(k).rstrip('*').upper()}" + (" | SW_K_LIST" if k.endswith("*") else "")
-              for k in op.operands] + ["SW_K_END"]
+              + (" | SW_K_DEF" if k.startswith("=") else "") for k in op.operands] + ["SW_K_END"]
         lines.append(f"  /* {op.name} */ {{{', '.join(ks)}}},")
     lines += ["};", "", "#endif", ""]
     return "\n".join(lines)

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SW_FORMAT_MAJOR 2
+#define SW_FORMAT_MAJOR 3
 #define SW_FORMAT_MINOR 0
 #define SW_MAX_RANK 8
 
@@ -87,9 +87,11 @@ typedef int32_t sw_status_t;
 #define SW_OUT_OF_MEMORY 3 /* an allocation over the memory limit, or memory cannot grow */
 #define SW_INVALID_PROGRAM 4 /* the embedded program failed verification (a compiler bug or a corrupt file), or a module of another format */
 #define SW_INTERNAL 5 /* any other internal failure */
+#define SW_CANCELLED 6 /* the host stopped the call (a cancel or a time limit) */
 
 typedef struct sw_tensor sw_tensor;
-typedef sw_status_t (*sw_kernel_fn)(sw_tensor* const*, int64_t*, int64_t*);
+typedef sw_status_t (*sw_kernel_fn)(sw_tensor* const*, int64_t*, int64_t*, const volatile int32_t*);
+#define SW_DIM_UNCHECKED (-2147483647 - 1) /* a signature dim the VM does not check */
 
 struct sw_tensor {
   void* data;
@@ -110,7 +112,7 @@ typedef struct sw_program {
   const sw_tensor* consts;
   int32_t nconsts;
   const sw_kernel_fn* kernels;
-  const int32_t* kernel_arity; /* per kernel: tensors, scalars */
+  const int32_t* kernel_info; /* per kernel: tensors, scalars, outputs (its last tensors, the ones it writes), offset of its signature in kernel_sigs */
   int32_t nkernels;
   const int32_t* inputs; /* per input: dtype, rank, name string */
   int32_t ninputs;
@@ -119,6 +121,9 @@ typedef struct sw_program {
   const char* metadata; /* the metadata JSON */
   int32_t metadata_len;
   int64_t arena_size; /* bytes of the static arena */
+  const int32_t* kernel_sigs; /* per kernel tensor: dtype, rank, then each dim: >= 0 static, -1 - k its k-th symbol, SW_DIM_UNCHECKED an expression the VM does not evaluate */
+  int32_t nkernel_sigs;
+  int64_t checksum; /* FNV-1a of the program tables (toolkit.program.ir.checksum) */
 } sw_program;
 
 #if UINTPTR_MAX == 0xFFFFFFFFu
@@ -128,10 +133,10 @@ _Static_assert(offsetof(sw_tensor, data) == 0 && offsetof(sw_tensor, dtype) == 4
 _Static_assert(offsetof(sw_tensor, data) == 0 && offsetof(sw_tensor, dtype) == 8 && offsetof(sw_tensor, rank) == 12 && offsetof(sw_tensor, shape) == 16 && sizeof(sw_tensor) == 80, "sw_tensor layout (8-byte pointers)");
 #endif
 #if UINTPTR_MAX == 0xFFFFFFFFu
-_Static_assert(offsetof(sw_program, words) == 0 && offsetof(sw_program, nwords) == 4 && offsetof(sw_program, nregs) == 8 && offsetof(sw_program, heap_init) == 12 && offsetof(sw_program, nheap) == 16 && offsetof(sw_program, strings) == 20 && offsetof(sw_program, string_offsets) == 24 && offsetof(sw_program, nstrings) == 28 && offsetof(sw_program, consts) == 32 && offsetof(sw_program, nconsts) == 36 && offsetof(sw_program, kernels) == 40 && offsetof(sw_program, kernel_arity) == 44 && offsetof(sw_program, nkernels) == 48 && offsetof(sw_program, inputs) == 52 && offsetof(sw_program, ninputs) == 56 && offsetof(sw_program, outputs) == 60 && offsetof(sw_program, noutputs) == 64 && offsetof(sw_program, metadata) == 68 && offsetof(sw_program, metadata_len) == 72 && offsetof(sw_program, arena_size) == 80 && sizeof(sw_program) == 88, "sw_program layout (4-byte pointers)");
+_Static_assert(offsetof(sw_program, words) == 0 && offsetof(sw_program, nwords) == 4 && offsetof(sw_program, nregs) == 8 && offsetof(sw_program, heap_init) == 12 && offsetof(sw_program, nheap) == 16 && offsetof(sw_program, strings) == 20 && offsetof(sw_program, string_offsets) == 24 && offsetof(sw_program, nstrings) == 28 && offsetof(sw_program, consts) == 32 && offsetof(sw_program, nconsts) == 36 && offsetof(sw_program, kernels) == 40 && offsetof(sw_program, kernel_info) == 44 && offsetof(sw_program, nkernels) == 48 && offsetof(sw_program, inputs) == 52 && offsetof(sw_program, ninputs) == 56 && offsetof(sw_program, outputs) == 60 && offsetof(sw_program, noutputs) == 64 && offsetof(sw_program, metadata) == 68 && offsetof(sw_program, metadata_len) == 72 && offsetof(sw_program, arena_size) == 80 && offsetof(sw_program, kernel_sigs) == 88 && offsetof(sw_program, nkernel_sigs) == 92 && offsetof(sw_program, checksum) == 96 && sizeof(sw_program) == 104, "sw_program layout (4-byte pointers)");
 #endif
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
-_Static_assert(offsetof(sw_program, words) == 0 && offsetof(sw_program, nwords) == 8 && offsetof(sw_program, nregs) == 12 && offsetof(sw_program, heap_init) == 16 && offsetof(sw_program, nheap) == 24 && offsetof(sw_program, strings) == 32 && offsetof(sw_program, string_offsets) == 40 && offsetof(sw_program, nstrings) == 48 && offsetof(sw_program, consts) == 56 && offsetof(sw_program, nconsts) == 64 && offsetof(sw_program, kernels) == 72 && offsetof(sw_program, kernel_arity) == 80 && offsetof(sw_program, nkernels) == 88 && offsetof(sw_program, inputs) == 96 && offsetof(sw_program, ninputs) == 104 && offsetof(sw_program, outputs) == 112 && offsetof(sw_program, noutputs) == 120 && offsetof(sw_program, metadata) == 128 && offsetof(sw_program, metadata_len) == 136 && offsetof(sw_program, arena_size) == 144 && sizeof(sw_program) == 152, "sw_program layout (8-byte pointers)");
+_Static_assert(offsetof(sw_program, words) == 0 && offsetof(sw_program, nwords) == 8 && offsetof(sw_program, nregs) == 12 && offsetof(sw_program, heap_init) == 16 && offsetof(sw_program, nheap) == 24 && offsetof(sw_program, strings) == 32 && offsetof(sw_program, string_offsets) == 40 && offsetof(sw_program, nstrings) == 48 && offsetof(sw_program, consts) == 56 && offsetof(sw_program, nconsts) == 64 && offsetof(sw_program, kernels) == 72 && offsetof(sw_program, kernel_info) == 80 && offsetof(sw_program, nkernels) == 88 && offsetof(sw_program, inputs) == 96 && offsetof(sw_program, ninputs) == 104 && offsetof(sw_program, outputs) == 112 && offsetof(sw_program, noutputs) == 120 && offsetof(sw_program, metadata) == 128 && offsetof(sw_program, metadata_len) == 136 && offsetof(sw_program, arena_size) == 144 && offsetof(sw_program, kernel_sigs) == 152 && offsetof(sw_program, nkernel_sigs) == 160 && offsetof(sw_program, checksum) == 168 && sizeof(sw_program) == 176, "sw_program layout (8-byte pointers)");
 #endif
 
 typedef struct sw_context sw_context;
@@ -180,6 +185,8 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* ctx, int32_t index,
 SW_EXPORT(sw_run) sw_status_t sw_run(sw_context* ctx);
 /* output index's descriptor (sw_tensor), NULL if there is none */
 SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(sw_context* ctx, int32_t index);
+/* an int32 that, set non-zero (from any thread) during sw_run, stops the call with SW_CANCELLED; the host clears it before each sw_run */
+SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* ctx);
 /* the last error message (UTF-8) */
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* ctx);
 /* its length in bytes */

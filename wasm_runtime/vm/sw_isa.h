@@ -54,30 +54,31 @@ typedef enum sw_operand_kind {
   SW_K_PC = 9,
   SW_K_REG = 10,
   SW_K_SLOT = 11,
-  SW_K_LIST = 64  /* or-ed in: a count then that many operands */
+  SW_K_LIST = 64,  /* or-ed in: a count then that many operands */
+  SW_K_DEF = 128  /* or-ed in: the instruction writes the operand (=reg, =slot) */
 } sw_operand_kind;
 
 static const unsigned char sw_op_operands[SW_OP_COUNT][8] = {
   /* RETURN */ {SW_K_END},
-  /* INPUT */ {SW_K_INPUT, SW_K_REG, SW_K_END},
-  /* DIM */ {SW_K_SLOT, SW_K_REG, SW_K_IMM, SW_K_END},
+  /* INPUT */ {SW_K_INPUT, SW_K_REG | SW_K_DEF, SW_K_END},
+  /* DIM */ {SW_K_SLOT | SW_K_DEF, SW_K_REG, SW_K_IMM, SW_K_END},
   /* CHECK_EQ */ {SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
   /* CHECK_LE */ {SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
-  /* ARITH */ {SW_K_ARITH, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
-  /* BCAST */ {SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
-  /* LOAD_VALUES */ {SW_K_REG, SW_K_MSG, SW_K_SLOT | SW_K_LIST, SW_K_END},
+  /* ARITH */ {SW_K_ARITH, SW_K_SLOT | SW_K_DEF, SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
+  /* BCAST */ {SW_K_SLOT | SW_K_DEF, SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
+  /* LOAD_VALUES */ {SW_K_REG, SW_K_MSG, SW_K_SLOT | SW_K_LIST | SW_K_DEF, SW_K_END},
   /* STORE_VALUES */ {SW_K_REG, SW_K_SLOT | SW_K_LIST, SW_K_END},
-  /* ALLOC */ {SW_K_REG, SW_K_DTYPE, SW_K_MSG, SW_K_SLOT | SW_K_LIST, SW_K_END},
-  /* VIEW */ {SW_K_REG, SW_K_REG, SW_K_SLOT | SW_K_LIST, SW_K_END},
+  /* ALLOC */ {SW_K_REG | SW_K_DEF, SW_K_DTYPE, SW_K_MSG, SW_K_SLOT | SW_K_LIST, SW_K_END},
+  /* VIEW */ {SW_K_REG | SW_K_DEF, SW_K_REG, SW_K_SLOT | SW_K_LIST, SW_K_END},
   /* CALL */ {SW_K_KERNEL, SW_K_MSG, SW_K_REG | SW_K_LIST, SW_K_SLOT | SW_K_LIST, SW_K_END},
   /* FREE */ {SW_K_REG, SW_K_END},
-  /* CONST */ {SW_K_REG, SW_K_CONST, SW_K_END},
+  /* CONST */ {SW_K_REG | SW_K_DEF, SW_K_CONST, SW_K_END},
   /* OUTPUT */ {SW_K_OUTPUT, SW_K_REG, SW_K_END},
   /* RESHAPE */ {SW_K_MSG, SW_K_SLOT | SW_K_LIST, SW_K_SLOT | SW_K_LIST, SW_K_END},
-  /* SLICE_DIM */ {SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_MSG, SW_K_END},
+  /* SLICE_DIM */ {SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT, SW_K_SLOT | SW_K_DEF, SW_K_SLOT | SW_K_DEF, SW_K_MSG, SW_K_END},
   /* JUMP */ {SW_K_PC, SW_K_END},
   /* BRANCH */ {SW_K_SLOT, SW_K_PC, SW_K_END},
-  /* ALLOC_STATIC */ {SW_K_REG, SW_K_DTYPE, SW_K_IMM, SW_K_SLOT | SW_K_LIST, SW_K_END},
+  /* ALLOC_STATIC */ {SW_K_REG | SW_K_DEF, SW_K_DTYPE, SW_K_IMM, SW_K_SLOT | SW_K_LIST, SW_K_END},
 };
 
 #endif

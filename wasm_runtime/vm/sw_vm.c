@@ -18,7 +18,10 @@
 #define SW_MAX_CALL_SCALARS 64
 #define SW_ERROR_CAP 1024
 
-enum { REG_EMPTY = 0, REG_OWNED, REG_BORROWED };
+/* A register is empty, owns its buffer, borrows a writable one (the static arena, a view of an
+ * owned buffer), or borrows a read-only one (a constant, an input, a view of those). */
+enum { REG_EMPTY = 0, REG_OWNED, REG_WRITABLE, REG_READONLY };
+#define SW_MAX_SIG_SYMBOLS 64
 
 typedef struct sw_input_slot {
   void* buffer;
@@ -32,6 +35,8 @@ struct sw_context {
   sw_status_t status; /* SW_OK, or why this context cannot run */
   sw_tensor* regs;
   unsigned char* reg_state;
+  int32_t* owner; /* the owned register whose buffer a register's data lies in, -1 if none */
+  int64_t* reg_bytes; /* bytes an owned register's buffer holds */
   int64_t* heap;
   unsigned char* arena; /* the static arena: one block for all compile-time-planned buffers */
   sw_input_slot* inputs;
@@ -42,6 +47,7 @@ struct sw_context {
   int64_t memory_in_use; /* during a run: its run-time buffers */
   char error_text[SW_ERROR_CAP];
   int32_t error_len;
+  volatile int32_t cancel; /* set by the host from any thread: stop the running call */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -129,13 +135,23 @@ static int64_t numel(const sw_tensor* t) {
 
 /* ------------------------------------------------------------------ registers */
 
+/* Empties r; if r owns its buffer, frees it and empties every register viewing it, so no
+ * register can reach freed memory. */
 static void release(sw_context* c, int32_t r) {
   if (c->reg_state[r] == REG_OWNED) {
-    c->memory_in_use -= numel(&c->regs[r]) * sw_dtype_size(c->regs[r].dtype);
+    c->memory_in_use -= c->reg_bytes[r];
+    c->reg_bytes[r] = 0;
     sw_mem_free(c->regs[r].data);
+    for (int32_t q = 0; q < c->P->nregs; q++)
+      if (c->owner[q] == r && q != r) {
+        c->reg_state[q] = REG_EMPTY;
+        c->regs[q].data = 0;
+        c->owner[q] = -1;
+      }
   }
   c->reg_state[r] = REG_EMPTY;
   c->regs[r].data = 0;
+  c->owner[r] = -1;
 }
 
 static void release_all(sw_context* c) {
@@ -163,6 +179,14 @@ static int check_operand(const sw_program* P, int kind, int32_t v) {
   }
 }
 
+/* The length in words of the instruction at pc (operands already checked by walk). */
+static int32_t instr_len(const int32_t* w, int32_t pc) {
+  int32_t n = 1;
+  for (const unsigned char* k = sw_op_operands[w[pc]]; *k != SW_K_END; k++)
+    n += (*k & SW_K_LIST) ? 1 + w[pc + n] : 1;
+  return n;
+}
+
 /* One pass over the program: checks every operand and marks where instructions start; with
  * check_targets (the second pass) it also requires every jump to land on a start. */
 static int walk(const sw_program* P, unsigned char* starts, int check_targets, int32_t* last_op) {
@@ -177,6 +201,7 @@ static int walk(const sw_program* P, unsigned char* starts, int check_targets, i
     if (op == SW_OP_DIM && pc + 3 < P->nwords && (w[pc + 3] < 0 || w[pc + 3] >= SW_MAX_RANK)) return 0;
     pc++;
     for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) {
+      int kind = *k & ~(SW_K_LIST | SW_K_DEF);
       if (pc >= P->nwords) return 0;
       if (*k & SW_K_LIST) {
         int32_t n = w[pc++];
@@ -184,34 +209,198 @@ static int walk(const sw_program* P, unsigned char* starts, int check_targets, i
         if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_VIEW) && n > SW_MAX_RANK) return 0;
         if (op == SW_OP_CALL && n > SW_MAX_CALL_TENSORS) return 0;
         for (int32_t i = 0; i < n; i++)
-          if (!check_operand(P, *k & ~SW_K_LIST, w[pc + i])) return 0;
+          if (!check_operand(P, kind, w[pc + i])) return 0;
         pc += n;
       } else {
-        if (!check_operand(P, *k, w[pc])) return 0;
-        if (check_targets && *k == SW_K_PC && !starts[w[pc]]) return 0;
+        if (!check_operand(P, kind, w[pc])) return 0;
+        if (check_targets && kind == SW_K_PC && !starts[w[pc]]) return 0;
         pc++;
       }
     }
     if (op == SW_OP_CALL) {
       /* the kernel takes exactly the tensors and scalars the call passes */
       int32_t k = w[at + 1], nt = w[at + 3], ns = w[at + 4 + nt];
-      if (nt != P->kernel_arity[2 * k] || ns != P->kernel_arity[2 * k + 1] || ns > SW_MAX_CALL_SCALARS) return 0;
+      if (nt != P->kernel_info[4 * k] || ns != P->kernel_info[4 * k + 1]) return 0;
     }
   }
   return 1;
 }
 
-static sw_status_t verify(sw_context* c) {
+/* Each kernel's entry: arities in range, its signature inside the table and well formed. */
+static int check_kernels(const sw_program* P) {
+  if (P->nkernel_sigs < 0) return 0;
+  for (int32_t k = 0; k < P->nkernels; k++) {
+    const int32_t* info = &P->kernel_info[4 * k];
+    int32_t nt = info[0], ns = info[1], nout = info[2], at = info[3];
+    if (nt < 0 || nt > SW_MAX_CALL_TENSORS || ns < 0 || ns > SW_MAX_CALL_SCALARS || nout < 0 || nout > nt ||
+        at < 0 || at > P->nkernel_sigs || !P->kernels[k])
+      return 0;
+    for (int32_t t = 0; t < nt; t++) {
+      if (at > P->nkernel_sigs - 2) return 0;
+      int32_t dtype = P->kernel_sigs[at], rank = P->kernel_sigs[at + 1];
+      if (sw_dtype_size(dtype) == 0 || rank < 0 || rank > SW_MAX_RANK || at + 2 + rank > P->nkernel_sigs) return 0;
+      for (int32_t a = 0; a < rank; a++) {
+        int32_t d = P->kernel_sigs[at + 2 + a];
+        if (d < 0 && d != SW_DIM_UNCHECKED && -1 - d >= SW_MAX_SIG_SYMBOLS) return 0;
+      }
+      at += 2 + rank;
+    }
+  }
+  return 1;
+}
+
+/* FNV-1a over the program tables, as toolkit.program.ir.checksum computes it. */
+static uint64_t fnv(uint64_t h, const void* data, size_t n) {
+  const unsigned char* b = (const unsigned char*)data;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ULL;
+  return h;
+}
+
+static int checksum_ok(const sw_program* P) {
+  int32_t counts[9] = {P->nwords, P->nregs, P->nheap, P->nstrings, P->nkernels, P->nkernel_sigs,
+                       P->ninputs, P->noutputs, P->nconsts};
+  for (int i = 0; i < 9; i++)
+    if (counts[i] < 0) return 0;
+  uint64_t h = fnv(0xCBF29CE484222325ULL, counts, sizeof counts);
+  h = fnv(h, P->words, 4 * (size_t)P->nwords);
+  h = fnv(h, P->heap_init, 8 * (size_t)P->nheap);
+  int32_t expect = 0;
+  for (int32_t i = 0; i < P->nstrings; i++) {
+    /* the strings lie back to back, as the compiler wrote them */
+    if (P->string_offsets[i] != expect) return 0;
+    const char* t = P->strings + expect;
+    size_t n = 0;
+    while (t[n]) n++;
+    h = fnv(h, t, n + 1);
+    expect += (int32_t)n + 1;
+  }
+  h = fnv(h, P->kernel_info, 16 * (size_t)P->nkernels);
+  h = fnv(h, P->kernel_sigs, 4 * (size_t)P->nkernel_sigs);
+  h = fnv(h, P->inputs, 12 * (size_t)P->ninputs);
+  h = fnv(h, P->outputs, 4 * (size_t)P->noutputs);
+  for (int32_t i = 0; i < P->nconsts; i++) {
+    int32_t dr[2] = {P->consts[i].dtype, P->consts[i].rank};
+    h = fnv(h, dr, sizeof dr);
+    h = fnv(h, P->consts[i].shape, sizeof P->consts[i].shape);
+  }
+  h = fnv(h, &P->arena_size, 8);
+  return h == (uint64_t)P->checksum;
+}
+
+/* Registers are defined before they are read on every path: a forward data-flow of the
+ * registers surely defined (FREE undefines), over the blocks the jumps delimit, to a fixed
+ * point. Views of a freed buffer are caught at run time (release empties them). */
+static int check_defs(const sw_program* P, const unsigned char* starts) {
+  const int32_t* w = P->words;
+  int32_t n = P->nwords, nw = (P->nregs + 31) / 32, nblocks = 0;
+  int32_t* block = (int32_t*)sw_mem_alloc(sizeof(int32_t) * (size_t)n);
+  if (!block) return -1;
+  for (int32_t pc = 0; pc < n; pc++) block[pc] = -1;
+  /* leaders: the entry, every jump target, every instruction after a jump, branch or return */
+  block[0] = 0;
+  for (int32_t pc = 0; pc < n; pc += instr_len(w, pc)) {
+    int32_t op = w[pc], next = pc + instr_len(w, pc);
+    if (op == SW_OP_JUMP) block[w[pc + 1]] = 0;
+    if (op == SW_OP_BRANCH) block[w[pc + 2]] = 0;
+    if ((op == SW_OP_JUMP || op == SW_OP_BRANCH || op == SW_OP_RETURN) && next < n) block[next] = 0;
+  }
+  int32_t* leader = (int32_t*)sw_mem_alloc(sizeof(int32_t) * (size_t)n);
+  if (!leader) { sw_mem_free(block); return -1; }
+  for (int32_t pc = 0; pc < n; pc++)
+    if (starts[pc] && block[pc] == 0) { block[pc] = nblocks; leader[nblocks++] = pc; }
+  size_t words = (size_t)nblocks * (size_t)(nw + 1);
+  uint32_t* in = (uint32_t*)sw_mem_alloc(sizeof(uint32_t) * (words + (size_t)nw + 1));
+  int32_t* work = (int32_t*)sw_mem_alloc(sizeof(int32_t) * (size_t)(nblocks + 1));
+  unsigned char* queued = (unsigned char*)sw_mem_alloc((size_t)nblocks + 1);
+  int ok = in && work && queued;
+  if (ok) {
+    uint32_t* cur = in + words;
+    mem_set(in, 0xFF, sizeof(uint32_t) * words); /* unvisited: everything defined (the top) */
+    for (int32_t b = 0; b < nblocks; b++) in[(size_t)b * (size_t)(nw + 1) + (size_t)nw] = 0; /* not visited */
+    mem_set(queued, 0, (size_t)nblocks + 1);
+    mem_set(in, 0, sizeof(uint32_t) * (size_t)(nw + 1)); /* entry: nothing defined */
+    in[nw] = 1;
+    int32_t top = 0;
+    work[top++] = 0;
+    queued[0] = 1;
+    while (ok && top > 0) {
+      int32_t b = work[--top];
+      queued[b] = 0;
+      mem_copy(cur, in + (size_t)b * (size_t)(nw + 1), sizeof(uint32_t) * (size_t)nw);
+      int32_t pc = leader[b], succ[2], nsucc = 0;
+      for (;;) {
+        int32_t op = w[pc], at = pc + 1;
+        for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) {
+          int32_t cnt = 1;
+          const int32_t* v = &w[at];
+          if (*k & SW_K_LIST) { cnt = w[at]; v = &w[at + 1]; at += 1 + cnt; } else at++;
+          if ((*k & ~(SW_K_LIST | SW_K_DEF)) != SW_K_REG) continue;
+          for (int32_t i = 0; i < cnt; i++) {
+            uint32_t bit = 1u << (v[i] & 31);
+            if (*k & SW_K_DEF) continue;
+            if (op == SW_OP_FREE) cur[v[i] >> 5] &= ~bit;
+            else if (!(cur[v[i] >> 5] & bit)) ok = 0;
+          }
+        }
+        for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) /* defs after reads */
+          if (*k == (SW_K_REG | SW_K_DEF)) {
+            int32_t r = w[pc + 1 + (int32_t)(k - sw_op_operands[op])];
+            cur[r >> 5] |= 1u << (r & 31);
+          }
+        int32_t next = pc + instr_len(w, pc);
+        if (op == SW_OP_RETURN) break;
+        if (op == SW_OP_JUMP) { succ[nsucc++] = w[pc + 1]; break; }
+        if (op == SW_OP_BRANCH) { succ[nsucc++] = w[pc + 2]; if (next < n) succ[nsucc++] = next; break; }
+        if (next >= n) break;
+        if (block[next] >= 0 && starts[next] && leader[block[next]] == next) { succ[nsucc++] = next; break; }
+        pc = next;
+      }
+      for (int32_t i = 0; ok && i < nsucc; i++) {
+        int32_t sb = block[succ[i]];
+        uint32_t* s_in = in + (size_t)sb * (size_t)(nw + 1);
+        int changed = !(s_in[nw] & 1u); /* first visit */
+        s_in[nw] |= 1u;
+        for (int32_t j = 0; j < nw; j++) {
+          uint32_t m = s_in[j] & cur[j];
+          if (m != s_in[j]) { s_in[j] = m; changed = 1; }
+        }
+        if (changed && !queued[sb]) { queued[sb] = 1; work[top++] = sb; }
+      }
+    }
+  }
+  sw_mem_free(block);
+  sw_mem_free(leader);
+  sw_mem_free(in);
+  sw_mem_free(work);
+  sw_mem_free(queued);
+  return ok ? 1 : (in && work && queued) ? 0 : -1;
+}
+
+/* SW_OK, or the status with *why set to what failed. */
+static sw_status_t verify(sw_context* c, const char** why) {
   const sw_program* P = c->P;
-  if (P->nwords <= 0) return SW_INVALID_PROGRAM;
+  *why = "the program is empty or its counts are negative";
+  if (P->nwords <= 0 || P->nregs < 0 || P->nkernels < 0) return SW_INVALID_PROGRAM;
+  *why = "its checksum does not match (a corrupt file)";
+  if (!checksum_ok(P)) return SW_INVALID_PROGRAM;
+  *why = "a kernel's arity or signature is malformed";
+  if (!check_kernels(P)) return SW_INVALID_PROGRAM;
+  *why = "out of memory while verifying the program";
   unsigned char* starts = (unsigned char*)sw_mem_alloc((size_t)P->nwords);
   if (!starts) return SW_OUT_OF_MEMORY;
   mem_set(starts, 0, (size_t)P->nwords);
   int32_t last_op = -1;
   int ok = walk(P, starts, 0, &last_op) && walk(P, starts, 1, &last_op);
-  sw_mem_free(starts);
   /* execution can never run past the last word */
-  if (!ok || (last_op != SW_OP_RETURN && last_op != SW_OP_JUMP)) return SW_INVALID_PROGRAM;
+  if (ok && last_op != SW_OP_RETURN && last_op != SW_OP_JUMP) ok = 0;
+  int defs = ok ? check_defs(P, starts) : 1;
+  sw_mem_free(starts);
+  if (defs < 0) return SW_OUT_OF_MEMORY;
+  *why = "an instruction, operand, jump target or kernel arity is malformed";
+  if (!ok) return SW_INVALID_PROGRAM;
+  *why = "a register is read before it is defined on some path";
+  if (!defs) return SW_INVALID_PROGRAM;
+  *why = "an input's dtype or rank is malformed";
   for (int32_t i = 0; i < P->ninputs; i++)
     if (P->inputs[3 * i + 1] < 0 || P->inputs[3 * i + 1] > SW_MAX_RANK || sw_dtype_size(P->inputs[3 * i]) == 0)
       return SW_INVALID_PROGRAM;
@@ -258,21 +447,26 @@ SW_EXPORT(sw_context_create) sw_context* sw_context_create(void) {
   const sw_program* P = &sw_model;
   c->P = P;
   c->memory_limit = (int64_t)2 << 30;
-  c->status = verify(c);
-  if (c->status == SW_INVALID_PROGRAM) {
-    fail_text(c, SW_INVALID_PROGRAM, 0, "the embedded program failed verification");
+  const char* why = 0;
+  c->status = verify(c, &why);
+  if (c->status != SW_OK) {
+    fail_text(c, c->status, "the embedded program failed verification", why);
     return c;
   }
   c->regs = (sw_tensor*)zalloc(sizeof(sw_tensor) * (size_t)(P->nregs + 1));
   c->reg_state = (unsigned char*)zalloc((size_t)P->nregs + 1);
+  c->owner = (int32_t*)zalloc(sizeof(int32_t) * (size_t)(P->nregs + 1));
+  c->reg_bytes = (int64_t*)zalloc(sizeof(int64_t) * (size_t)(P->nregs + 1));
   c->heap = (int64_t*)zalloc(sizeof(int64_t) * (size_t)(P->nheap + 1));
   c->inputs = (sw_input_slot*)zalloc(sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
   c->outputs = (int32_t*)zalloc(sizeof(int32_t) * (size_t)(P->noutputs + 1));
-  if (c->status != SW_OK || !c->regs || !c->reg_state || !c->heap || !c->inputs || !c->outputs) {
+  if (c->status != SW_OK || !c->regs || !c->reg_state || !c->owner || !c->reg_bytes || !c->heap || !c->inputs ||
+      !c->outputs) {
     c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "out of memory while creating a context");
     return c;
   }
   for (int32_t i = 0; i < P->noutputs; i++) c->outputs[i] = -1;
+  for (int32_t r = 0; r < P->nregs; r++) c->owner[r] = -1;
   if (P->arena_size > 0) {
     if (P->arena_size > c->memory_limit || (uint64_t)P->arena_size > (uint64_t)SIZE_MAX) {
       c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "the static arena exceeds the memory limit");
@@ -289,12 +483,14 @@ SW_EXPORT(sw_context_status) sw_status_t sw_context_status(sw_context* c) { retu
 
 SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
   if (!c) return;
-  if (c->regs && c->reg_state && c->outputs) release_all(c);
+  if (c->regs && c->reg_state && c->owner && c->reg_bytes && c->outputs) release_all(c);
   if (c->inputs)
     for (int32_t i = 0; i < c->P->ninputs; i++) sw_mem_free(c->inputs[i].buffer);
   sw_mem_free(c->arena);
   sw_mem_free(c->regs);
   sw_mem_free(c->reg_state);
+  sw_mem_free(c->owner);
+  sw_mem_free(c->reg_bytes);
   sw_mem_free(c->heap);
   sw_mem_free(c->inputs);
   sw_mem_free(c->outputs);
@@ -303,6 +499,7 @@ SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
 
 SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(sw_context* c) { return c->shape_buffer; }
 SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* c) { return c->memory_held + c->memory_in_use; }
+SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* c) { return (void*)&c->cancel; }
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* c) { return c->error_text; }
 SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(sw_context* c) { return c->error_len; }
 
@@ -409,7 +606,9 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, i
 
 /* The whole descriptor of output i (NULL if none); its layout is sw_tensor's (sw_abi.h). */
 SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(sw_context* c, int32_t i) {
-  if (c->status != SW_OK || i < 0 || i >= c->P->noutputs || c->outputs[i] < 0) return 0;
+  if (c->status != SW_OK || i < 0 || i >= c->P->noutputs || c->outputs[i] < 0 ||
+      c->reg_state[c->outputs[i]] == REG_EMPTY)
+    return 0;
   return &c->regs[c->outputs[i]];
 }
 
@@ -485,10 +684,12 @@ static sw_status_t alloc_tensor(sw_context* c, int32_t r, int32_t dtype, int32_t
   void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
   if (!p) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
   c->memory_in_use += bytes;
+  c->reg_bytes[r] = bytes;
   t->data = p;
   t->dtype = dtype;
   t->rank = rank;
   c->reg_state[r] = REG_OWNED;
+  c->owner[r] = r;
   return SW_OK;
 }
 
@@ -600,6 +801,61 @@ static void write_int(sw_tensor* t, int64_t i, int64_t v) {
 
 /* ------------------------------------------------------------------ run */
 
+/* A program our compiler emits never reaches these; a tampered one stops here instead of
+ * touching memory it does not own. */
+static sw_status_t bad_register(sw_context* c, int32_t r, int32_t pc, const char* what) {
+  err_clear(c);
+  err_append(c, "invalid program: register ");
+  err_append_int(c, r);
+  err_append(c, what);
+  err_append(c, " (instruction at word ");
+  err_append_int(c, pc);
+  err_append(c, ")");
+  return SW_INVALID_PROGRAM;
+}
+
+#define NEED(r) \
+  do { if (c->reg_state[r] == REG_EMPTY) return bad_register(c, r, pc, " is read while empty (never defined, or its buffer was freed)"); } while (0)
+#define NEED_WRITABLE(r) \
+  do { NEED(r); if (c->reg_state[r] == REG_READONLY) return bad_register(c, r, pc, " is written but holds a constant or an input"); } while (0)
+
+static int64_t tensor_bytes(const sw_tensor* t) {
+  int64_t bytes = sw_dtype_size(t->dtype);
+  for (int i = 0; i < t->rank; i++)
+    if (t->shape[i] < 0 || mul_overflow(bytes, t->shape[i], &bytes)) return -1;
+  return bytes;
+}
+
+/* The call's tensors have the dtype, rank and dims kernel k was compiled for: static dims
+ * equal, each symbol the same wherever it appears. Returns the failing tensor + 1, or 0. */
+static int32_t check_call_types(sw_context* c, int32_t k, int32_t nt, const int32_t* ts) {
+  const int32_t* sig = c->P->kernel_sigs + c->P->kernel_info[4 * k + 3];
+  int64_t sym[SW_MAX_SIG_SYMBOLS];
+  uint64_t bound = 0;
+  for (int32_t i = 0; i < nt; i++) {
+    const sw_tensor* t = &c->regs[ts[i]];
+    if (t->dtype != sig[0] || t->rank != sig[1]) return i + 1;
+    for (int32_t a = 0; a < t->rank; a++) {
+      int32_t d = sig[2 + a];
+      int64_t v = t->shape[a];
+      if (v < 0) return i + 1;
+      if (d >= 0) {
+        if (v != d) return i + 1;
+      } else if (d != SW_DIM_UNCHECKED) {
+        int32_t s = -1 - d;
+        if (bound >> s & 1) {
+          if (sym[s] != v) return i + 1;
+        } else {
+          sym[s] = v;
+          bound |= (uint64_t)1 << s;
+        }
+      }
+    }
+    sig += 2 + t->rank;
+  }
+  return 0;
+}
+
 static sw_status_t execute(sw_context* c) {
   const sw_program* P = c->P;
   const int32_t* w = P->words;
@@ -611,15 +867,18 @@ static sw_status_t execute(sw_context* c) {
   int64_t detail[3];
   sw_status_t st;
   for (;;) {
+    if (c->cancel) return fail_text(c, SW_CANCELLED, 0, "the call was cancelled");
     switch (w[pc]) {
       case SW_OP_RETURN:
         return SW_OK;
       case SW_OP_INPUT:
+        release(c, w[pc + 2]);
         regs[w[pc + 2]] = c->inputs[w[pc + 1]].t;
-        c->reg_state[w[pc + 2]] = REG_BORROWED;
+        c->reg_state[w[pc + 2]] = REG_READONLY;
         pc += 3;
         break;
       case SW_OP_DIM:
+        NEED(w[pc + 2]);
         heap[w[pc + 1]] = w[pc + 3] < regs[w[pc + 2]].rank ? regs[w[pc + 2]].shape[w[pc + 3]] : 0;
         pc += 4;
         break;
@@ -644,6 +903,7 @@ static sw_status_t execute(sw_context* c) {
         break;
       }
       case SW_OP_LOAD_VALUES: {
+        NEED(w[pc + 1]);
         const sw_tensor* t = &regs[w[pc + 1]];
         int32_t n = w[pc + 3];
         int64_t have = numel(t);
@@ -653,6 +913,7 @@ static sw_status_t execute(sw_context* c) {
         break;
       }
       case SW_OP_STORE_VALUES: {
+        NEED_WRITABLE(w[pc + 1]);
         sw_tensor* t = &regs[w[pc + 1]];
         int32_t n = w[pc + 2];
         if (!t->data || numel(t) < n) return fail_text(c, SW_INVALID_PROGRAM, 0, "STORE_VALUES past its tensor");
@@ -680,18 +941,24 @@ static sw_status_t execute(sw_context* c) {
         regs[r].data = c->arena + offset;
         regs[r].dtype = w[pc + 2];
         regs[r].rank = n;
-        c->reg_state[r] = REG_BORROWED;
+        c->reg_state[r] = REG_WRITABLE;
         pc += 5 + n;
         break;
       }
       case SW_OP_VIEW: {
         int32_t dst = w[pc + 1], src = w[pc + 2], n = w[pc + 3];
+        if (dst != src) release(c, dst); /* may empty src, if src viewed dst */
+        NEED(src);
         sw_tensor t = regs[src];
         t.rank = n;
         for (int32_t i = 0; i < n; i++) t.shape[i] = heap[w[pc + 4 + i]];
-        if (dst != src) release(c, dst);
+        int64_t have = tensor_bytes(&regs[src]), want = tensor_bytes(&t);
+        if (want < 0 || want > have) return bad_register(c, src, pc, " is viewed with more bytes than it holds");
         regs[dst] = t;
-        if (dst != src) c->reg_state[dst] = REG_BORROWED;
+        if (dst != src) {
+          c->reg_state[dst] = c->reg_state[src] == REG_READONLY ? REG_READONLY : REG_WRITABLE;
+          c->owner[dst] = c->owner[src];
+        }
         pc += 4 + n;
         break;
       }
@@ -700,10 +967,18 @@ static sw_status_t execute(sw_context* c) {
         const int32_t* ts = &w[pc + 4];
         int32_t ns = w[pc + 4 + nt];
         const int32_t* ss = &w[pc + 5 + nt];
-        for (int32_t i = 0; i < nt; i++) call_tensors[i] = &regs[ts[i]];
+        int32_t nout = P->kernel_info[4 * k + 2];
+        for (int32_t i = 0; i < nt; i++) {
+          if (i < nt - nout) NEED(ts[i]);
+          else NEED_WRITABLE(ts[i]);
+          call_tensors[i] = &regs[ts[i]];
+        }
+        int32_t wrong = check_call_types(c, k, nt, ts);
+        if (wrong) return bad_register(c, ts[wrong - 1], pc, " does not have the dtype, rank or dims its kernel was compiled for");
         for (int32_t i = 0; i < ns; i++) scalars[i] = heap[ss[i]];
         detail[0] = detail[1] = detail[2] = 0;
-        st = P->kernels[k](call_tensors, scalars, detail);
+        st = P->kernels[k](call_tensors, scalars, detail, &c->cancel);
+        if (st == SW_CANCELLED) return fail_text(c, st, 0, "the call was cancelled");
         if (st != SW_OK) return fail(c, st, msg, detail[0], detail[1], detail[2]);
         for (int32_t i = 0; i < ns; i++) heap[ss[i]] = scalars[i];
         pc += 5 + nt + ns;
@@ -714,11 +989,13 @@ static sw_status_t execute(sw_context* c) {
         pc += 2;
         break;
       case SW_OP_CONST:
+        release(c, w[pc + 1]);
         regs[w[pc + 1]] = P->consts[w[pc + 2]];
-        c->reg_state[w[pc + 1]] = REG_BORROWED;
+        c->reg_state[w[pc + 1]] = REG_READONLY;
         pc += 3;
         break;
       case SW_OP_OUTPUT:
+        NEED(w[pc + 2]);
         c->outputs[w[pc + 1]] = w[pc + 2];
         pc += 3;
         break;
