@@ -47,10 +47,15 @@ test: env abi lint js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) -m pytest -n $(JOBS) -q
 	cd js_loader && npm test
 
-# fuzzing campaigns with fixed seeds (a smaller slice of each runs in `make test`)
+# fuzzing campaigns with fixed seeds (a smaller slice of each runs in `make test`): malformed
+# ONNX models, tampered modules (per target and mode), run-time inputs (split over the targets)
 FUZZ_CASES ?= 1000
+FUZZ_TAMPER ?= 150
+FUZZ_INPUTS ?= 10000
 fuzz: env
 	PYTHONPATH=. $(PY) -m tests.fuzz.onnx_mutator --cases $(FUZZ_CASES) --full
+	PYTHONPATH=. $(PY) -m tests.fuzz.tamper --cases $(FUZZ_TAMPER)
+	PYTHONPATH=. $(PY) -m tests.fuzz.runtime_fuzz --inputs $(FUZZ_INPUTS)
 
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent

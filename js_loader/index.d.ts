@@ -7,6 +7,9 @@ declare global {
   namespace WebAssembly {
     interface Module {}
   }
+  /** Likewise for URL and AbortSignal (DOM, webworker or @types/node). */
+  interface URL {}
+  interface AbortSignal {}
 }
 
 /** The dtypes the module ABI carries (toolkit/abi.py; abi.js). */
@@ -39,6 +42,18 @@ export const DTYPES: { readonly [D in DType]: { readonly code: number; readonly 
 
 /** The module format this loader runs (major, minor): modules of another major are refused. */
 export const FORMAT_VERSION: readonly [number, number];
+
+/** The status codes a ModelError carries, by name (the ABI's; abi.js). */
+export const STATUS: {
+  readonly OK: 0;
+  readonly INVALID_INPUT: 1;
+  readonly OUT_OF_RANGE: 2;
+  readonly OUT_OF_MEMORY: 3;
+  readonly INVALID_PROGRAM: 4;
+  readonly INTERNAL: 5;
+  /** A WorkerModel run stopped by its timeout or AbortSignal. */
+  readonly CANCELLED: 6;
+};
 
 /** An input or output of the model: a dim is a number or the name of a symbol. */
 export interface TensorInfo {
@@ -87,12 +102,16 @@ export type ModelSource = string | URL | ArrayBuffer | ArrayBufferView | WebAsse
 
 /**
  * A failed run or load reported by the module, or by the checks the loader makes before
- * calling it. The message names the input, op and dim.
+ * calling it. The message names the input, op and dim; a load failure's names the source.
  */
 export class ModelError extends Error {
-  constructor(message: string, status?: number);
+  constructor(message: string, status?: number, options?: { cause?: unknown });
   readonly name: 'ModelError';
-  /** The ABI status: 1 invalid input, 2 out of range, 3 out of memory, 4 invalid program, 5 internal. */
+  /**
+   * The ABI status (`STATUS`): 1 invalid input, 2 out of range, 3 out of memory, 4 invalid
+   * program (every load failure about the module itself), 5 internal, 6 cancelled (a
+   * WorkerModel run stopped by its timeout or AbortSignal; `cause` is the signal's reason).
+   */
   readonly status: number;
 }
 
@@ -115,8 +134,55 @@ export class Model {
   dispose(): void;
 }
 
-/** Load and instantiate a compiled model. */
+/**
+ * Load and instantiate a compiled model. Rejects with a ModelError of status 4 naming the
+ * source when the module is not one this loader runs (not WebAssembly, truncated, no or
+ * broken metadata, another format, metadata that disagrees with the program); with an Error
+ * when the source cannot be read, a TypeError when it is not a source.
+ */
 export function loadModel(source: ModelSource): Promise<Model>;
+
+/** How to cancel a `WorkerModel.run`; without either the run goes on until it finishes. */
+export interface RunOptions {
+  /** Milliseconds from the call (more than 0, at most 2**31 - 1), time waiting for earlier runs included. */
+  timeout?: number;
+  signal?: AbortSignal;
+}
+
+export interface LoadInWorkerOptions {
+  /** As `setMemoryLimit`, from the start. */
+  memoryLimit?: number | bigint;
+}
+
+/**
+ * A model whose instance runs in a worker of its own (Node worker_threads or a browser
+ * module Worker), so that a run can be stopped; get one from `loadModelInWorker`. Runs are
+ * served one at a time, in the order they were called.
+ */
+export class WorkerModel {
+  private constructor();
+  readonly metadata: Metadata;
+  readonly target: string;
+  readonly inputs: readonly TensorInfo[];
+  readonly outputs: readonly TensorInfo[];
+  /**
+   * Run the model in the worker (the feeds are copied there). Rejects as `Model.run` does,
+   * and when `options.timeout` expires or `options.signal` aborts first, with a ModelError of
+   * status `STATUS.CANCELLED`: the worker is terminated and the next run gets a fresh
+   * instance with the same memory limit.
+   */
+  run(feeds: Record<string, Feed>, options?: RunOptions): Promise<Record<string, Tensor>>;
+  /** Cap the bytes the VM may hold at once, kept for the instances that replace this one. */
+  setMemoryLimit(bytes: number | bigint): void;
+  /** Terminate the worker; pending and later runs reject with a ModelError. */
+  dispose(): void;
+}
+
+/**
+ * Compile a model on this thread and load it into a worker; resolves once the worker has
+ * loaded and checked it, with the same load failures as `loadModel`.
+ */
+export function loadModelInWorker(source: ModelSource, options?: LoadInWorkerOptions): Promise<WorkerModel>;
 
 /** The metadata of a compiled model, without instantiating it. */
 export function readMetadata(source: ModelSource): Promise<Metadata>;

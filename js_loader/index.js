@@ -5,10 +5,11 @@
  * (`wasm_runtime`): the same validation, the same error messages, the same status codes.
  * Plain ES module with no dependencies and no build step. The ABI's tables (dtypes, status
  * codes, exports, the tensor layout) come from `abi.js`, generated from toolkit/abi.py.
+ * `loadModelInWorker` runs a model in a worker (worker.js) so that a run can be cancelled.
  */
 import { DTYPES, EXPORTS, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT } from './abi.js';
 
-export { DTYPES, FORMAT_VERSION };
+export { DTYPES, FORMAT_VERSION, STATUS };
 
 const CODE_DTYPES = Object.fromEntries(Object.entries(DTYPES).map(([name, d]) => [d.code, name]));
 /** Everything the host calls, checked once at load so a foreign module fails there with a
@@ -26,12 +27,20 @@ export class ModelError extends Error {
   /**
    * @param {string} message
    * @param {number} [status] the ABI status code (5, SW_INTERNAL, when none applies)
+   * @param {{cause?: unknown}} [options]
    */
-  constructor(message, status = 5) {
-    super(message);
+  constructor(message, status = STATUS.INTERNAL, options = undefined) {
+    super(message, options);
     this.name = 'ModelError';
     this.status = status;
   }
+}
+
+/** A module that cannot be loaded, in the Python host's words: what was read is not a
+ * symwasm module this loader runs. */
+function loadError(label, reason, cause) {
+  return new ModelError(`${label}: cannot load the model: ${reason}`, STATUS.INVALID_PROGRAM,
+    cause === undefined ? undefined : { cause });
 }
 
 /**
@@ -85,7 +94,12 @@ async function compileSource(source) {
   if (!response.ok) throw new Error(`${label}: HTTP ${response.status} ${response.statusText}`);
   // compileStreaming insists on the application/wasm type; many static servers send another
   if (response.headers.get('content-type')?.startsWith('application/wasm')) {
-    return { module: await WebAssembly.compileStreaming(response), label };
+    try {
+      return { module: await WebAssembly.compileStreaming(response), label };
+    } catch (e) {
+      if (e instanceof WebAssembly.CompileError) throw loadError(label, `not a valid WebAssembly module (${e.message})`, e);
+      throw e;
+    }
   }
   return { module: await compileBytes(await response.arrayBuffer(), label), label };
 }
@@ -96,23 +110,56 @@ async function compileBytes(bytes, label) {
   const head = new Uint8Array(ArrayBuffer.isView(bytes) ? bytes.buffer : bytes, bytes.byteOffset ?? 0,
     Math.min(4, bytes.byteLength));
   if (head.length < 4 || WASM_MAGIC.some((b, i) => head[i] !== b)) {
-    throw new Error(`${label}: not a WebAssembly module`);
+    throw loadError(label, 'not a WebAssembly module');
   }
-  return WebAssembly.compile(bytes);
+  try {
+    return await WebAssembly.compile(bytes);
+  } catch (e) {
+    // a truncated or damaged file
+    if (e instanceof WebAssembly.CompileError) throw loadError(label, `not a valid WebAssembly module (${e.message})`, e);
+    throw e;
+  }
 }
 
 function metadataOf(module, label) {
   const sections = WebAssembly.Module.customSections(module, SECTION);
-  if (sections.length === 0) throw new Error(`${label}: a WebAssembly module without symwasm metadata`);
-  return JSON.parse(new TextDecoder().decode(sections[0]));
+  if (sections.length === 0) throw loadError(label, 'a WebAssembly module without symwasm metadata');
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(sections[0]);
+  } catch (e) {
+    throw loadError(label, 'its metadata is not valid UTF-8', e);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw loadError(label, `its metadata is not valid JSON (${e.message})`, e);
+  }
 }
 
 /** A module of another major format version cannot run on this loader. */
 function checkFormat(metadata, label) {
-  const version = metadata.format_version ?? [0, 0];
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
+    throw loadError(label, 'the metadata is not a JSON object');
+  }
+  const version = Array.isArray(metadata.format_version) ? metadata.format_version : [0, 0];
   if (metadata.format !== 'symwasm' || version[0] !== FORMAT_VERSION[0]) {
     throw new ModelError(`${label}: module format ${version.join('.')} cannot run on this host (it reads `
       + `format ${FORMAT_VERSION[0]}.x); recompile the model with this symwasm`, STATUS.INVALID_PROGRAM);
+  }
+}
+
+/** The fields the loader reads exist and have the right types, as the Python host checks. */
+function checkMetadata(metadata, label) {
+  for (const key of ['inputs', 'outputs']) {
+    const items = metadata[key];
+    if (!Array.isArray(items)) throw loadError(label, `the metadata has no list of ${key}`);
+    for (const d of items) {
+      if (!(d !== null && typeof d === 'object' && typeof d.name === 'string' && Object.hasOwn(DTYPES, d.dtype)
+        && Array.isArray(d.shape))) {
+        throw loadError(label, `the metadata's ${key} entry ${JSON.stringify(d).slice(0, 80)} is not {name, dtype, shape}`);
+      }
+    }
   }
 }
 
@@ -133,18 +180,43 @@ export async function readMetadata(source) {
  * @returns {Promise<Model>}
  */
 export async function loadModel(source) {
+  const { module, metadata, label } = await prepare(source);
+  return new Model(await instantiate(module, label), metadata, label);
+}
+
+/**
+ * Compile `source` and check its metadata: everything short of instantiating, so a foreign
+ * module is rejected unrun.
+ * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string}>}
+ */
+async function prepare(source) {
   const { module, label } = await compileSource(source);
-  // the metadata is read before instantiating so a foreign module is rejected unrun
   const metadata = metadataOf(module, label);
   checkFormat(metadata, label);
+  checkMetadata(metadata, label);
   const imports = WebAssembly.Module.imports(module);
   if (imports.length) {
-    throw new Error(`${label}: the module imports ${JSON.stringify(imports.map((i) => i.name))}; `
+    throw loadError(label, `the module imports ${JSON.stringify(imports.map((i) => i.name))}; `
       + 'symwasm modules import nothing');
   }
-  // async instantiation: browsers refuse to instantiate large modules synchronously
-  const instance = await WebAssembly.instantiate(module, {});
-  return new Model(instance, metadata);
+  return { module, metadata, label };
+}
+
+/** @returns {Promise<WebAssembly.Instance>} */
+async function instantiate(module, label) {
+  try {
+    // async instantiation: browsers refuse to instantiate large modules synchronously
+    return await WebAssembly.instantiate(module, {});
+  } catch (e) {
+    // no imports, so a LinkError cannot happen; memory that cannot be reserved can
+    throw loadError(label, `cannot instantiate the module (${e.message})`, e);
+  }
+}
+
+/** The frozen `inputs` and `outputs` of a model, from its metadata. */
+function tensorInfos(metadata) {
+  const info = ({ name, dtype, shape }) => Object.freeze({ name, dtype, shape: Object.freeze([...shape]) });
+  return { inputs: Object.freeze(metadata.inputs.map(info)), outputs: Object.freeze(metadata.outputs.map(info)) };
 }
 
 /**
@@ -156,27 +228,67 @@ export class Model {
   #ctx = 0;
 
   /**
-   * Use loadModel(); this creates the model's context, which verifies the embedded program.
+   * Use loadModel(); this checks the metadata against the program and creates the model's
+   * context, which verifies the embedded program.
    * @param {WebAssembly.Instance} instance
-   * @param {object} metadata
+   * @param {object} metadata checked by checkFormat and checkMetadata
+   * @param {string} label the source, for messages
    */
-  constructor(instance, metadata) {
+  constructor(instance, metadata, label = 'the given module') {
     const missing = ABI_EXPORTS.filter((name) => !(name in instance.exports));
-    if (missing.length) throw new Error(`not a symwasm module: it does not export ${missing.join(', ')}`);
+    if (missing.length) {
+      throw loadError(label, `not a symwasm module of this format (it does not export ${missing.join(', ')})`);
+    }
     this.#exports = instance.exports;
     this.metadata = metadata;
     this.target = metadata.target;
-    const info = ({ name, dtype, shape }) => Object.freeze({ name, dtype, shape: Object.freeze([...shape]) });
-    this.inputs = Object.freeze(metadata.inputs.map(info));
-    this.outputs = Object.freeze(metadata.outputs.map(info));
+    Object.assign(this, tensorInfos(metadata));
     const version = this.#call('sw_format_version');
     if (version >>> 16 !== metadata.format_version[0] || (version & 0xffff) !== metadata.format_version[1]) {
-      throw new ModelError(`the module's code is format ${version >>> 16}.${version & 0xffff} but its metadata `
-        + `says ${metadata.format_version.join('.')}: the file is corrupt`, STATUS.INVALID_PROGRAM);
+      throw new ModelError(`${label}: the module's code is format ${version >>> 16}.${version & 0xffff} but its `
+        + `metadata says ${metadata.format_version.join('.')}: the file is corrupt`, STATUS.INVALID_PROGRAM);
     }
+    this.#checkProgram(label);
     this.#ctx = this.#call('sw_context_create');
-    if (!this.#ctx) throw new ModelError('out of memory while creating the model\'s context', STATUS.OUT_OF_MEMORY);
+    if (!this.#ctx) {
+      throw new ModelError(`${label}: out of memory while creating the model's context`, STATUS.OUT_OF_MEMORY);
+    }
     this.#check(this.#call('sw_context_status', this.#ctx));
+  }
+
+  /** The metadata must describe the program the module runs: a module whose metadata was
+   * edited (inputs reordered, a dtype changed) would otherwise run silently wrong. */
+  #checkProgram(label) {
+    const where = `${label}: the module's metadata disagrees with its program`;
+    const [nIn, nOut] = [this.#call('sw_num_inputs'), this.#call('sw_num_outputs')];
+    if (nIn !== this.inputs.length || nOut !== this.outputs.length) {
+      throw new ModelError(`${where}: the program has ${nIn} inputs and ${nOut} outputs, the metadata `
+        + `${this.inputs.length} and ${this.outputs.length}`, STATUS.INVALID_PROGRAM);
+    }
+    this.inputs.forEach((info, i) => {
+      const name = this.#string(this.#call('sw_input_name', i));
+      const [code, rank] = [this.#call('sw_input_dtype', i), this.#call('sw_input_rank', i)];
+      if (name !== info.name || code !== DTYPES[info.dtype].code || rank !== info.shape.length) {
+        throw new ModelError(`${where}: input ${i} is '${name}' (dtype code ${code}, rank ${rank}) in the program `
+          + `but '${info.name}' (${info.dtype}, rank ${info.shape.length}) in the metadata`, STATUS.INVALID_PROGRAM);
+      }
+    });
+    this.outputs.forEach((info, i) => {
+      const name = this.#string(this.#call('sw_output_name', i));
+      if (name !== info.name) {
+        throw new ModelError(`${where}: output ${i} is '${name}' in the program but '${info.name}' in the metadata`,
+          STATUS.INVALID_PROGRAM);
+      }
+    });
+  }
+
+  /** The NUL-terminated UTF-8 text at `ptr` (at most `limit` bytes, within memory). */
+  #string(ptr, limit = 4096) {
+    const memory = new Uint8Array(this.#memory());
+    const start = Math.min(ptr >>> 0, memory.length);
+    const bytes = memory.subarray(start, Math.min(start + limit, memory.length));
+    const end = bytes.indexOf(0);
+    return new TextDecoder().decode(end < 0 ? bytes : bytes.subarray(0, end));
   }
 
   /**
@@ -307,4 +419,301 @@ export class Model {
       throw new ModelError(message || STATUS_MEANING[status] || `status ${status}`, status);
     }
   }
+}
+
+// ---------------------------------------------------------------------------- worker models
+//
+// Wasm runs on the calling thread until it returns: nothing can stop a call from the same
+// thread. A WorkerModel runs its instance in a worker (worker.js) and stops a call by
+// terminating the worker, then loads the model into a fresh one. The module is compiled
+// once, on this thread, and sent to every worker, so a restart only instantiates it.
+
+/**
+ * Load a compiled model into a worker of its own, so that a run can be stopped (`timeout`,
+ * `signal`) without blocking this thread. Load failures are the same as loadModel's.
+ * @param {string | URL | ArrayBuffer | ArrayBufferView | WebAssembly.Module} source as for loadModel
+ * @param {{memoryLimit?: number | bigint}} [options] memoryLimit: as Model.setMemoryLimit
+ * @returns {Promise<WorkerModel>} once the worker has loaded the model and checked it
+ */
+export async function loadModelInWorker(source, options = {}) {
+  const { module, metadata, label } = await prepare(source);
+  const memoryLimit = options?.memoryLimit === undefined ? undefined : BigInt(options.memoryLimit);
+  const init = { module, metadata, label, memoryLimit };
+  return new WorkerModel(await startWorker(init), init);
+}
+
+/**
+ * A model whose instance lives in a worker: the same `inputs`, `outputs`, `metadata` and
+ * errors as a Model, and `run` can be cancelled. Runs are served one at a time, in order.
+ */
+export class WorkerModel {
+  /** What a worker needs to load the model: {module, metadata, label, memoryLimit}. */
+  #init;
+  /** Promise of the current WorkerChannel; null when none is running or starting. */
+  #channel = null;
+  /** Settles when every run called so far has finished. */
+  #queue = Promise.resolve();
+  #disposed = false;
+
+  /**
+   * Use loadModelInWorker().
+   * @param {WorkerChannel} channel a worker that has loaded the model
+   * @param {{module: WebAssembly.Module, metadata: object, label: string, memoryLimit?: bigint}} init
+   */
+  constructor(channel, init) {
+    this.#init = init;
+    this.metadata = init.metadata;
+    this.target = init.metadata.target;
+    Object.assign(this, tensorInfos(init.metadata));
+    this.#adopt(Promise.resolve(channel));
+  }
+
+  /**
+   * Run the model in its worker. Without options it is Model.run in another thread.
+   * @param {Record<string, {data: ArrayBufferView, shape: number[], dtype?: string}>} feeds as for Model.run
+   *   (copied to the worker; the caller's arrays are left as they are)
+   * @param {{timeout?: number, signal?: AbortSignal}} [options] cancel the run after `timeout`
+   *   ms from this call (time spent waiting for earlier runs counts) or when `signal` aborts
+   * @returns {Promise<Record<string, {data: ArrayBufferView, shape: number[], dtype: string}>>}
+   *   rejects with a ModelError of status STATUS.CANCELLED when cancelled; the next run
+   *   gets a fresh instance (with the same memory limit)
+   */
+  async run(feeds, options = {}) {
+    this.#live();
+    const { timeout, signal } = options ?? {};
+    // the Python host's wording (it counts seconds); setTimeout fires at once beyond 2**31 - 1 ms
+    if (timeout !== undefined && !(typeof timeout === 'number' && timeout > 0 && timeout <= MAX_TIMEOUT)) {
+      throw new ModelError(`timeout must be a positive number of milliseconds (at most ${MAX_TIMEOUT}), `
+        + `not ${typeof timeout === 'string' ? `'${timeout}'` : timeout}`, STATUS.INVALID_INPUT);
+    }
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new ModelError('signal must be an AbortSignal', STATUS.INVALID_INPUT);
+    }
+    const cancel = cancellation(timeout, signal);
+    const previous = this.#queue;
+    let finished;
+    this.#queue = Promise.all([previous, new Promise((resolve) => { finished = resolve; })]);
+    try {
+      await Promise.race([previous, cancel.promise]);
+      this.#live();
+      const channel = await Promise.race([this.#worker(), cancel.promise]);
+      this.#live();
+      const reply = channel.call({ type: 'run', feeds });
+      try {
+        return await Promise.race([reply, cancel.promise]);
+      } catch (e) {
+        if (cancel.fired) this.#restart(channel, e);
+        else if (e?.name === 'DataCloneError') {
+          throw new TypeError(`run: the feeds cannot be sent to the worker (${e.message})`, { cause: e });
+        }
+        throw e;
+      }
+    } finally {
+      cancel.stop();
+      finished();
+    }
+  }
+
+  /**
+   * Cap the bytes the VM may hold at once, for this instance and every one that replaces it
+   * after a cancelled run. Takes effect before any run called after it.
+   * @param {number | bigint} bytes
+   */
+  setMemoryLimit(bytes) {
+    this.#live();
+    const limit = BigInt(bytes);
+    this.#init = { ...this.#init, memoryLimit: limit };
+    // a worker still starting was sent the old limit; messages reach it in order
+    this.#channel?.then((channel) => channel.post({ type: 'limit', bytes: limit }), () => {});
+  }
+
+  /** Stop the worker and free everything; runs still pending reject with a ModelError. */
+  dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const error = new ModelError('the model was disposed', STATUS.INVALID_INPUT);
+    this.#channel?.then((channel) => channel.close(error), () => {});
+    this.#channel = null;
+  }
+
+  #live() {
+    if (this.#disposed) throw new ModelError('the model was disposed', STATUS.INVALID_INPUT);
+  }
+
+  /** The current worker, started if there is none (the first run after a crash). */
+  #worker() {
+    if (!this.#channel) this.#adopt(startWorker(this.#init));
+    return this.#channel;
+  }
+
+  /** Make `started` the current worker, forgotten when it fails to start or stops. */
+  #adopt(started) {
+    this.#channel = started;
+    const forget = () => {
+      if (this.#channel === started) this.#channel = null;
+    };
+    started.then((channel) => channel.closed.then(forget), forget);
+  }
+
+  /** Stop a worker mid-call and start its replacement now, so the next run waits less. */
+  #restart(channel, error) {
+    channel.close(error);
+    if (!this.#disposed) this.#adopt(startWorker(this.#init));
+  }
+}
+
+const MAX_TIMEOUT = 2 ** 31 - 1;
+
+/**
+ * A promise that rejects with a cancelled ModelError when `timeout` ms pass or `signal`
+ * aborts; `fired` says whether it has, `stop` disarms it.
+ */
+function cancellation(timeout, signal) {
+  const start = performance.now();
+  let reject;
+  const promise = new Promise((_, r) => { reject = r; });
+  promise.catch(() => {}); // a run that finished first never looks at it
+  const state = { promise, fired: false, stop };
+  const fire = (message, cause) => {
+    state.fired = true;
+    reject(new ModelError(message, STATUS.CANCELLED, cause === undefined ? undefined : { cause }));
+  };
+  const timer = timeout === undefined ? undefined
+    : setTimeout(() => fire(`the call was timed out after ${timeout} ms`), timeout);
+  // "the call was cancelled" as in the Python host, which has no signal to name
+  const onAbort = () => fire(`the call was cancelled (its AbortSignal aborted ${Math.round(performance.now() - start)} ms `
+    + 'after the call)', signal.reason);
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  function stop() {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  }
+  return state;
+}
+
+/**
+ * A worker that has loaded the model described by `init`.
+ * @returns {Promise<WorkerChannel>}
+ */
+async function startWorker(init) {
+  const channel = new WorkerChannel(await spawnWorker(), init.label);
+  try {
+    await channel.call({ type: 'load', ...init });
+  } catch (e) {
+    channel.close(e);
+    throw e;
+  }
+  return channel;
+}
+
+/**
+ * A worker running worker.js, the same few calls on both platforms.
+ * @returns {Promise<{post: Function, terminate: Function, busy: (yes: boolean) => void,
+ *   listen: (onMessage: Function, onFailure: (reason: string) => void) => void}>}
+ */
+async function spawnWorker() {
+  if (isNode) {
+    const { Worker } = await import('node:worker_threads');
+    // a worker inherits the process's flags but refuses --input-type, which a script run as
+    // `node --input-type=module -e …` has
+    const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--input-type'));
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { execArgv });
+    // an idle worker does not keep the process alive; one with a call pending does
+    worker.unref();
+    return {
+      post: (message, transfer) => worker.postMessage(message, transfer),
+      terminate: () => void worker.terminate(),
+      busy: (yes) => (yes ? worker.ref() : worker.unref()),
+      listen(onMessage, onFailure) {
+        worker.on('message', onMessage);
+        worker.on('error', (e) => onFailure(e.message));
+        worker.on('messageerror', (e) => onFailure(e.message));
+        worker.on('exit', (code) => onFailure(`it exited with code ${code}`));
+      },
+    };
+  }
+  if (typeof Worker === 'undefined') throw new Error('loadModelInWorker: this environment has no Worker');
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  return {
+    post: (message, transfer) => worker.postMessage(message, transfer),
+    terminate: () => worker.terminate(),
+    busy: () => {},
+    listen(onMessage, onFailure) {
+      worker.addEventListener('message', (e) => onMessage(e.data));
+      worker.addEventListener('error', (e) => {
+        e.preventDefault();
+        // a worker script that fails to load gives an Event with no message
+        onFailure(e.message || 'its script could not be loaded (it must be served from the page\'s origin)');
+      });
+      worker.addEventListener('messageerror', () => onFailure('a message could not be read'));
+    },
+  };
+}
+
+/** Calls into one worker: each `call` posts a message with an id and settles on the reply
+ * with that id. `closed` resolves when the worker stops, by `close` or on its own. */
+class WorkerChannel {
+  #worker;
+  #label;
+  #pending = new Map();
+  #nextId = 0;
+  #stopped = false;
+  #onClosed;
+  closed = new Promise((resolve) => { this.#onClosed = resolve; });
+
+  constructor(worker, label) {
+    this.#worker = worker;
+    this.#label = label;
+    worker.listen((reply) => this.#settle(reply),
+      (reason) => this.close(new Error(`${label}: the model's worker stopped: ${reason}`)));
+  }
+
+  /** Post `message` with a fresh id; resolves with the worker's result, rejects with its error. */
+  call(message) {
+    if (this.#stopped) return Promise.reject(new Error(`${this.#label}: the model's worker has stopped`));
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      if (this.#pending.size === 1) this.#worker.busy(true);
+      try {
+        this.#worker.post({ ...message, id });
+      } catch (e) {
+        this.#settle({ id, error: e });
+      }
+    });
+  }
+
+  /** Post a message that needs no reply. */
+  post(message) {
+    if (!this.#stopped) this.#worker.post(message);
+  }
+
+  /** Terminate the worker; calls still pending reject with `error`. */
+  close(error) {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#worker.terminate();
+    for (const { reject } of this.#pending.values()) reject(error);
+    this.#pending.clear();
+    this.#worker.busy(false);
+    this.#onClosed();
+  }
+
+  #settle({ id, result, error }) {
+    const call = this.#pending.get(id);
+    if (!call) return;
+    this.#pending.delete(id);
+    if (this.#pending.size === 0) this.#worker.busy(false);
+    if (error === undefined) call.resolve(result);
+    else call.reject(error instanceof Error ? error : reviveError(error));
+  }
+}
+
+/** An error the worker sent as {name, message, status, cause}, as the class it was there. */
+function reviveError({ name, message, status, cause }) {
+  const options = cause ? { cause: reviveError(cause) } : undefined;
+  if (name === 'ModelError') return new ModelError(message, status, options);
+  const Class = { TypeError, RangeError, RuntimeError: WebAssembly.RuntimeError }[name] ?? Error;
+  return new Class(message, options);
 }

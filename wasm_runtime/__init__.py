@@ -23,7 +23,7 @@ from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENS
 
 DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
 from .metadata import is_wasm, read_metadata, wasm_metadata
-from ._stop import Interrupted, Trapped
+from ._stop import Trapped
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
 
@@ -207,10 +207,6 @@ class Model:
                 timer.start()
             try:
                 return self._run(feeds)
-            except Interrupted:
-                self._end_run(timer)
-                self._restart()
-                raise ModelError(f"the call was {self._stop_reason or 'cancelled'}", STATUS["CANCELLED"]) from None
             except Trapped as e:
                 self._end_run(timer)
                 self._restart()

@@ -1,8 +1,4 @@
-"""How a backend reports a call it did not finish (shared by both hosts, no wasmtime needed)."""
-
-
-class Interrupted(Exception):
-    """The call was stopped by ``interrupt`` (a cancel or a time limit)."""
+"""How a backend reports a trap (shared by both hosts; no wasmtime needed to import it)."""
 
 
 class Trapped(Exception):

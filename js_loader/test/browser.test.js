@@ -1,13 +1,14 @@
 // The loader in Chromium: the page test-support/browser.html imports index.js over HTTP,
 // runs fixture models with several bindings of their symbolic dims and compares the outputs
-// with onnx.reference's. Needs Debian's Chromium at /usr/bin/chromium: without it these
-// tests fail (CI installs it); they never skip.
+// with onnx.reference's; it also cancels long runs of a model in a worker. Needs Debian's
+// Chromium at /usr/bin/chromium: without it these tests fail (CI installs it); they never skip.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
+import { STATUS } from '../abi.js';
 import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -25,7 +26,7 @@ before(async () => {
     throw new Error(`${CHROMIUM} is missing: the browser tests drive Debian's Chromium; install it with `
       + '`apt-get update && apt-get install -y chromium` (`make test` does)');
   }
-  built = await buildFixtures('add_mul', 'where_greater');
+  built = await buildFixtures('add_mul', 'where_greater', 'matmul');
   server = await serve([{ prefix: '/fixtures/', dir: built.dir }, { prefix: '/', dir: LOADER_DIR }]);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
   page = await browser.newPage();
@@ -83,6 +84,21 @@ test("Chromium: bad inputs raise ModelErrors with the Python host's messages; th
       assert.deepEqual(r.after, [], `${r.case}: the next run`);
     }
   }
+});
+
+test('Chromium: a worker model cancels long runs (AbortSignal, timeout) and then runs correctly', async (t) => {
+  const { aborts, timeout } = await page.evaluate(() => globalThis.symwasmTest.cancelThenRun(3));
+  assert.equal(aborts.length, 3);
+  for (const [i, r] of aborts.entries()) {
+    assert.ok(r.cancelled, `cancel ${i}: ${r.message}`);
+    assert.match(r.message, /^the call was cancelled \(its AbortSignal aborted \d+ ms after the call\)$/);
+    assert.deepEqual(r.mismatches, [], `the run after cancel ${i}`);
+  }
+  assert.deepEqual({ isModelError: timeout.isModelError, status: timeout.status, message: timeout.message },
+    { isModelError: true, status: STATUS.CANCELLED, message: 'the call was timed out after 100 ms' });
+  assert.deepEqual(timeout.mismatches, [], 'the run after the timeout');
+  const ms = (key) => aborts.map((r) => r[key].toFixed(2)).join(', ');
+  t.diagnostic(`cancel latency (abort to rejection), Chromium: ${ms('latencyMs')} ms; to the next run's result: ${ms('recoveryMs')} ms`);
 });
 
 test('Chromium: the page loaded and raised no errors', () => {

@@ -125,7 +125,17 @@ def dtypes():
     return m, [feeds(3), feeds(17)], None, {}
 
 
-FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes)}
+def matmul():
+    """MatMul of two [n, n] float32 matrices: O(n**3) work in O(n**2) memory, so a large n is a
+    long call (n = 2500 takes seconds: the cancellation tests stop one)."""
+    m = model("matmul", [helper.make_node("MatMul", ["a", "b"], ["y"])],
+              [("a", F32, ["n", "n"]), ("b", F32, ["n", "n"])], [("y", F32, ["n", "n"])])
+    runs = [{"a": f32(n, n), "b": f32(n, n)} for n in (3, 17)]
+    errors = {"not square": {"a": f32(3, 4), "b": f32(4, 3)}}
+    return m, runs, None, errors
+
+
+FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul)}
 
 
 def encode(arr) -> dict:

@@ -2,14 +2,18 @@
 // symbolic dims checked against onnx.reference, the same errors as the Python host, memory
 // growth, and modules that are not what they claim to be.
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 
 import { SIGNATURES } from '../abi.js';
-import { FORMAT_VERSION, loadModel, Model, ModelError, readMetadata } from '../index.js';
-import { buildFixtures, serve } from '../test-support/harness.js';
+import { FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, WorkerModel } from '../index.js';
+import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
+import { longFeeds } from '../test-support/cancel.js';
 import { decodeTensor, describeRun, feedsOf, mismatches } from '../test-support/fixtures.js';
 
 let dir;
@@ -237,13 +241,83 @@ test('setMemoryLimit: a run over the limit is status 3; raising the limit recove
   await assertRunMatches(model, run);
 });
 
+/** A copy of `bytes` with every occurrence of `old` replaced by `now` (text or bytes of the same
+ * length, so the module's structure holds; the metadata is both a custom section and data). */
+function rewrite(bytes, old, now) {
+  const [from, to] = [old, now].map((t) => (typeof t === 'string' ? new TextEncoder().encode(t) : t));
+  assert.equal(from.length, to.length);
+  const out = new Uint8Array(bytes);
+  let count = 0;
+  for (let i = 0; i + from.length <= out.length; i++) {
+    if (from.every((b, k) => out[i + k] === b)) {
+      out.set(to, i);
+      count++;
+    }
+  }
+  assert.ok(count > 0, `${old} is not in the module`);
+  return out;
+}
+
+/** The add_mul fixture with `old` rewritten to `now`, written beside it as `name`. */
+async function damaged(name, old, now) {
+  const file = path.join(dir, name);
+  await writeFile(file, rewrite(await readFile(wasmPath('add_mul')), old, now));
+  return file;
+}
+
+test('metadata that disagrees with its program is refused, naming the file and the first difference', async () => {
+  const meta = await readMetadata(wasmPath('add_mul'));
+  const swapped = (key) => [JSON.stringify(meta[key]), JSON.stringify([...meta[key]].reverse())];
+  const cases = {
+    inputs: "input 0 is 'x' (dtype code 1, rank 2) in the program but 'b' (float32, rank 2) in the metadata",
+    outputs: "output 0 is 'y' in the program but 'z' in the metadata",
+  };
+  for (const [key, difference] of Object.entries(cases)) {
+    const file = await damaged(`swapped_${key}.wasm`, ...swapped(key));
+    const message = `${file}: the module's metadata disagrees with its program: ${difference}`;
+    await assert.rejects(loadModel(file), { name: 'ModelError', status: 4, message });
+    // the worker checks it too, and the error crosses over as it was
+    await assert.rejects(loadModelInWorker(file), { name: 'ModelError', status: 4, message });
+  }
+});
+
+test('broken metadata and truncated modules are a ModelError (status 4) naming the file', async () => {
+  const cases = {
+    'bad json': ['"format":"symwasm"', '"format"#"symwasm"', /its metadata is not valid JSON \(.+\)$/],
+    'bad utf-8': ['"format":"symwasm"', [...new TextEncoder().encode('"format":"symw'), 0xff, ...new TextEncoder().encode('sm"')],
+      /its metadata is not valid UTF-8$/],
+    'no inputs list': ['"inputs":[{', '"inputz":[{', /the metadata has no list of inputs$/],
+  };
+  for (const [what, [old, now, reason]] of Object.entries(cases)) {
+    const file = await damaged(`${what.replaceAll(' ', '_')}.wasm`, old, now);
+    for (const load of [loadModel, loadModelInWorker]) {
+      await assert.rejects(load(file), (e) => {
+        assert.ok(e instanceof ModelError, `${what}: ${e}`);
+        assert.equal(e.status, 4, what);
+        assert.ok(e.message.startsWith(`${file}: cannot load the model: `), `${what}: ${e.message}`);
+        assert.match(e.message, reason, what);
+        return true;
+      });
+    }
+  }
+  const bytes = await readFile(wasmPath('add_mul'));
+  const cut = path.join(dir, 'truncated.wasm');
+  await writeFile(cut, bytes.subarray(0, bytes.length >> 1));
+  await assert.rejects(loadModel(cut), {
+    name: 'ModelError', status: 4, message: new RegExp(`^${cut}: cannot load the model: not a valid WebAssembly module \\(`),
+  });
+});
+
 // Hand-assembled modules that claim to be symwasm modules: enough of the binary format to
 // declare the ABI's functions (abi.js), each body `unreachable` unless given.
 const VALTYPES = { i32: 0x7f, i64: 0x7e };
 const sleb = (v) => { const b = v & 0x7f; v >>= 7; return (v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40) ? [b] : [b | 0x80, ...sleb(v)]; };
 const i32const = (v) => [0x41, ...sleb(v)];
 const FORMAT = (FORMAT_VERSION[0] << 16) | FORMAT_VERSION[1];
-const WORKING = { sw_format_version: i32const(FORMAT), sw_context_create: i32const(64), sw_context_status: i32const(0) };
+const WORKING = {
+  sw_format_version: i32const(FORMAT), sw_num_inputs: i32const(0), sw_num_outputs: i32const(0),
+  sw_context_create: i32const(64), sw_context_status: i32const(0),
+};
 const META = { format: 'symwasm', format_version: [...FORMAT_VERSION], inputs: [], outputs: [], target: 'wasm32' };
 
 function fakeModule({ bodies = {}, omit = [], imports = false, metadata = META } = {}) {
@@ -291,20 +365,226 @@ test('a module of another format version is refused before it is instantiated', 
       + 'recompile the model with this symwasm',
   });
   const lying = { ...WORKING, sw_format_version: i32const(FORMAT + 1) };
-  await assert.rejects(loadModel(fakeModule({ bodies: lying })), { name: 'ModelError', message: /the file is corrupt/ });
+  await assert.rejects(loadModel(fakeModule({ bodies: lying })), { name: 'ModelError', message: /^the given bytes: .*the file is corrupt/ });
 });
 
-test('modules that are not symwasm modules are rejected at load with a plain message', async () => {
+test('modules that are not symwasm modules are a ModelError (status 4) at load naming the source', async () => {
   const init = WORKING;
   assert.ok(await loadModel(fakeModule({ bodies: init })) instanceof Model, 'the well-formed fake must load');
-  await assert.rejects(loadModel(fakeModule({ bodies: init, imports: true })),
-    /^Error: the given bytes: the module imports \["log"\]; symwasm modules import nothing$/);
-  await assert.rejects(loadModel(fakeModule({ bodies: init, metadata: null })),
-    /the given bytes: a WebAssembly module without symwasm metadata/);
-  await assert.rejects(loadModel(fakeModule({ bodies: init, omit: ['sw_run'] })),
-    /not a symwasm module: it does not export sw_run/);
-  await assert.rejects(loadModel(new TextEncoder().encode('\x7fELF not wasm')), /the given bytes: not a WebAssembly module/);
+  const refused = {
+    'imports': [fakeModule({ bodies: init, imports: true }),
+      'the module imports ["log"]; symwasm modules import nothing'],
+    'no metadata': [fakeModule({ bodies: init, metadata: null }), 'a WebAssembly module without symwasm metadata'],
+    // a module of an older format lacks some of the exports
+    'a missing export': [fakeModule({ bodies: init, omit: ['sw_run', 'sw_input_name'] }),
+      'not a symwasm module of this format (it does not export sw_input_name, sw_run)'],
+    'not wasm': [new TextEncoder().encode('\x7fELF not wasm'), 'not a WebAssembly module'],
+    'bad wasm': [new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x99]), /^not a valid WebAssembly module \(.+\)$/],
+    'metadata not an object': [fakeModule({ bodies: init, metadata: [1, 2] }), 'the metadata is not a JSON object'],
+    'an input without a shape': [fakeModule({ bodies: init, metadata: { ...META, inputs: [{ name: 'x', dtype: 'float32' }] } }),
+      'the metadata\'s inputs entry {"name":"x","dtype":"float32"} is not {name, dtype, shape}'],
+  };
+  for (const [what, [bytes, reason]] of Object.entries(refused)) {
+    await assert.rejects(loadModel(bytes), (e) => {
+      assert.ok(e instanceof ModelError, `${what}: ${e}`);
+      assert.equal(e.status, 4, what);
+      const prefix = 'the given bytes: cannot load the model: ';
+      assert.ok(e.message.startsWith(prefix), `${what}: ${e.message}`);
+      if (typeof reason === 'string') assert.equal(e.message.slice(prefix.length), reason, what);
+      else assert.match(e.message.slice(prefix.length), reason, what);
+      return true;
+    });
+  }
+  // the source cannot be read: not the module's fault, a plain Error as in the Python host
   const missing = path.join(dir, 'missing.wasm');
   await assert.rejects(loadModel(missing), { message: `no such model: ${missing}` });
   await assert.rejects(loadModel(42), TypeError);
+});
+
+test('counts that disagree with the program are refused at load', async () => {
+  const bodies = { ...WORKING, sw_num_inputs: i32const(1) };
+  await assert.rejects(loadModel(fakeModule({ bodies })), {
+    name: 'ModelError', status: 4,
+    message: "the given bytes: the module's metadata disagrees with its program: the program has 1 inputs and 0 "
+      + 'outputs, the metadata 0 and 0',
+  });
+});
+
+// Worker models: longFeeds() (test-support/cancel.js) makes a MatMul that takes seconds, so it
+// is still running when these tests cancel it. Latencies are printed (t.diagnostic), never
+// asserted.
+
+/** Random [n, n] matrices and their product computed here, in float64. */
+function randomProduct(n) {
+  const random = () => Float32Array.from({ length: n * n }, () => Math.random() * 6 - 3);
+  const [a, b] = [random(), random()];
+  const y = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < n; k++) {
+      for (let j = 0; j < n; j++) y[i * n + j] += a[i * n + k] * b[k * n + j];
+    }
+  }
+  return { feeds: { a: { data: a, shape: [n, n] }, b: { data: b, shape: [n, n] } }, y };
+}
+
+/** Fail unless `out`, a run's outputs, holds the product `y` computed by randomProduct. */
+function assertProductIs(out, y) {
+  const n = Math.sqrt(y.length);
+  assert.deepEqual(out.y.shape, [n, n]);
+  const bad = [...out.y.data].findIndex((v, i) => !(Math.abs(v - y[i]) <= 1e-4 + 1e-5 * Math.abs(y[i])));
+  assert.equal(bad, -1, `y[${bad}] = ${out.y.data[bad]}, expected ${y[bad]}`);
+}
+
+/** Run a random n x n product on `model` and compare it with randomProduct's. */
+async function assertProduct(model, n) {
+  const { feeds, y } = randomProduct(n);
+  assertProductIs(await model.run(feeds), y);
+}
+
+/** Await `pending`, which must reject with a cancelled ModelError whose message matches. */
+async function assertCancelled(pending, message) {
+  let error;
+  await assert.rejects(pending, (e) => {
+    assert.ok(e instanceof ModelError, String(e));
+    assert.equal(e.status, STATUS.CANCELLED);
+    assert.match(e.message, message);
+    error = e;
+    return true;
+  });
+  return error;
+}
+
+const TIMED_OUT = (ms) => new RegExp(`^the call was timed out after ${ms} ms$`);
+const ABORTED = /^the call was cancelled \(its AbortSignal aborted \d+ ms after the call\)$/;
+
+test('loadModelInWorker: the same inputs, outputs and metadata as loadModel; runs match onnx.reference', async () => {
+  for (const name of ['add_mul', 'where_greater', 'matmul']) {
+    const [direct, model] = [await loadModel(wasmPath(name)), await loadModelInWorker(wasmPath(name))];
+    assert.ok(model instanceof WorkerModel);
+    const shown = (m) => ({ inputs: m.inputs, outputs: m.outputs, metadata: m.metadata, target: m.target });
+    assert.deepEqual(shown(model), shown(direct));
+    assert.ok(Object.isFrozen(model.inputs) && Object.isFrozen(model.outputs[0].shape));
+    for (const run of fixtures[name].runs) await assertRunMatches(model, run);
+    model.dispose();
+  }
+});
+
+test('a timeout cancels a long run with a ModelError of status CANCELLED; the next runs are right', async (t) => {
+  const model = await loadModelInWorker(wasmPath('matmul'));
+  const start = performance.now();
+  await assertCancelled(model.run(longFeeds(), { timeout: 100 }), TIMED_OUT(100));
+  t.diagnostic(`timeout 100 ms: rejected ${(performance.now() - start).toFixed(1)} ms after the call`);
+  await assertProduct(model, 33);
+  for (const run of fixtures.matmul.runs) await assertRunMatches(model, run);
+  model.dispose();
+});
+
+test('an AbortSignal cancels a long run (the latency is printed); the next runs are right', async (t) => {
+  const model = await loadModelInWorker(wasmPath('matmul'));
+  const feeds = longFeeds();
+  const latencies = [];
+  for (const n of [5, 16, 31]) {
+    const controller = new AbortController();
+    const pending = model.run(feeds, { signal: controller.signal });
+    await sleep(150); // the worker is multiplying by now
+    const reason = new Error('the user pressed stop');
+    const aborted = performance.now();
+    controller.abort(reason);
+    const error = await assertCancelled(pending, ABORTED);
+    latencies.push(performance.now() - aborted);
+    assert.equal(error.cause, reason);
+    await assertProduct(model, n);
+  }
+  t.diagnostic(`cancel latency (abort to rejection), Node: ${latencies.map((ms) => ms.toFixed(2)).join(', ')} ms`);
+  // an already aborted signal refuses the run before it starts
+  await assertCancelled(model.run(feeds, { signal: AbortSignal.abort() }), /^the call was cancelled \(its AbortSignal aborted 0 ms after the call\)$/);
+  await assertRunMatches(model, fixtures.matmul.runs[1]);
+  model.dispose();
+});
+
+test('runs take turns: one cancelled while it waits stops nothing; the one behind a cancelled run is right', async () => {
+  const model = await loadModelInWorker(wasmPath('matmul'));
+  const controller = new AbortController();
+  const long = model.run(longFeeds(), { signal: controller.signal });
+  const { feeds, y } = randomProduct(9);
+  const impatient = model.run(feeds, { timeout: 20 });
+  const queued = model.run(feeds);
+  // the impatient run times out behind the long one, which keeps running
+  await assertCancelled(impatient, TIMED_OUT(20));
+  controller.abort();
+  await assertCancelled(long, ABORTED);
+  assertProductIs(await queued, y);
+  model.dispose();
+});
+
+test('the memory limit (an option or setMemoryLimit) holds for the instance that replaces a cancelled one', async () => {
+  const model = await loadModelInWorker(wasmPath('matmul'), { memoryLimit: 1000 });
+  const overLimit = (e) => e instanceof ModelError && e.status === 3 && /memory limit 1000\b/.test(e.message);
+  await assert.rejects(model.run(feedsOf(fixtures.matmul.runs[1].inputs)), overLimit);
+  model.setMemoryLimit(100_000_000); // the long run's 75 MB fits, 3000 x 3000's 108 MB does not
+  await assertCancelled(model.run(longFeeds(), { timeout: 100 }), TIMED_OUT(100));
+  const big = new Float32Array(3000 * 3000);
+  await assert.rejects(model.run({ a: { data: big, shape: [3000, 3000] }, b: { data: big, shape: [3000, 3000] } }),
+    (e) => e instanceof ModelError && e.status === 3 && /memory limit 100000000\b/.test(e.message));
+  await assertProduct(model, 12);
+  model.dispose();
+});
+
+test("errors inside the worker cross over as they were: the Python host's messages, JS checks, traps", async () => {
+  for (const name of ['add_mul', 'where_greater', 'matmul']) {
+    const model = await loadModelInWorker(wasmPath(name));
+    for (const { case: what, inputs, message, status } of fixtures[name].errors) {
+      await assert.rejects(model.run(feedsOf(inputs)), (e) => {
+        assert.ok(e instanceof ModelError, `${what}: ${e}`);
+        assert.deepEqual({ message: e.message, status: e.status }, { message, status }, what);
+        return true;
+      });
+      await assertRunMatches(model, fixtures[name].runs[0]);
+    }
+    model.dispose();
+  }
+  const model = await loadModelInWorker(wasmPath('add_mul'));
+  const good = feedsOf(fixtures.add_mul.runs[1].inputs);
+  await assert.rejects(model.run({ ...good, x: { data: good.x.data.subarray(1), shape: [4, 10] } }),
+    { name: 'ModelError', status: 1, message: "input 'x': data has 39 elements but shape [4, 10] needs 40" });
+  await assert.rejects(model.run(null), { name: 'TypeError', message: 'run: feeds must be an object {name: {data, shape}}' });
+  await assert.rejects(model.run({ ...good, x: { data: good.x.data, shape: [4, 10], extra: () => 1 } }),
+    { name: 'TypeError', message: /^run: the feeds cannot be sent to the worker/ });
+  await assert.rejects(model.run(good, { timeout: 0 }),
+    { name: 'ModelError', status: 1, message: 'timeout must be a positive number of milliseconds (at most 2147483647), not 0' });
+  await assert.rejects(model.run(good, { timeout: '5' }), { name: 'ModelError', status: 1, message: /, not '5'$/ });
+  await assert.rejects(model.run(good, { signal: 'stop' }), { name: 'ModelError', status: 1, message: 'signal must be an AbortSignal' });
+  await assertRunMatches(model, fixtures.add_mul.runs[1]);
+  model.dispose();
+
+  const trapping = await loadModelInWorker(fakeModule({ bodies: WORKING }));
+  await assert.rejects(trapping.run({}), (e) => {
+    assert.ok(!(e instanceof ModelError));
+    assert.match(e.message, /^the module trapped in sw_run \(a symwasm bug\): .*unreachable/);
+    assert.ok(e.cause instanceof WebAssembly.RuntimeError);
+    return true;
+  });
+  trapping.dispose();
+});
+
+test('dispose stops the worker: the running run, the queued one and later ones reject with a ModelError', async () => {
+  const model = await loadModelInWorker(wasmPath('matmul'));
+  const running = model.run(longFeeds());
+  const queued = model.run(feedsOf(fixtures.matmul.runs[0].inputs));
+  await sleep(100);
+  model.dispose();
+  const disposed = { name: 'ModelError', status: 1, message: 'the model was disposed' };
+  await assert.rejects(running, disposed);
+  await assert.rejects(queued, disposed);
+  await assert.rejects(model.run(feedsOf(fixtures.matmul.runs[0].inputs)), disposed);
+  assert.throws(() => model.setMemoryLimit(1000), disposed);
+  model.dispose();
+});
+
+test('an idle WorkerModel does not keep Node running (run as `node --input-type=module -e`)', async () => {
+  const script = `const { loadModelInWorker } = await import(${JSON.stringify(pathToFileURL(path.join(LOADER_DIR, 'index.js')).href)});
+    const model = await loadModelInWorker(${JSON.stringify(wasmPath('add_mul'))});
+    console.log(model.inputs.length);`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
+  assert.equal(stdout, '2\n');
 });

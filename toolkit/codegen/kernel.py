@@ -4,9 +4,9 @@ Every kernel has the VM's one signature
 ``i32 kernel(ptr tensors, ptr scalars, ptr detail, ptr cancel)``: ``tensors`` is an array of
 pointers to ``sw_tensor`` descriptors (inputs, then outputs), ``scalars`` int64 values the VM
 passes in (and reads back), ``detail`` three int64 for an error message, ``cancel`` the
-context's cancel flag: native kernels poll it once per iteration of every loop that holds
-another loop (a row, a tile), so a cancelled call stops within one row; wasm32 kernels leave it
-to the engine (wasmtime's epochs interrupt any loop). Extents come from the
+context's cancel flag: kernels poll it once per iteration of every loop that holds another
+loop (a row, a tile), so a cancelled call stops within one row. A flat loop runs to its end
+(its length is bounded by the memory limit). Extents come from the
 descriptors at run time, except dims the compiler knows, which are emitted as constants so
 LLVM can specialise the loops.
 
@@ -218,7 +218,7 @@ class KernelBuilder:
         self._loops += 1
         made = self._loops
         yield i, phis, updates
-        if self._loops > made and not (self.target is not None and self.target.is_wasm):
+        if self._loops > made:
             self._poll_cancel()
         nxt = b.add(i, i64(1), name=f"{name}.next")
         nxt.flags.append("nsw")
