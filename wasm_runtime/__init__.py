@@ -229,9 +229,9 @@ class Model:
             raise ModelError(f"run takes a mapping of input names to arrays, not {type(feeds).__name__}",
                              STATUS["INVALID_INPUT"])
         names = [i.name for i in self.inputs]
-        unknown = set(feeds) - set(names)
+        unknown = [repr(k) if not isinstance(k, str) else k for k in feeds if k not in names]
         if unknown:
-            raise ModelError(f"unknown input(s) {', '.join(sorted(unknown))}; the model takes "
+            raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
                              f"{', '.join(names)}", STATUS["INVALID_INPUT"])
         for index, info in enumerate(self.inputs):
             if info.name not in feeds:
