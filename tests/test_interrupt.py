@@ -1,7 +1,7 @@
 """A call can be stopped: ``run(timeout=)`` and ``Model.cancel()`` from another thread raise
 ModelError with status CANCELLED, on both targets, and the model runs correctly afterwards.
-Native kernels poll the cancel flag once per row and the VM before every instruction;
-wasmtime's epochs interrupt any loop. No timing thresholds here (benchmarks/cancel.py
+On both targets kernels poll the context's cancel flag once per row and the VM before every
+instruction. No timing thresholds here (benchmarks/cancel.py
 measures the latency)."""
 import threading
 import time
@@ -62,7 +62,10 @@ def test_cancel_from_another_thread(matmul_models, target):
     print(f"{target}: cancel took {time.perf_counter() - stopped[0]:.4f} s")
     assert e.value.status == CANCELLED
     _runs_correctly(mod)
-    # a cancel while no call runs does not stop the next one
+    # a cancel while no call runs does not stop the next one, nor touch a context trim() freed
+    mod.cancel()
+    _runs_correctly(mod)
+    mod.trim()
     mod.cancel()
     _runs_correctly(mod)
 

@@ -75,6 +75,10 @@ class Model:
         self.outputs = [TensorInfo(d) for d in metadata["outputs"]]
         self._lock = threading.Lock()
         self._stop_reason = ""  # why the running call is being stopped, set by cancel or a timer
+        # the running call's cancel flag (None between calls), guarded so that a cancel never
+        # writes to the flag of a context that was destroyed since
+        self._flag = None
+        self._flag_lock = threading.Lock()
         self._ptr_size = 4 if self.target == "wasm32" else 8
         self._layout = TENSOR_LAYOUT[self._ptr_size]
         self._ctx = 0
@@ -178,8 +182,10 @@ class Model:
         self._stop("cancelled")
 
     def _stop(self, reason: str) -> None:
-        self._stop_reason = reason
-        self._b.interrupt()
+        with self._flag_lock:
+            if self._flag is not None:
+                self._stop_reason = reason
+                self._flag.value = 1
 
     def _live(self) -> None:
         if not self._ctx:
@@ -199,7 +205,9 @@ class Model:
         with self._lock:
             self._live()
             self._stop_reason = ""
-            self._b.arm(self._ctx)
+            with self._flag_lock:
+                self._flag = self._b.cancel_flag(self._ctx)
+                self._flag.value = 0
             timer = None
             if timeout is not None:
                 timer = threading.Timer(timeout, self._stop, (f"timed out after {timeout:g} s",))
@@ -207,22 +215,20 @@ class Model:
                 timer.start()
             try:
                 return self._run(feeds)
-            except Trapped as e:
-                self._end_run(timer)
-                self._restart()
-                raise ModelError(f"{self.path.name}: {e} (a symwasm bug, or a module built to trap); the model "
-                                 f"was restarted", STATUS["INTERNAL"]) from None
             except ModelError as e:
                 if e.status == STATUS["CANCELLED"]:
                     raise ModelError(f"the call was {self._stop_reason or 'cancelled'}", e.status) from None
                 raise
+            except Trapped as e:
+                trapped = e
             finally:
-                self._end_run(timer)
-
-    def _end_run(self, timer) -> None:
-        if timer is not None:
-            timer.cancel()
-        self._b.disarm()
+                if timer is not None:
+                    timer.cancel()
+                with self._flag_lock:
+                    self._flag = None
+            self._restart()
+            raise ModelError(f"{self.path.name}: {trapped} (a symwasm bug, or a module built to trap); the model "
+                             f"was restarted", STATUS["INTERNAL"])
 
     def _run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
         if not isinstance(feeds, Mapping):

@@ -28,17 +28,14 @@ def _library(path: Path) -> ctypes.CDLL:
     real = os.path.realpath(path)
     st = os.stat(real)
     with open(real, "rb") as f:
-        _check_elf(f.read(), real)
+        _check_elf(f, st.st_size)
     stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     with _LIBS_LOCK:
         cached = _LIBS.get(real)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         if cached is None:
-            try:
-                lib = ctypes.CDLL(real)
-            except OSError as e:
-                raise ValueError(f"the shared library cannot be loaded ({e})") from None
+            lib = _dlopen(real)
         else:
             # the file was replaced (recompiled) since it was loaded, and dlopen would hand back
             # the old mapping for the same name: load the new file through a copy
@@ -46,38 +43,44 @@ def _library(path: Path) -> ctypes.CDLL:
             os.close(fd)
             shutil.copyfile(real, copy)
             try:
-                lib = ctypes.CDLL(copy)
-            except OSError as e:
-                raise ValueError(f"the shared library cannot be loaded ({e})") from None
+                lib = _dlopen(copy)
             finally:
                 os.unlink(copy)  # the mapping stays valid
         _LIBS[real] = (stamp, lib)
         return lib
 
 
-def _check_elf(data: bytes, path: str) -> None:
+def _dlopen(path: str) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        raise ValueError(f"the shared library cannot be loaded ({e})") from None
+
+
+def _check_elf(f, size: int) -> None:
     """Refuse what dlopen would map past the end of the file: a truncated library loads, then
-    faults (SIGBUS) on the first touch of a page the file no longer has."""
-    if data[:4] != b"\x7fELF":
+    faults (SIGBUS) on the first touch of a page the file no longer has. Reads only the
+    headers."""
+    head = f.read(64)
+    if head[:4] != b"\x7fELF":
         raise ValueError("not a WebAssembly module nor a shared library")
-    if len(data) < 64 or data[4] != 2 or data[5] != 1:
+    if len(head) < 64 or head[4] != 2 or head[5] != 1:
         raise ValueError("not a 64-bit little-endian shared library")
-    phoff, = struct.unpack_from("<Q", data, 32)
-    phentsize, phnum = struct.unpack_from("<HH", data, 54)
-    if phentsize < 56 or phoff + phentsize * phnum > len(data):
-        raise ValueError(f"the file is truncated ({len(data)} bytes; its program headers end at "
-                         f"{phoff + phentsize * phnum})")
-    shoff, = struct.unpack_from("<Q", data, 40)
-    shentsize, shnum = struct.unpack_from("<HH", data, 58)
-    if shoff + shentsize * shnum > len(data):
-        raise ValueError(f"the file is truncated ({len(data)} bytes; its section headers end at "
-                         f"{shoff + shentsize * shnum})")
+    phoff, shoff = struct.unpack_from("<QQ", head, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 54)
+    for what, end in (("program", phoff + phentsize * phnum), ("section", shoff + shentsize * shnum)):
+        if end > size:
+            raise ValueError(f"the file is truncated ({size} bytes; its {what} headers end at {end})")
+    if phentsize < 56:
+        raise ValueError("its program headers are malformed")
+    f.seek(phoff)
+    table = f.read(phentsize * phnum)
     for i in range(phnum):
-        p_type, = struct.unpack_from("<I", data, phoff + i * phentsize)
-        p_offset, = struct.unpack_from("<Q", data, phoff + i * phentsize + 8)
-        p_filesz, = struct.unpack_from("<Q", data, phoff + i * phentsize + 32)
-        if p_type == 1 and p_offset + p_filesz > len(data):  # PT_LOAD
-            raise ValueError(f"the file is truncated ({len(data)} bytes; a loaded segment ends at "
+        p_type, = struct.unpack_from("<I", table, i * phentsize)
+        p_offset, = struct.unpack_from("<Q", table, i * phentsize + 8)
+        p_filesz, = struct.unpack_from("<Q", table, i * phentsize + 32)
+        if p_type == 1 and p_offset + p_filesz > size:  # PT_LOAD
+            raise ValueError(f"the file is truncated ({size} bytes; a loaded segment ends at "
                              f"{p_offset + p_filesz})")
 
 
@@ -118,20 +121,9 @@ class NativeBackend:
     def limit_memory(self, vm_limit: int) -> None:
         """Nothing to do natively: the VM's own limit is the only one."""
 
-    def arm(self, ctx: int) -> None:
-        """Start a run: clear the context's cancel flag, which ``interrupt`` sets."""
-        self._flag = ctypes.cast(self.call("sw_cancel_flag", ctx), ctypes.POINTER(ctypes.c_int32))
-        self._flag[0] = 0
-
-    def disarm(self) -> None:
-        pass
-
-    def interrupt(self) -> None:
-        """Stop the running call (from any thread): the VM polls the flag before every
-        instruction and kernels poll it once per row."""
-        flag = getattr(self, "_flag", None)
-        if flag is not None:
-            flag[0] = 1
+    def cancel_flag(self, ctx: int) -> ctypes.c_int32:
+        """The context's cancel flag (sw_cancel_flag), writable from any thread."""
+        return ctypes.c_int32.from_address(self.call("sw_cancel_flag", ctx))
 
     def cstr(self, ptr: int, limit: int = 4096) -> str:
         return ctypes.string_at(ptr).decode(errors="replace")[:limit] if ptr else ""

@@ -1,7 +1,7 @@
 """The wasmtime backend: instantiate the module (it has no imports) and call its ABI.
 
-A call is stopped (``interrupt``, from any thread) through the context's cancel flag in
-linear memory, which the VM polls before every instruction and kernels once per row: the
+A call is stopped from any thread through the context's cancel flag in linear memory
+(``cancel_flag``), which the VM polls before every instruction and kernels once per row: the
 same mechanism as natively. (wasmtime's epoch interruption would also stop flat loops, but
 its check on every loop back-edge made a 256x256 MatMul 3.4x slower.) The flag is written
 through the memory's base address, which does not move: wasmtime reserves a wasm32 memory's
@@ -48,7 +48,6 @@ class WasmBackend:
         """A fresh store and instance of the module: its linear memory back to the start."""
         self.store = wasmtime.Store(self.engine)
         self.store.set_limits(memory_size=self.memory_cap)
-        self._flag = None
         try:
             self.instance = wasmtime.Instance(self.store, self.module, [])
         except wasmtime.Trap as e:
@@ -64,23 +63,13 @@ class WasmBackend:
         self.memory_cap = min(WASM32_MAX_MEMORY, vm_limit + MEMORY_SLACK)
         self.store.set_limits(memory_size=self.memory_cap)
 
-    def arm(self, ctx: int) -> None:
-        """Start a run: clear the context's cancel flag, which ``interrupt`` sets."""
+    def cancel_flag(self, ctx: int) -> ctypes.c_int32:
+        """The context's cancel flag (sw_cancel_flag), writable from any thread through the
+        memory's base address."""
         at = self.call("sw_cancel_flag", ctx)
         if at < 0 or at + 4 > self.memory.data_len(self.store):
             raise Trapped("the module's cancel flag lies outside its memory")
-        base = ctypes.addressof(self.memory.data_ptr(self.store).contents)
-        self._flag = ctypes.c_int32.from_address(base + at)
-        self._flag.value = 0
-
-    def disarm(self) -> None:
-        pass
-
-    def interrupt(self) -> None:
-        """Stop the running call (from any thread): set its cancel flag."""
-        flag = self._flag
-        if flag is not None:
-            flag.value = 1
+        return ctypes.c_int32.from_address(ctypes.addressof(self.memory.data_ptr(self.store).contents) + at)
 
     def call(self, name: str, *args):
         fn = self.fns.get(name)

@@ -43,18 +43,18 @@ class Scope:
         self.regs: dict[str, Reg] = {}
 
     def slot(self, d: Dim) -> Slot | None:
-        scope: Scope | None = self
-        while scope is not None:
-            if d in scope.slots:
-                return scope.slots[d]
-            scope = scope.parent
-        return None
+        return self._find("slots", d)
 
     def reg(self, name: str) -> Reg | None:
+        return self._find("regs", name)
+
+    def _find(self, table: str, key):
+        """``key`` in this scope's ``table`` or the nearest enclosing scope's."""
         scope: Scope | None = self
         while scope is not None:
-            if name in scope.regs:
-                return scope.regs[name]
+            found = getattr(scope, table).get(key)
+            if found is not None:
+                return found
             scope = scope.parent
         return None
 

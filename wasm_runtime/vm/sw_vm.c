@@ -298,8 +298,9 @@ static int check_defs(const sw_program* P, const unsigned char* starts) {
   for (int32_t pc = 0; pc < n; pc++) block[pc] = -1;
   /* leaders: the entry, every jump target, every instruction after a jump, branch or return */
   block[0] = 0;
-  for (int32_t pc = 0; pc < n; pc += instr_len(w, pc)) {
-    int32_t op = w[pc], next = pc + instr_len(w, pc);
+  for (int32_t pc = 0, next; pc < n; pc = next) {
+    int32_t op = w[pc];
+    next = pc + instr_len(w, pc);
     if (op == SW_OP_JUMP) block[w[pc + 1]] = 0;
     if (op == SW_OP_BRANCH) block[w[pc + 2]] = 0;
     if ((op == SW_OP_JUMP || op == SW_OP_BRANCH || op == SW_OP_RETURN) && next < n) block[next] = 0;
@@ -329,25 +330,21 @@ static int check_defs(const sw_program* P, const unsigned char* starts) {
       mem_copy(cur, in + (size_t)b * (size_t)(nw + 1), sizeof(uint32_t) * (size_t)nw);
       int32_t pc = leader[b], succ[2], nsucc = 0;
       for (;;) {
-        int32_t op = w[pc], at = pc + 1;
+        int32_t op = w[pc], at = pc + 1, defs[8], ndefs = 0;
         for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) {
           int32_t cnt = 1;
           const int32_t* v = &w[at];
           if (*k & SW_K_LIST) { cnt = w[at]; v = &w[at + 1]; at += 1 + cnt; } else at++;
           if ((*k & ~(SW_K_LIST | SW_K_DEF)) != SW_K_REG) continue;
+          if (*k & SW_K_DEF) { defs[ndefs++] = v[0]; continue; } /* applied after the reads */
           for (int32_t i = 0; i < cnt; i++) {
             uint32_t bit = 1u << (v[i] & 31);
-            if (*k & SW_K_DEF) continue;
             if (op == SW_OP_FREE) cur[v[i] >> 5] &= ~bit;
             else if (!(cur[v[i] >> 5] & bit)) ok = 0;
           }
         }
-        for (const unsigned char* k = sw_op_operands[op]; *k != SW_K_END; k++) /* defs after reads */
-          if (*k == (SW_K_REG | SW_K_DEF)) {
-            int32_t r = w[pc + 1 + (int32_t)(k - sw_op_operands[op])];
-            cur[r >> 5] |= 1u << (r & 31);
-          }
-        int32_t next = pc + instr_len(w, pc);
+        for (int32_t i = 0; i < ndefs; i++) cur[defs[i] >> 5] |= 1u << (defs[i] & 31);
+        int32_t next = at;
         if (op == SW_OP_RETURN) break;
         if (op == SW_OP_JUMP) { succ[nsucc++] = w[pc + 1]; break; }
         if (op == SW_OP_BRANCH) { succ[nsucc++] = w[pc + 2]; if (next < n) succ[nsucc++] = next; break; }
