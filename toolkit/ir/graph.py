@@ -96,6 +96,61 @@ class Node:
         return f"node '{self.name}' ({self.source})"
 
 
+@dataclass(eq=False)
+class Region:
+    """A subgraph: an If branch, a Loop body. Its nodes' values live in the enclosing
+    :class:`Graph`'s ``values`` (names are unique across the model); ``inputs`` are bound
+    when the region starts (a Loop body's iteration number, condition and carried values),
+    ``outputs`` are what it yields. Its nodes may read values of enclosing scopes
+    (:meth:`captures`)."""
+
+    inputs: list[str]
+    nodes: list[Node]
+    outputs: list[str]
+
+    def defined(self) -> set[str]:
+        """The names this region defines: its inputs and its nodes' outputs (nested regions'
+        too, which are never visible outside them, but never clash either)."""
+        out = set(self.inputs)
+        for node in self.nodes:
+            out.update(o for o in node.outputs if o)
+            for r in regions(node):
+                out |= r.defined()
+        return out
+
+    def captures(self) -> list[str]:
+        """Values of enclosing scopes this region reads, in first-read order."""
+        inner = self.defined()
+        seen: dict[str, None] = {}
+        for node in self.nodes:
+            for i in node.inputs:
+                if i and i not in inner:
+                    seen.setdefault(i)
+        for o in self.outputs:
+            if o not in inner:
+                seen.setdefault(o)
+        return list(seen)
+
+    def reads(self) -> set[str]:
+        """The names its own nodes (and nested regions) read, and its outputs."""
+        out = set(self.outputs)
+        for node in self.walk():
+            out.update(i for i in node.inputs if i)
+        return out
+
+    def walk(self):
+        """Every node in this region and the regions nested in it."""
+        for node in self.nodes:
+            yield node
+            for r in regions(node):
+                yield from r.walk()
+
+
+def regions(node: "Node") -> tuple[Region, ...]:
+    """The subgraphs of a control-flow node (none for other ops)."""
+    return getattr(node.op, "regions", ())
+
+
 @dataclass
 class Graph:
     name: str
@@ -118,6 +173,13 @@ class Graph:
             k += 1
             name = f"{base}.{k}"
         return name
+
+    def all_nodes(self):
+        """Every node, those of regions (If branches, Loop bodies) included."""
+        for node in self.nodes:
+            yield node
+            for r in regions(node):
+                yield from r.walk()
 
     def dump(self) -> str:
         """Readable text of the graph: one line per node, with symbolic shapes."""

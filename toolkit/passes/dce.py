@@ -10,7 +10,7 @@ data symbol is kept while any needed value's shape or contents mention it.
 from __future__ import annotations
 
 from ..ir import dims as D
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, Node, Value, regions
 
 
 def _data_symbols(v: Value) -> set[D.Sym]:
@@ -20,10 +20,11 @@ def _data_symbols(v: Value) -> set[D.Sym]:
     return out
 
 
-def definers(graph: Graph) -> dict[D.Sym, Node]:
-    """The node that brings each data-dependent symbol into the graph."""
+def definers(graph: Graph, nodes: list[Node] | None = None) -> dict[D.Sym, Node]:
+    """The node that brings each data-dependent symbol into the graph (or among ``nodes``,
+    a region's)."""
     found: dict[D.Sym, Node] = {}
-    for node in graph.nodes:
+    for node in graph.nodes if nodes is None else nodes:
         seen = set().union(*[_data_symbols(graph.values[i]) for i in node.inputs if i]) if node.inputs else set()
         for o in node.outputs:
             if o:
@@ -33,7 +34,16 @@ def definers(graph: Graph) -> dict[D.Sym, Node]:
 
 
 def dead_code(graph: Graph) -> Graph:
-    defined_by = definers(graph)
+    live = _prune(graph, graph.nodes, graph.outputs, lambda kept: setattr(graph, "nodes", kept))
+    graph.values = {k: v for k, v in graph.values.items() if k in live or k in graph.inputs}
+    return graph
+
+
+def _prune(graph: Graph, nodes: list[Node], roots, store) -> set[str]:
+    """Keep the nodes of ``nodes`` that ``roots`` need (see the module doc), pruning the
+    regions of kept control-flow nodes the same way; ``store`` gets the kept list. Returns
+    the names of the live values, the regions' included."""
+    defined_by = definers(graph, nodes)
     live: set[str] = set()
     needed: set[int] = set()  # ids of the nodes that define needed symbols
 
@@ -44,18 +54,34 @@ def dead_code(graph: Graph) -> Graph:
             if v is not None:
                 needed.update(id(defined_by[s]) for s in _data_symbols(v) if s in defined_by)
 
-    for o in graph.outputs:
+    for o in roots:
         use(o)
     kept = []
-    for node in reversed(graph.nodes):  # a symbol's definer comes before every node using it
+    for node in reversed(nodes):  # a symbol's definer comes before every node using it
         outs = [o for o in node.outputs if o]
         runs = any(o in live for o in outs) and not all(graph.values[o].known for o in outs)
         if runs or id(node) in needed:
             kept.append(node)
+            inner = regions(node)
+            for r in inner:
+                for name in _prune(graph, r.nodes, r.outputs, lambda k, r=r: setattr(r, "nodes", k)):
+                    use(name)  # (its symbols may come from a node out here)
+                for name in r.inputs:
+                    use(name)
+            if inner:  # what the regions read from outside, now that they are pruned
+                fixed = node.inputs[:node.op.n_operands]
+                node.inputs = fixed + [c for c in _captures(inner) if c not in fixed]
             for i in node.inputs:
                 use(i)
             for o in outs:  # what a kept node computes is there: its outputs' symbols too
                 use(o)
-    graph.nodes = kept[::-1]
-    graph.values = {k: v for k, v in graph.values.items() if k in live or k in graph.inputs}
-    return graph
+    store(kept[::-1])
+    return live
+
+
+def _captures(inner) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in inner:
+        for c in r.captures():
+            seen.setdefault(c)
+    return list(seen)

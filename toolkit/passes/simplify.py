@@ -4,12 +4,20 @@ Gemm over constant transposed weights gets them transposed once, a Conv's consta
 weights are packed for its kernel."""
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, Node, regions
 
 
 def simplify(graph: Graph) -> Graph:
+    graph.nodes = _simplify(graph, graph.nodes)
+    return graph
+
+
+def _simplify(graph: Graph, nodes: list[Node]) -> list[Node]:
+    for node in nodes:
+        for r in regions(node):
+            r.nodes = _simplify(graph, r.nodes)
     out: list[Node] = []
-    work = list(reversed(graph.nodes))
+    work = list(reversed(nodes))
     while work:
         node = work.pop()
         patch = node.op.simplify(node, graph)
@@ -17,5 +25,4 @@ def simplify(graph: Graph) -> Graph:
             out.append(node)
         else:
             work.extend(reversed(patch))  # a replacement may simplify further
-    graph.nodes = out
-    return graph
+    return out

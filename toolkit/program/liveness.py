@@ -1,7 +1,8 @@
 """Buffer lifetimes over the program IR's control-flow graph.
 
-A *buffer* is the register an ALLOC, ALLOC_STATIC, INPUT or CONST defines; a VIEW's register
-aliases the buffer of its source, so reading a view reads its buffer. Liveness is the usual
+A *buffer* is the register an ALLOC, ALLOC_STATIC, COPY, MOVE, INPUT or CONST defines; a
+VIEW's register aliases the buffer of its source, so reading a view reads its buffer (a MOVE
+hands its source's buffer to a new register, which is a buffer of its own from then on). Liveness is the usual
 backward dataflow over blocks, so it holds across branches and loop back-edges.
 
 Two uses of it:
@@ -21,7 +22,7 @@ from .ir import Block, Instr, Program, Reg, StaticBuffer
 ARENA_ALIGN = 64
 ARENA_LIMIT = (1 << 31) - 1  # offsets are int32 immediates
 
-OWNING = ("ALLOC", "ALLOC_STATIC")
+OWNING = ("ALLOC", "ALLOC_STATIC", "COPY", "MOVE")  # their first register gets a new buffer
 
 
 def buffer_roots(prog: Program) -> dict[Reg, Reg]:
@@ -76,7 +77,12 @@ def live_sets(prog: Program, root: dict[Reg, Reg]) -> tuple[list[set[Reg]], list
 
 
 def _freeable(prog: Program) -> set[Reg]:
-    return {ins.args[0] for _, _, ins in prog.instrs() if ins.name == "ALLOC"}
+    return {ins.args[0] for _, _, ins in prog.instrs() if ins.name in ("ALLOC", "COPY", "MOVE")}
+
+
+def _moved_out(ins: Instr) -> set[Reg]:
+    """A MOVE empties its source: there is nothing left to free."""
+    return {ins.args[1]} if ins.name == "MOVE" else set()
 
 
 def insert_frees(prog: Program) -> None:
@@ -96,7 +102,7 @@ def insert_frees(prog: Program) -> None:
         live = set(live_out[i])
         out: list[Instr] = []
         for ins in reversed(block.instrs):
-            dying = sorted((_uses(ins, root) | _defs(ins)) - live, key=lambda r: r.id)
+            dying = sorted((_uses(ins, root) | _defs(ins)) - live - _moved_out(ins), key=lambda r: r.id)
             # after the instruction (before a block's final jump would be wrong: a jump has no uses)
             out.extend(Instr(free_op, [r]) for r in reversed(dying) if r in freeable)
             out.append(ins)

@@ -71,6 +71,11 @@ class Lowerer:
         self._const_slots: dict[int, Slot] = {}  # preset before the run: valid in every scope
         self._first_binding: dict[Sym, str] = {}
         self.node: Node | None = None
+        # control flow: the values a region yields get run-time buffers (a static buffer
+        # cannot leave its region), and the buffers the current region owns may be moved out
+        self._runtime_values: set[str] = set()
+        self._owned: list[set[Reg]] = [set()]
+        self._labels: dict[str, int] = {}
 
     @property
     def target(self) -> Target:
@@ -240,16 +245,19 @@ class Lowerer:
         """A static-arena buffer when the shape is known now, a run-time allocation otherwise."""
         reg = self.prog.new_reg(name, dtype, tuple(shape))
         dims = [self.slot(d) for d in shape]
-        if all(isinstance(d, int) for d in shape):
+        if all(isinstance(d, int) for d in shape) and name not in self._runtime_values:
             nbytes = dtype.itemsize * prod(int(d) for d in shape)  # Python ints: no overflow
             if nbytes > liveness.ARENA_LIMIT:
                 raise CompileError(f"{self.context()}: {what} needs {nbytes} bytes, more than the "
                                    f"{liveness.ARENA_LIMIT} a module can address")
             self._emit("ALLOC_STATIC", reg, dtype, StaticBuffer(nbytes), dims)
         else:
-            msg = f"{self.context()}: cannot allocate {{0}} bytes for {what} (memory limit {{1}} bytes)"
-            self._emit("ALLOC", reg, dtype, msg, dims)
+            self._emit("ALLOC", reg, dtype, self._oom(what), dims)
+            self._owned[-1].add(reg)
         return reg
+
+    def _oom(self, what: str) -> str:
+        return f"{self.context()}: cannot allocate {{0}} bytes for {what} (memory limit {{1}} bytes)"
 
     def view(self, out: str, src: str) -> Reg:
         """``out`` shares ``src``'s buffer with its own shape (Reshape, Squeeze, ...)."""
@@ -303,6 +311,142 @@ class Lowerer:
         """Call a kernel on the values ``inputs`` and new buffers for ``outputs``."""
         self.call(build, params, [self.tensor(i) for i in inputs] + [self.alloc(o) for o in outputs],
                   error=error, outputs=len(outputs))
+
+    # ------------------------------------------------------------------ control flow
+    def new_block(self, label: str) -> Block:
+        """A block to jump to, placed in the program by :meth:`start`."""
+        n = self._labels.get(label, 0)
+        self._labels[label] = n + 1
+        return Block(f"{label}{n}" if n else label)
+
+    def start(self, block: Block) -> None:
+        """Continue emitting into ``block``, laid out after everything emitted so far (the
+        previous block falls through to it unless it ended in a jump)."""
+        self.prog.blocks.append(block)
+        self.block = block
+
+    def jump(self, block: Block) -> None:
+        self._emit("JUMP", block)
+
+    def branch(self, cond: Slot, block: Block) -> None:
+        """Continue at ``block`` if ``cond`` is non-zero, else with what follows."""
+        self._emit("BRANCH", cond, block)
+
+    def assign(self, dst: Slot, src: Slot) -> None:
+        """``dst`` := ``src`` (a slot redefined on each pass of a loop)."""
+        self._emit("ARITH", "ADD", dst, src, self.const_slot(0), f"{self.context()}: internal")
+
+    def arith_into(self, kind: str, dst: Slot, a: Slot, b: Slot) -> None:
+        self._emit("ARITH", kind, dst, a, b, f"{self.context()}: shape arithmetic {kind.lower()} of "
+                                             f"{{0}} and {{1}} overflows")
+
+    def dim_of(self, reg: Reg, axis: int, name: str | None = None) -> Slot:
+        """A new slot := dim ``axis`` of the tensor in ``reg`` at run time."""
+        s = self.new_slot(name)
+        self._emit("DIM", s, reg, axis)
+        return s
+
+    def lower_nodes(self, nodes: Sequence[Node]) -> None:
+        for node in nodes:
+            if all(self.graph.values[o].known for o in node.outputs if o):
+                continue  # computed at compile time; materialized where a kernel reads it
+            self.node = node
+            self.emit_checks(node)
+            node.op.lower(self, node)
+
+    def lower_region(self, region, bind: dict[str, Reg]) -> list[Reg]:
+        """Lower a region's nodes in a child scope where its inputs are the registers
+        ``bind`` gives; returns registers of its outputs, each either a buffer the region
+        allocated (which may be moved out) or anything else (to be copied out). The
+        caller hands them out with :meth:`yield_to` before leaving the scope."""
+        self.scope.regs.update(bind)
+        self._runtime_values.update(region.outputs)
+        self.lower_nodes(region.nodes)
+        return [self.tensor(o) for o in region.outputs]
+
+    def enter_region(self) -> tuple:
+        saved = (self.scope, self.node)
+        self.scope = Scope(self.scope)
+        self._owned.append(set())
+        return saved
+
+    def leave_region(self, saved: tuple) -> None:
+        self.scope, self.node = saved
+        self._owned.pop()
+
+    def yield_to(self, srcs: Sequence[Reg | None], dsts: Sequence[Reg], what: Sequence[str]) -> None:
+        """Hand values out of the current region into registers of the enclosing one: a
+        buffer the region allocated moves (no copy); anything else (a value of an enclosing
+        scope, a constant, a view, a buffer handed out twice) is copied first, so that no
+        destination is written before every source has been read. None: leave that
+        destination as it is."""
+        moved: set[Reg] = set()
+        final: list[tuple[Reg, Reg]] = []
+        for src, dst, w in zip(srcs, dsts, what):
+            if src is None:
+                continue
+            if src in self._owned[-1] and src not in moved:
+                moved.add(src)
+                final.append((dst, src))
+            else:
+                tmp = self.prog.new_reg(w, src.dtype, src.shape)
+                self._emit("COPY", tmp, src, self._oom(f"a copy of {w}"))
+                final.append((dst, tmp))
+        for dst, src in final:
+            self._emit("MOVE", dst, src)
+
+    def copy(self, dst: Reg, src: Reg, what: str) -> None:
+        """``dst`` := a new buffer holding a copy of ``src``."""
+        self._emit("COPY", dst, src, self._oom(what))
+
+    def view_of(self, name: str, src: Reg) -> Reg:
+        """A register for value ``name`` (with its symbolic shape) viewing ``src``'s tensor."""
+        v = self.value(name)
+        reg = self.prog.new_reg(name, v.dtype, v.shape)
+        self._emit("VIEW", reg, src, [self.slot(d) for d in v.shape])
+        self.scope.regs[name] = reg
+        return reg
+
+    def can_evaluate(self, d: Dim) -> bool:
+        """Whether every symbol of ``d`` has a value at this point."""
+        return all(self.is_defined(D.atom_expr(s)) for s in D.free_symbols(d))
+
+    def own(self, reg: Reg) -> None:
+        """``reg`` holds a buffer the current region owns (it may be moved out)."""
+        self._owned[-1].add(reg)
+
+    def move(self, dst: Reg, src: Reg) -> None:
+        self._emit("MOVE", dst, src)
+
+    def alloc_empty(self, reg: Reg, dims: Sequence[Slot], what: str) -> None:
+        """A run-time buffer in ``reg`` with the given dims (slots): an accumulator."""
+        self._emit("ALLOC", reg, reg.dtype, self._oom(what), list(dims))
+
+    def append(self, acc: Reg, item: Reg, what: str) -> None:
+        self._emit("APPEND", acc, item,
+                   f"{self.context()}: {what}: dim {{0}} is {{2}} in this iteration, {{1}} in the first",
+                   self._oom(what))
+
+    def store_scalar(self, name: str, dtype: DType, value: Slot, shape: tuple = ()) -> Reg:
+        """A new run-time tensor holding ``value`` (a loop's iteration number)."""
+        reg = self.prog.new_reg(name, dtype, shape)
+        self._emit("ALLOC", reg, dtype, self._oom(f"'{name}'"), [self.const_slot(1) for _ in shape])
+        self._emit("STORE_VALUES", reg, [value])
+        return reg
+
+    def load_scalar(self, name: str, what: str, into: Slot | None = None) -> Slot:
+        """A slot holding the single integer (or bool) element of value ``name``."""
+        v = self.value(name)
+        known = v.int_contents()
+        if known is not None:
+            if into is None:
+                return self.slot(known[0])
+            self.assign(into, self.slot(known[0]))
+            return into
+        slot = into or self.new_slot(name)
+        self._emit("LOAD_VALUES", self.tensor(name),
+                   f"{self.context()}: {what} '{name}' has {{0}} elements, expected {{1}}", [slot])
+        return slot
 
     # ------------------------------------------------------------------ driver pieces
     def bind_inputs(self) -> None:
@@ -360,12 +504,7 @@ def lower_graph(graph: Graph, kernels: KernelTable) -> Program:
     prog = kernels.prog
     lw = Lowerer(graph, kernels, prog)
     lw.bind_inputs()
-    for node in graph.nodes:
-        if all(graph.values[o].known for o in node.outputs if o):
-            continue  # computed at compile time; materialized where a kernel reads it
-        lw.node = node
-        lw.emit_checks(node)
-        node.op.lower(lw, node)
+    lw.lower_nodes(graph.nodes)
     lw.emit_outputs()
     liveness.insert_frees(prog)
     liveness.plan_arena(prog)

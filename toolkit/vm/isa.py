@@ -65,6 +65,16 @@ OPS: tuple[Op, ...] = (
     Op(19, "ALLOC_STATIC", ("=reg", "dtype", "imm", "slot*"),
        "reg := a tensor at byte offset imm of the static arena, planned at compile time "
        "(FREE is a no-op for it)"),
+    Op(20, "MOVE", ("=reg", "reg"),
+       "dst := src's tensor and buffer, src := empty; an owned buffer changes owner, with its views "
+       "(an If branch's or a Loop body's result leaving its region without a copy)"),
+    Op(21, "COPY", ("=reg", "reg", "msg"),
+       "dst := a new buffer holding a copy of src, with its dtype and shape; msg(bytes, limit) when out "
+       "of memory"),
+    Op(22, "APPEND", ("reg", "reg", "msg", "msg"),
+       "append item (second) to acc (first: owned, one more dim): the first item sets acc's element "
+       "shape, later ones must match it (first msg(axis, expected, got)); acc grows by doubling "
+       "(second msg(bytes, limit) when out of memory). A Loop's scan outputs"),
 )
 
 ARITH = ("ADD", "SUB", "MUL", "FLOORDIV", "MOD", "MIN", "MAX", "DIV", "EQ", "LT", "LE")

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define SW_FORMAT_MAJOR 3
-#define SW_FORMAT_MINOR 0
+#define SW_FORMAT_MINOR 1
 #define SW_MAX_RANK 8
 
 /* dtype codes (ONNX TensorProto) */

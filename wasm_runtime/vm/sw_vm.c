@@ -288,7 +288,7 @@ static int checksum_ok(const sw_program* P) {
 }
 
 /* Registers are defined before they are read on every path: a forward data-flow of the
- * registers surely defined (FREE undefines), over the blocks the jumps delimit, to a fixed
+ * registers surely defined (FREE and MOVE's source undefine), over the blocks the jumps delimit, to a fixed
  * point. Views of a freed buffer are caught at run time (release empties them). */
 static int check_defs(const sw_program* P, const unsigned char* starts) {
   const int32_t* w = P->words;
@@ -341,6 +341,7 @@ static int check_defs(const sw_program* P, const unsigned char* starts) {
             uint32_t bit = 1u << (v[i] & 31);
             if (op == SW_OP_FREE) cur[v[i] >> 5] &= ~bit;
             else if (!(cur[v[i] >> 5] & bit)) ok = 0;
+            else if (op == SW_OP_MOVE) cur[v[i] >> 5] &= ~bit; /* moved out: empty */
           }
         }
         for (int32_t i = 0; i < ndefs; i++) cur[defs[i] >> 5] |= 1u << (defs[i] & 31);
@@ -825,6 +826,98 @@ static int64_t tensor_bytes(const sw_tensor* t) {
 
 /* The call's tensors have the dtype, rank and dims kernel k was compiled for: static dims
  * equal, each symbol the same wherever it appears. Returns the failing tensor + 1, or 0. */
+/* dst takes src's tensor and state; an owned buffer changes owner together with its views.
+ * src is left empty. */
+static void move_register(sw_context* c, int32_t dst, int32_t src) {
+  if (dst == src) return;
+  release(c, dst);
+  c->regs[dst] = c->regs[src];
+  c->reg_state[dst] = c->reg_state[src];
+  if (c->reg_state[src] == REG_OWNED) {
+    c->owner[dst] = dst;
+    c->reg_bytes[dst] = c->reg_bytes[src];
+    c->reg_bytes[src] = 0;
+    for (int32_t q = 0; q < c->P->nregs; q++)
+      if (c->owner[q] == src) c->owner[q] = dst;
+  } else {
+    c->owner[dst] = c->owner[src];
+  }
+  c->reg_state[src] = REG_EMPTY;
+  c->regs[src].data = 0;
+  c->owner[src] = -1;
+}
+
+/* A new owned buffer in r of the given dtype and shape (shape values, not slots). */
+static sw_status_t alloc_shape(sw_context* c, int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int64_t* shape) {
+  release(c, r);
+  sw_tensor* t = &c->regs[r];
+  int64_t bytes = sw_dtype_size(dtype);
+  int overflow = 0;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0 || mul_overflow(bytes, shape[i], &bytes)) overflow = 1;
+    t->shape[i] = shape[i];
+  }
+  if (overflow) bytes = INT64_MAX;
+  if (bytes > c->memory_limit - c->memory_held - c->memory_in_use)
+    return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
+  void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
+  if (!p) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
+  c->memory_in_use += bytes;
+  c->reg_bytes[r] = bytes;
+  t->data = p;
+  t->dtype = dtype;
+  t->rank = rank;
+  c->reg_state[r] = REG_OWNED;
+  c->owner[r] = r;
+  return SW_OK;
+}
+
+/* Append item to acc along a new first dim (see the APPEND instruction). */
+static sw_status_t append_item(sw_context* c, int32_t acc, int32_t item, int32_t shape_msg, int32_t mem_msg) {
+  sw_tensor* a = &c->regs[acc];
+  const sw_tensor* t = &c->regs[item];
+  if (acc == item || c->reg_state[acc] != REG_OWNED || a->dtype != t->dtype || a->rank != t->rank + 1)
+    return fail_text(c, SW_INVALID_PROGRAM, 0, "invalid program: APPEND to a register that is not an owned "
+                                               "accumulator of the item's dtype and rank + 1");
+  int64_t n = a->shape[0];
+  if (n == 0) {
+    for (int i = 0; i < t->rank; i++) a->shape[i + 1] = t->shape[i];
+  } else {
+    for (int i = 0; i < t->rank; i++)
+      if (a->shape[i + 1] != t->shape[i]) return fail(c, SW_INVALID_INPUT, shape_msg, i, a->shape[i + 1], t->shape[i]);
+  }
+  int64_t item_bytes = tensor_bytes(t), used, need;
+  if (item_bytes < 0 || mul_overflow(n, item_bytes, &used) || used > INT64_MAX - item_bytes)
+    return fail(c, SW_OUT_OF_MEMORY, mem_msg, INT64_MAX, c->memory_limit, 0);
+  need = used + item_bytes;
+  int64_t have = c->reg_bytes[acc];
+  if (need > have) {
+    int64_t grow = have > INT64_MAX / 2 ? INT64_MAX : 2 * have;
+    if (grow < need) grow = need;
+    if (grow < 64) grow = 64;
+    int64_t room = c->memory_limit - c->memory_held - c->memory_in_use + have;
+    if (grow > room) grow = need; /* doubling would pass the limit: take just what is needed */
+    if (need > room) return fail(c, SW_OUT_OF_MEMORY, mem_msg, need, c->memory_limit, 0);
+    unsigned char* p = (unsigned char*)sw_mem_alloc((size_t)grow);
+    if (!p) return fail(c, SW_OUT_OF_MEMORY, mem_msg, grow, c->memory_limit, 0);
+    mem_copy(p, a->data, (size_t)used);
+    sw_mem_free(a->data);
+    /* views of the old buffer would dangle: empty them */
+    for (int32_t q = 0; q < c->P->nregs; q++)
+      if (c->owner[q] == acc && q != acc) {
+        c->reg_state[q] = REG_EMPTY;
+        c->regs[q].data = 0;
+        c->owner[q] = -1;
+      }
+    c->memory_in_use += grow - have;
+    c->reg_bytes[acc] = grow;
+    a->data = p;
+  }
+  mem_copy((unsigned char*)a->data + used, t->data, (size_t)item_bytes);
+  a->shape[0] = n + 1;
+  return SW_OK;
+}
+
 static int32_t check_call_types(sw_context* c, int32_t k, int32_t nt, const int32_t* ts) {
   const int32_t* sig = c->P->kernel_sigs + c->P->kernel_info[4 * k + 3];
   int64_t sym[SW_MAX_SIG_SYMBOLS];
@@ -1014,6 +1107,34 @@ static sw_status_t execute(sw_context* c) {
         break;
       case SW_OP_BRANCH:
         pc = heap[w[pc + 1]] ? w[pc + 2] : pc + 3;
+        break;
+      case SW_OP_MOVE:
+        NEED(w[pc + 2]);
+        if (w[pc + 1] != w[pc + 2] && c->owner[w[pc + 2]] == w[pc + 1])
+          return bad_register(c, w[pc + 2], pc, " is moved onto the buffer it views");
+        move_register(c, w[pc + 1], w[pc + 2]);
+        pc += 3;
+        break;
+      case SW_OP_COPY: {
+        int32_t dst = w[pc + 1], src = w[pc + 2];
+        NEED(src);
+        if (dst == src) return bad_register(c, src, pc, " is copied onto itself");
+        sw_tensor t = regs[src];
+        int64_t bytes = tensor_bytes(&t);
+        if (bytes < 0) return bad_register(c, src, pc, " has a negative or overflowing shape");
+        st = alloc_shape(c, dst, t.dtype, w[pc + 3], t.rank, t.shape);
+        if (st != SW_OK) return st;
+        if (c->reg_state[src] == REG_EMPTY) return bad_register(c, src, pc, " was a view of the copy's destination");
+        mem_copy(regs[dst].data, t.data, (size_t)bytes);
+        pc += 4;
+        break;
+      }
+      case SW_OP_APPEND:
+        NEED(w[pc + 1]);
+        NEED(w[pc + 2]);
+        st = append_item(c, w[pc + 1], w[pc + 2], w[pc + 3], w[pc + 4]);
+        if (st != SW_OK) return st;
+        pc += 5;
         break;
       default:
         return fail_text(c, SW_INVALID_PROGRAM, 0, "bad opcode");

@@ -16,7 +16,7 @@ from onnx import numpy_helper
 
 from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
-from ...ir.graph import CompileError, Graph, Value
+from ...ir.graph import CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
 from .translate import TranslateContext, registry, version_in_effect
 
@@ -233,6 +233,79 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     return version
 
 
+def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: str) -> Region:
+    """Import a subgraph (an If branch, a Loop body) into ``graph``: its values join the
+    graph's, its nodes go into the returned :class:`Region` (not ``graph.nodes``). ``bound``
+    are its inputs' values, named as ``gp``'s inputs (after renaming: a subgraph whose
+    names clash with the graph's gets fresh names); they are added to the graph here."""
+    gp = _rename_clashes(gp, set(graph.values))
+    if len(bound) != len(gp.input):
+        raise CompileError(f"{label}: the subgraph '{gp.name}' takes {len(gp.input)} inputs, "
+                           f"{len(bound)} are given")
+    region = Region([i.name for i in gp.input], [], [o.name for o in gp.output])
+    for v, inp in zip(bound, gp.input):
+        v.name = inp.name
+        graph.add_value(v)
+    for init in gp.initializer:
+        try:
+            arr = numpy_helper.to_array(init)
+        except Exception as e:
+            raise CompileError(f"{label}: initializer '{init.name}' of subgraph '{gp.name}' cannot be read ({e})") \
+                from None
+        dt = _dtype(init.data_type, f"{label}: initializer '{init.name}'")
+        graph.add_value(Value(init.name, dt, tuple(arr.shape), const=arr.astype(dt.np),
+                              sym=promote_sym(Value(init.name, dt, (), const=arr))))
+    outer_nodes = graph.nodes
+    graph.nodes = region.nodes
+    try:
+        for index, n in enumerate(gp.node):
+            _import_node(graph, registry(), n, index, graph.opset)
+    finally:
+        region.nodes = graph.nodes
+        graph.nodes = outer_nodes
+    for o in region.outputs:
+        if o not in graph.values:
+            raise CompileError(f"{label}: output '{o}' of subgraph '{gp.name}' is not produced by any node")
+    return region
+
+
+def _rename_clashes(gp: onnx.GraphProto, taken: set[str]) -> onnx.GraphProto:
+    """``gp`` with every name it defines that is already ``taken`` renamed (throughout it and
+    the subgraphs inside it)."""
+    defined = [i.name for i in gp.input] + [i.name for i in gp.initializer] + \
+        [o for n in gp.node for o in n.output if o]
+    clash = {d for d in defined if d in taken}
+    if not clash:
+        return gp
+    new = {}
+    used = set(taken) | set(defined)
+    for d in sorted(clash):
+        k, name = 1, f"{d}.1"
+        while name in used:
+            k += 1
+            name = f"{d}.{k}"
+        used.add(name)
+        new[d] = name
+    gp = onnx.GraphProto.FromString(gp.SerializeToString())
+    _rename_in(gp, new)
+    return gp
+
+
+def _rename_in(gp: onnx.GraphProto, new: dict[str, str]) -> None:
+    for coll in (gp.input, gp.output, gp.initializer, gp.value_info):
+        for x in coll:
+            x.name = new.get(x.name, x.name)
+    for n in gp.node:
+        n.input[:] = [new.get(i, i) for i in n.input]
+        n.output[:] = [new.get(o, o) for o in n.output]
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_in(a.g, new)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    _rename_in(sub, new)
+
+
 def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:
     """A data-dependent dim the model declares with a name (``idx: [count, 2]``) takes that
     name instead of the generated one (``nonzero_0``), so messages and inspect use it."""
@@ -259,7 +332,7 @@ def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:
         v.shape = tuple(sub(d) for d in v.shape)
         if v.sym is not None:
             v.sym = tuple(sub(d) for d in v.sym)
-    for node in graph.nodes:
+    for node in graph.all_nodes():
         for c in node.checks:
             c.a, c.b = sub(c.a), sub(c.b)
         node.info = _substitute_info(node.info, sub)
