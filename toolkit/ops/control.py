@@ -97,6 +97,7 @@ class If(CoreOp):
     def _arm(lw, region: Region, outs, node) -> None:
         saved = lw.enter_region()
         srcs = lw.lower_region(region, {})
+        lw.node = node
         lw.yield_to(srcs, outs, node.outputs)
         lw.leave_region(saved)
 
@@ -160,9 +161,11 @@ class Loop(CoreOp):
         if trip is not None:
             lw.branch(lw.arith("LE", trip, i), end)
         if cond is not None:
-            lw.start(lw.new_block("test"))
+            if trip is not None:
+                lw.start(lw.new_block("test"))
             lw.branch(lw.arith("EQ", cond, lw.const_slot(0)), end)
-        lw.start(body_block)
+        if trip is not None or cond is not None:  # (else the loop never stops by itself)
+            lw.start(body_block)
         saved = lw.enter_region()
         bind = {}
         reads = body.reads()
@@ -177,6 +180,7 @@ class Loop(CoreOp):
             _define_new_dims(lw, reg, v.shape)
             bind[v.name] = lw.view_of(v.name, reg)
         srcs = lw.lower_region(body, bind)
+        lw.node = node
         if cond is not None:
             lw.load_scalar(body.outputs[0], "condition", into=cond)
         for j, acc in enumerate(accs):
