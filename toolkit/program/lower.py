@@ -76,6 +76,7 @@ class Lowerer:
         self._runtime_values: set[str] = set()
         self._owned: list[set[Reg]] = [set()]
         self._labels: dict[str, int] = {}
+        self._hoisted: set[int] = set()  # ids of checks emitted at the start (input relations)
 
     @property
     def target(self) -> Target:
@@ -156,8 +157,9 @@ class Lowerer:
             zero = self.arith("EQ", v, self.const_slot(0))
             return self.arith("ADD", v, self.arith("MUL", zero, self.arith("SUB", d, v)))
         kind = {"floordiv": "FLOORDIV", "mod": "MOD", "div": "DIV"}[op]
+        where = self._where(D.atom_expr(atom)) if kind == "DIV" else ""
         msg = (f"{self.context()}: {args[0]} = {{0}} is not divisible by {args[1]} = {{1}}"
-               if kind == "DIV" else None)
+               + (f" ({where})" if where else "") if kind == "DIV" else None)
         return self.arith(kind, self.slot(args[0]), self.slot(args[1]), msg)
 
     def broadcast_dims(self, dims: Sequence[Dim], msg: str) -> Slot:
@@ -475,21 +477,57 @@ class Lowerer:
                     first = self._first_binding.get(atom, "an earlier dim") if atom else "its expression"
                     self.check_eq(s, self.slot(d), f"{where} ({d}): got {{0}}, but {d} = {{1}} from {first}")
 
+    def check_input_relations(self, nodes: Sequence[Node]) -> None:
+        """Right after the inputs are bound, every relation among input symbols that the
+        nodes of the top level (which all run) rely on: their deferred checks whose dims
+        involve only input symbols, and exact divisions such as ``seq / heads``. So a run
+        with inputs that could never work fails before any kernel, naming the node and the
+        inputs' dims, instead of half way through."""
+        for node in nodes:
+            outs = [o for o in node.outputs if o]
+            if outs and all(self.graph.values[o].known for o in outs):
+                continue
+            self.node = node
+            for c in node.checks:
+                if self._of_inputs(c.a, c.b):
+                    self._emit_check(c)
+                    self._hoisted.add(id(c))
+            for o in outs:
+                for d in self.value(o).shape:
+                    for atom in _div_atoms(d):
+                        if self._of_inputs(atom) and not self.is_defined(atom):
+                            self.slot(atom)
+        self.node = None
+
+    def _of_inputs(self, *dims: Dim) -> bool:
+        syms = set().union(*[D.free_symbols(d) for d in dims])
+        return bool(syms) and all(s.kind == "input" and self.is_defined(D.atom_expr(s)) for s in syms)
+
+    def _where(self, d: Dim) -> str:
+        """Which input dims the symbols of ``d`` come from."""
+        return ", ".join(f"{s} from {self._first_binding[s]}" for s in sorted(D.free_symbols(d), key=str)
+                         if s in self._first_binding)
+
     def emit_checks(self, node: Node) -> None:
         """The run-time checks the node's shape function could not prove."""
         for c in node.checks:
-            if c.kind == "define":
-                if not self.is_defined(c.a):
-                    self.define(c.a, self.broadcast_dims(D.atom_op(c.a)[1], c.message))
-            elif c.kind == "eq":
-                self.check_eq(self.slot(c.a), self.slot(c.b), c.message)
-            elif c.kind == "le":
-                self.check_le(self.slot(c.a), self.slot(c.b), c.message)
-            else:
-                # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would
-                # also accept b == 1 < a)
-                out = self.bcast(self.slot(c.a), self.slot(c.b), c.message)
-                self.check_eq(out, self.slot(c.b), c.message)
+            if id(c) in self._hoisted:
+                continue
+            self._emit_check(c)
+
+    def _emit_check(self, c) -> None:
+        if c.kind == "define":
+            if not self.is_defined(c.a):
+                self.define(c.a, self.broadcast_dims(D.atom_op(c.a)[1], c.message))
+        elif c.kind == "eq":
+            self.check_eq(self.slot(c.a), self.slot(c.b), c.message)
+        elif c.kind == "le":
+            self.check_le(self.slot(c.a), self.slot(c.b), c.message)
+        else:
+            # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would
+            # also accept b == 1 < a)
+            out = self.bcast(self.slot(c.a), self.slot(c.b), c.message)
+            self.check_eq(out, self.slot(c.b), c.message)
 
     def emit_outputs(self) -> None:
         self.node = None
@@ -499,11 +537,31 @@ class Lowerer:
         self._emit("RETURN")
 
 
+def _div_atoms(d: Dim) -> list[Dim]:
+    """The exact-division atoms inside ``d`` (``seq / 4``), innermost first."""
+    out: list[Dim] = []
+
+    def walk(x) -> None:
+        if isinstance(x, D.Expr):
+            for mono, _ in x.terms:
+                for a in mono:
+                    walk(a)
+        elif isinstance(x, D.Atom) and not isinstance(x, Sym):
+            for c in x.args:
+                walk(c)
+            if x.op == "div":
+                out.append(D.atom_expr(x))
+
+    walk(d)
+    return out
+
+
 def lower_graph(graph: Graph, kernels: KernelTable) -> Program:
     """The verified program for ``graph``, its kernels built into ``kernels``' module."""
     prog = kernels.prog
     lw = Lowerer(graph, kernels, prog)
     lw.bind_inputs()
+    lw.check_input_relations(graph.nodes)
     lw.lower_nodes(graph.nodes)
     lw.emit_outputs()
     liveness.insert_frees(prog)
