@@ -86,3 +86,42 @@ def test_range_flag(model_file, tmp_path):
     assert "n: bound from input shapes, range [1, 64]" in symwasm("inspect", out, "--no-program").stdout
     r = symwasm("compile", path, "-o", out, "--range", "n=64", check=False)
     assert r.returncode != 0 and "--range expects NAME=MIN:MAX" in r.stderr
+
+
+def test_static_flag(model_file, tmp_path):
+    """--static fails with the dynamic values and their causes, no traceback; after --bind a
+    model whose only dynamic dims are its inputs' compiles, and inspect says it is static."""
+    _, path = model_file
+    assert "--static" in symwasm("compile", "--help").stdout
+    r = symwasm("compile", path, "-o", tmp_path / "m.wasm", "--static", "--bind", "n=2", check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "error: --static: this model is not static" in r.stderr
+    assert "value 'nz' dim 1 (nonzero_0) depends on data: NonZero 'NonZero_1' counts its non-zero elements " \
+           "at run time" in r.stderr
+    m = make_model([helper.make_node("MatMul", ["x", "y"], ["z"], name="mm")],
+                   [vinfo("x", np.float32, ["batch", "k"]), vinfo("y", np.float32, ["k", 2])],
+                   [vinfo("z", np.float32, None)])
+    onnx.save(m, tmp_path / "mm.onnx")
+    r = symwasm("compile", tmp_path / "mm.onnx", "-o", tmp_path / "mm.wasm", "--static", "--bind", "k=3", check=False)
+    assert r.returncode == 1 and "value 'z' dim 0 (batch) is input 'x' dim 0, the symbol 'batch': bind it with " \
+                                 "--bind batch=<value>" in r.stderr
+    r = symwasm("compile", tmp_path / "mm.onnx", "-o", tmp_path / "mm.wasm", "--static", "--bind", "k=3,batch=1", "-q")
+    assert "static: every shape is known at compile time" in r.stdout
+    info = symwasm("inspect", tmp_path / "mm.wasm", "--no-program").stdout
+    assert "x: float32(1, 3)" in info and "nothing: every shape is known at compile time" in info
+
+
+def test_inspect_says_what_stays_dynamic(model_file, tmp_path):
+    _, path = model_file
+    out = tmp_path / "m.wasm"
+    r = symwasm("compile", path, "-o", out, "-q")
+    assert "dynamic: 3 dims known only at run time, from symbols n, nonzero_0" in r.stdout
+    info = symwasm("inspect", out, "--no-program").stdout
+    section = info.split("dynamic (known only at run time, and why):\n")[1].split("\n\n")[0].splitlines()
+    assert section == [
+        "  symbol n: input 'x' dim 0, the symbol 'n': bind it with --bind n=<value>",
+        "  symbol nonzero_0: data: NonZero 'NonZero_1' counts its non-zero elements at run time",
+        "  input 'x' dim 0 (n) is the symbol 'n': bind it with --bind n=<value>",
+        "  node 'square' (Mul): value 'sq' dim 0 (n) is input 'x' dim 0, the symbol 'n': bind it with --bind n=<value>",
+        "  node 'NonZero_1' (NonZero): value 'nz' dim 1 (nonzero_0) depends on data: NonZero 'NonZero_1' counts "
+        "its non-zero elements at run time"]

@@ -13,6 +13,7 @@ import numpy as np
 EPILOG = """examples:
   symwasm compile model.onnx -o model.wasm
   symwasm compile model.onnx -o model.so --target native --bind batch=1
+  symwasm compile model.onnx --bind seq=128,batch=1 --static   (fails unless every shape is then known)
   symwasm compile model.onnx --range seq=1:512
   symwasm inspect model.wasm
   symwasm run model.wasm --input x=x.npy --save-dir out/
@@ -21,8 +22,9 @@ EPILOG = """examples:
 
 
 def _parse_binds(items: list[str], what: str) -> dict[str, int]:
+    """NAME=VALUE items, each possibly a comma-separated list (``seq=128,batch=1``)."""
     out = {}
-    for item in items:
+    for item in (part for group in items for part in group.split(",") if part):
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise SystemExit(f"error: {what} expects NAME=VALUE, got '{item}'")
@@ -60,7 +62,8 @@ def cmd_compile(args) -> int:
     if not args.quiet:
         print(f"compiling {src} for {args.target}", file=sys.stderr, flush=True)
     try:
-        r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges)
+        r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges,
+                          static=args.static)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -72,6 +75,17 @@ def cmd_compile(args) -> int:
           f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s")
     dyn = [f"{i['name']}: {i['dtype']}{_shape(i['shape'])}" for i in r.metadata["outputs"]]
     print(f"outputs: {', '.join(dyn)}")
+    dynamic = r.metadata["dynamic"]
+    if dynamic["values"] or dynamic["control_flow"]:
+        what = []
+        if dynamic["values"]:
+            what.append(f"{len(dynamic['values'])} dims known only at run time, from symbols "
+                        f"{', '.join(dynamic['symbols'])}")
+        if dynamic["control_flow"]:
+            what.append(f"{len(dynamic['control_flow'])} control-flow nodes")
+        print(f"dynamic: {' and '.join(what)} (symwasm inspect {out} says why)")
+    else:
+        print("static: every shape is known at compile time")
     return 0
 
 
@@ -179,6 +193,7 @@ def cmd_inspect(args) -> int:
         print(f"  {name}: {kinds.get(s['kind'], s['kind'])}{rng}")
     if not meta["symbols"]:
         print("  none: every shape is static")
+    _print_dynamic(meta.get("dynamic"))
     print("\nvalues:")
     width = max((len(n) for n in meta["values"]), default=0)
     for name, v in meta["values"].items():
@@ -212,6 +227,25 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def _print_dynamic(dynamic: dict | None) -> None:
+    """The values whose shapes are known only at run time, and why (what --static rejects)."""
+    from .passes.dynamic import describe
+
+    if dynamic is None:  # a module of a compiler before this section
+        return
+    print("\ndynamic (known only at run time, and why):")
+    if not dynamic["values"] and not dynamic["control_flow"]:
+        print("  nothing: every shape is known at compile time and nothing branches "
+              "(compile --static accepts this model)")
+        return
+    for name, s in dynamic["symbols"].items():
+        print(f"  symbol {name}: {s['why']}")
+    for e in dynamic["values"]:
+        print(f"  {describe(e, dynamic['symbols'])}")
+    for text in dynamic["control_flow"]:
+        print(f"  {text}")
+
+
 def kernel_signature_text(sigs: list[int], at: int, ntensors: int) -> list[str]:
     """A kernel's tensor types as text (float32(_0, 10)) from the kernel_sigs table."""
     from .abi import DIM_UNCHECKED
@@ -241,8 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", help="output file (default: the model's name with .wasm or .so)")
     c.add_argument("--target", choices=("wasm32", "native"), default="wasm32",
                    help="wasm32 (default): one .wasm, no imports; native: a shared library for this host")
-    c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE",
-                   help="fix a symbolic dim at compile time, e.g. --bind batch=1 (repeatable)")
+    c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
+                   help="fix symbolic dims (the model's named input dims) at compile time, e.g. "
+                        "--bind seq=128,batch=1 (repeatable): the model is compiled as if exported with "
+                        "those sizes, shape computations that depend only on them fold away, and the "
+                        "module accepts only inputs of those sizes")
+    c.add_argument("--static", action="store_true",
+                   help="require a static module: every shape known at compile time (after --bind), so "
+                        "the program is only kernel calls over a memory arena planned at compile time, "
+                        "with no run-time allocation, no sizes computed from data and no control flow. "
+                        "Otherwise compiling fails, listing each value and dim that stays dynamic and why "
+                        "(an input symbol to --bind, or an op such as NonZero whose output size depends "
+                        "on data)")
     c.add_argument("--range", action="append", default=[], metavar="SYMBOL=MIN:MAX",
                    help="bound a symbol, e.g. --range seq=1:512; the module rejects other values "
                         "with a message naming the input and dim (repeatable)")
@@ -262,8 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
 
     i = sub.add_parser("inspect", help="show a compiled model's metadata and program",
-                       description="Show the metadata (inputs, outputs, symbols), the symbolic shape "
-                       "of every value, and the VM program of a compiled model, without running it.")
+                       description="Show the metadata (inputs, outputs, symbols), which values stay "
+                       "dynamic and why, the symbolic shape of every value, and the VM program of a "
+                       "compiled model, without running it.")
     i.add_argument("model", help="the .wasm or native library")
     i.add_argument("--json", action="store_true", help="print the raw metadata JSON")
     i.add_argument("--no-program", action="store_true", help="omit the VM program")

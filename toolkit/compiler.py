@@ -14,9 +14,11 @@ from .codegen.embed import embed_program
 from .codegen.target import emit_object, get_target, new_module
 from .frontend.onnx.importer import import_model
 from .ir import dims as D
-from .ir.graph import Graph
+from .ir.graph import CompileError, Graph
 from .link import link
 from .passes import run_pipeline
+from .passes.dynamic import check_static
+from .passes.dynamic import report as dynamic_report
 from .program.ir import Encoded, Program
 from .program.kernels import KernelTable
 from .program.lower import lower_graph
@@ -71,6 +73,8 @@ def build_metadata(graph: Graph, prog: Encoded, target) -> dict:
         "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
+        # what stays dynamic and why (inspect prints it; empty when --static would accept the model)
+        "dynamic": dynamic_report(graph),
         "program": {"words": prog.words, "strings": prog.strings, "heap_init": prog.heap_init,
                     "arena_size": prog.arena_size,
                     "kernels": prog.kernels, "kernel_info": prog.kernel_info, "kernel_sigs": prog.kernel_sigs,
@@ -81,12 +85,38 @@ def build_metadata(graph: Graph, prog: Encoded, target) -> dict:
     }
 
 
+def static_program_problems(prog: Program) -> list[str]:
+    """What keeps a program from being static: run-time allocations, counting calls that size
+    outputs from data, branches and jumps. Empty for a static program."""
+    out = []
+    for _, _, ins in prog.instrs():
+        if ins.name == "ALLOC":
+            out.append(f"'{ins.args[0].name}' is allocated at run time")
+        elif ins.name in ("BRANCH", "JUMP"):
+            out.append(f"the program has a {ins.name}")
+        elif ins.name == "CALL" and ins.args[0].noutputs == 0 and ins.args[0].nscalars:
+            out.append(f"kernel {ins.args[0].name} computes sizes at run time")
+    return out
+
+
+def check_static_program(prog: Program) -> None:
+    """The program of a graph that passed the ``--static`` check is static (a bug otherwise)."""
+    problems = static_program_problems(prog)
+    if problems:
+        raise CompileError("--static: every shape is known, yet the program is not static (a symwasm bug): "
+                           + "; ".join(problems))
+
+
 def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
                   progress: Callable[[str], None] | None = None,
-                  ranges: Mapping[str, tuple[int | None, int | None]] | None = None) -> CompileResult:
+                  ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
+                  static: bool = False) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
-    symbols at compile time; ``ranges`` bounds them (checked at run time).
+    symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
+    demands a static module: every shape known at compile time, so the program is only
+    kernel calls over a compile-time arena; otherwise the error lists each value that stays
+    dynamic and why.
 
     Raises :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
     """
@@ -104,9 +134,13 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     graph = import_model(model, binds, ranges)
     t = stage("import", t0)
     graph = run_pipeline(graph)
+    if static:
+        check_static(graph)
     t = stage("passes", t)
     module = new_module(tgt, graph.name)
     prog = lower_graph(graph, KernelTable(module, tgt, Program()))
+    if static:
+        check_static_program(prog)
     encoded = prog.encode()
     t = stage("lower", t)
     meta = build_metadata(graph, encoded, tgt)

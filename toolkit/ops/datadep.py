@@ -3,14 +3,22 @@
 Their output dims are fresh data-dependent symbols (``nonzero_0``) unless the values are
 known at compile time. At run time a counting kernel computes the symbol before the
 output is allocated, then the filling kernel runs: the shape function of seed 000.
+
+Values known at compile time give static results (NonZero of a constant, a float Range of
+constants), so a model whose shapes are all bound compiles to a static program: the
+importer folds such nodes only once their output shape is static.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..codegen import datadep as K
 from ..ir import dims as D
 from ..ir.dtypes import ALL, FLOAT32, FLOAT64, INT16, INT32, INT64
+from ..ir.graph import SYM_LIMIT
 from .base import CoreOp, InferContext
 
 RANGE_DTYPES = (FLOAT32, FLOAT64, INT16, INT32, INT64)
@@ -23,6 +31,11 @@ class NonZero(CoreOp):
         ctx.check_dtype(x, ALL)
         if x.rank == 0:
             ctx.fail("NonZero of a scalar is not supported (give the input at least one dim)")
+        if x.const is not None:
+            idx = np.array(np.nonzero(x.const), np.int64).reshape(x.rank, -1)
+            ctx.set_output(0, INT64, idx.shape, const=idx,
+                           sym=tuple(int(i) for i in idx.reshape(-1)) if idx.size <= SYM_LIMIT else None)
+            return
         ctx.set_output(0, INT64, (x.rank, ctx.fresh("nonzero")))
 
     def lower(self, lw, node) -> None:
@@ -39,6 +52,14 @@ def range_length(start: D.Dim, limit: D.Dim, delta: int) -> D.Dim:
     if delta > 0:
         return D.maximum(0, D.ceildiv(D.add(limit, D.mul(start, -1)), delta))
     return D.maximum(0, D.ceildiv(D.add(start, D.mul(limit, -1)), -delta))
+
+
+def _float_length(start, limit, delta) -> int | None:
+    """The length of a float Range of constants as onnx.reference computes it (np.arange,
+    in double precision), or None when it is undefined (delta 0, NaN or infinite bounds)."""
+    s, lim, d = (float(v.const.reshape(-1)[0]) for v in (start, limit, delta))
+    q = (lim - s) / d if d != 0 else math.nan
+    return max(0, math.ceil(q)) if math.isfinite(q) else None
 
 
 @dataclass(frozen=True)
@@ -58,6 +79,10 @@ class Range(CoreOp):
             if isinstance(n, int) and n <= 64:
                 sym = [D.add(known[0][0], i * known[2][0]) for i in range(n)]
             ctx.set_output(0, start.dtype, (n,), sym=sym)
+        elif start.dtype.is_float and all(v.const is not None for v in (start, limit, delta)) and \
+                _float_length(start, limit, delta) is not None:
+            # the values follow once the shape is static (the importer folds the node)
+            ctx.set_output(0, start.dtype, (_float_length(start, limit, delta),))
         else:
             ctx.set_output(0, start.dtype, (ctx.fresh("range"),))
 
