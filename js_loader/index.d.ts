@@ -90,7 +90,24 @@ export interface Metadata {
   symbols: Record<string, { kind: string; min: number | null; max: number | null }>;
   values: Record<string, { dtype: string; shape: (number | string)[]; [key: string]: unknown }>;
   program: Record<string, unknown>;
+  /** The memory plan (see `Model.requiredBytes`). */
+  memory?: MemoryPlan | null;
   [key: string]: unknown;
+}
+
+export interface MemoryPlan {
+  /** The static arena: buffers of static shape, allocated once. */
+  static_bytes: number;
+  /** The dynamic arena's size, a formula of the input symbols (`evaluateFormula`). */
+  dynamic_bytes: number | unknown[];
+  /** The same, as text (`512*n`). */
+  dynamic_formula: string;
+  /** The dynamic arena at the symbols' upper bounds, reserved once (0: unbounded). */
+  reserve: number;
+  /** Which values share each block of the dynamic arena. */
+  blocks: { offset: string; size: string; values: string[] }[];
+  /** Values the run-time allocator holds (sizes known only from data). */
+  runtime: string[];
 }
 
 /**
@@ -130,9 +147,19 @@ export class Model {
   run(feeds: Record<string, Feed>): Promise<Record<string, Tensor>>;
   /** Cap the bytes the VM may hold at once (default 2 GiB). */
   setMemoryLimit(bytes: number | bigint): void;
+  /**
+   * The bytes a run with these symbol values needs under the memory limit, before running
+   * it: the static arena, the dynamic arena planned from the input dims and the input
+   * buffers (buffers sized from data, `metadata.memory.runtime`, come on top). Throws a
+   * RangeError naming a symbol without a value.
+   */
+  requiredBytes(bindings: Record<string, number>): number;
   /** Free the instance's buffers and context now; later runs reject with a ModelError. */
   dispose(): void;
 }
+
+/** The value of a dim formula of the metadata (`metadata.memory.dynamic_bytes`). */
+export function evaluateFormula(formula: number | unknown[], bindings: Record<string, number>): number;
 
 /**
  * Load and instantiate a compiled model. Rejects with a ModelError of status 4 naming the
@@ -174,6 +201,8 @@ export class WorkerModel {
   run(feeds: Record<string, Feed>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /** Cap the bytes the VM may hold at once, kept for the instances that replace this one. */
   setMemoryLimit(bytes: number | bigint): void;
+  /** As `Model.requiredBytes`. */
+  requiredBytes(bindings: Record<string, number>): number;
   /** Terminate the worker; pending and later runs reject with a ModelError. */
   dispose(): void;
 }

@@ -214,6 +214,59 @@ async function instantiate(module, label) {
 }
 
 /** The frozen `inputs` and `outputs` of a model, from its metadata. */
+/**
+ * The value of a dim formula from a module's metadata (the memory plan's arena size), as
+ * the compiler writes it: a number, ['sym', name], ['poly', [[coef, [atom, ...]], ...]] or
+ * [op, ...args] for floordiv, mod, div, min, max, bcast and ifzero.
+ * @param {number | Array} f
+ * @param {Record<string, number>} bindings symbol values
+ * @returns {number}
+ */
+export function evaluateFormula(f, bindings) {
+  if (typeof f === 'number') return f;
+  const [op, ...args] = f;
+  if (op === 'sym') {
+    if (!(args[0] in bindings)) throw new RangeError(`symbol '${args[0]}' needs a value`);
+    return Number(bindings[args[0]]);
+  }
+  if (op === 'poly') {
+    return args[0].reduce((total, [coef, atoms]) =>
+      total + atoms.reduce((term, a) => term * evaluateFormula(a, bindings), coef), 0);
+  }
+  const v = args.map((a) => evaluateFormula(a, bindings));
+  const floorDiv = (a, b) => Math.floor(a / b);
+  switch (op) {
+    case 'floordiv': case 'div': return floorDiv(v[0], v[1]);
+    case 'mod': return v[0] - floorDiv(v[0], v[1]) * v[1];
+    case 'min': return Math.min(...v);
+    case 'max': return Math.max(...v);
+    case 'bcast': return v[0] === 1 ? v[1] : v[0];
+    case 'ifzero': return v[0] !== 0 ? v[0] : v[1];
+    default: throw new Error(`unknown formula operation '${op}'`);
+  }
+}
+
+/**
+ * The bytes a run with these symbol values needs under the memory limit, before running it:
+ * the static arena, the dynamic arena the compiler planned and the input buffers (buffers
+ * sized from data come on top: metadata.memory.runtime).
+ * @param {object} metadata
+ * @param {Record<string, number>} bindings
+ */
+function requiredBytes(metadata, bindings) {
+  const plan = metadata.memory ?? { static_bytes: metadata.program.arena_size ?? 0, dynamic_bytes: 0 };
+  let total = plan.static_bytes + evaluateFormula(plan.dynamic_bytes, bindings);
+  for (const info of metadata.inputs) {
+    let n = DTYPES[info.dtype].size;
+    for (const d of info.shape) {
+      if (typeof d === 'string' && !(d in bindings)) throw new RangeError(`symbol '${d}' needs a value`);
+      n *= typeof d === 'string' ? Number(bindings[d]) : d;
+    }
+    total += n;
+  }
+  return total;
+}
+
 function tensorInfos(metadata) {
   const info = ({ name, dtype, shape }) => Object.freeze({ name, dtype, shape: Object.freeze([...shape]) });
   return { inputs: Object.freeze(metadata.inputs.map(info)), outputs: Object.freeze(metadata.outputs.map(info)) };
@@ -299,6 +352,15 @@ export class Model {
   setMemoryLimit(bytes) {
     this.#live();
     this.#call('sw_set_memory_limit', this.#ctx, BigInt(bytes));
+  }
+
+  /**
+   * The bytes a run with these symbol values needs, before running it (see the README's
+   * "Memory"): `model.requiredBytes({batch: 4, seq: 512}) <= budget`.
+   * @param {Record<string, number>} bindings
+   */
+  requiredBytes(bindings) {
+    return requiredBytes(this.metadata, bindings);
   }
 
   /** Free the model's buffers and context now; the model cannot run afterwards. */
@@ -519,6 +581,11 @@ export class WorkerModel {
    * after a cancelled run. Takes effect before any run called after it.
    * @param {number | bigint} bytes
    */
+  /** As Model.requiredBytes. @param {Record<string, number>} bindings */
+  requiredBytes(bindings) {
+    return requiredBytes(this.metadata, bindings);
+  }
+
   setMemoryLimit(bytes) {
     this.#live();
     const limit = BigInt(bytes);

@@ -103,9 +103,18 @@ def _find(enc, name):
     return next(pc for pc, op, _ in isa.decode(enc.words) if op.name == name)
 
 
+def _owned_y(enc):
+    """y's buffer from the run-time allocator (an ALLOC) instead of the dynamic arena (its
+    ALLOC_AT, of the same length): what the guards of owned buffers are tested on."""
+    at = _find(enc, "ALLOC_AT")
+    enc.words[at] = isa.BY_NAME["ALLOC"].code
+    enc.words[at + 3] = 0  # ALLOC's message (any string)
+
+
 def _skip_alloc(enc):
     """BRANCH on slot 0 (n) straight to the CALL, past the ALLOC; every jump target is an
     instruction start."""
+    _owned_y(enc)
     alloc, call = _find(enc, "ALLOC"), _find(enc, "CALL")
     branch = isa.encode("BRANCH", 0, call + 3)
     enc.words[alloc:alloc] = branch
@@ -121,6 +130,7 @@ def test_verifier_rejects_corrupt_programs(corruption, target):
 
 def _view_of_freed(enc):
     """z := a view of y; FREE y; output z: statically z is defined, but its buffer is gone."""
+    _owned_y(enc)
     enc.reg_names.append("z")
     at = _find(enc, "OUTPUT")
     enc.words[at:at] = isa.encode("VIEW", 2, 1, [0]) + isa.encode("FREE", 1)
@@ -141,7 +151,14 @@ def _view_too_big(enc):
 def _alloc_wrong_size(enc):
     """y allocated with 1000 elements, not n: the Relu kernel was compiled for x and y of one
     length _0."""
+    _owned_y(enc)
     at = _find(enc, "ALLOC")
+    enc.words[at + 5] = _big_slot(enc)
+
+
+def _outside_dynamic_arena(enc):
+    """y planned in the dynamic arena with 1000 elements, more than the arena sized for n."""
+    at = _find(enc, "ALLOC_AT")
     enc.words[at + 5] = _big_slot(enc)
 
 
@@ -157,6 +174,7 @@ RUNTIME_GUARDS = {
     "view-larger-than-buffer": (_view_too_big, "register 1 is viewed with more bytes than it holds"),
     "kernel-types": (_alloc_wrong_size, "register 1 does not have the dtype, rank or dims its kernel"),
     "write-to-input": (_write_to_input, "register 0 is written but holds a constant or an input"),
+    "outside-dynamic-arena": (_outside_dynamic_arena, "a planned buffer lies outside the dynamic arena"),
 }
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 # 2.0: every export takes a context (sw_context*); more dtypes; sw_output_data & co. removed
 # 3.0: kernel signatures, outputs and a cancel flag; a program checksum; metadata-check exports
-# 3.1: MOVE, COPY and APPEND (control flow)
+# 3.1: MOVE, COPY and APPEND (control flow); ARENA and ALLOC_AT (the dynamic arena)
 FORMAT_VERSION = (3, 1)
 MAX_RANK = 8
 

@@ -14,8 +14,8 @@ EPILOG = """examples:
   symwasm compile model.onnx -o model.wasm
   symwasm compile model.onnx -o model.so --target native --bind batch=1
   symwasm compile model.onnx --bind seq=128,batch=1 --static   (fails unless every shape is then known)
-  symwasm compile model.onnx --range seq=1:512
-  symwasm inspect model.wasm
+  symwasm compile model.onnx --range seq=1:512   (or --max seq=512: memory reserved for the largest shapes)
+  symwasm inspect model.wasm --bind batch=1,seq=128   (with the memory those sizes need)
   symwasm run model.wasm --input x=x.npy --save-dir out/
   symwasm run model.wasm --random n=4      (random inputs, symbol n bound to 4)
 """
@@ -58,6 +58,9 @@ def cmd_compile(args) -> int:
     out = Path(args.output) if args.output else src.with_suffix(".wasm" if args.target == "wasm32" else ".so")
     binds = _parse_binds(args.bind, "--bind")
     ranges = _parse_ranges(args.range)
+    for name, hi in _parse_binds(args.max, "--max").items():
+        lo, old_hi = ranges.get(name, (None, None))
+        ranges[name] = (lo, hi if old_hi is None else min(hi, old_hi))
     progress = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     if not args.quiet:
         print(f"compiling {src} for {args.target}", file=sys.stderr, flush=True)
@@ -70,6 +73,12 @@ def cmd_compile(args) -> int:
     except LinkError as e:
         print(f"error: linking failed (a symwasm bug): {e}", file=sys.stderr)
         return 2
+    plan = r.program.memory
+    if plan is not None and not args.quiet:
+        dyn = f", dynamic arena {plan.dynamic_bytes} bytes" if plan.blocks else ""
+        res = f" (reserved {plan.reserve} at the --range/--max bounds)" if plan.reserve else ""
+        rt = f", {len(plan.runtime)} buffers sized from data at run time" if plan.runtime else ""
+        print(f"  memory: static arena {plan.static_bytes} bytes{dyn}{res}{rt}", file=sys.stderr)
     code = r.module_bytes - r.weights_bytes
     print(f"wrote {out} ({args.target}, {r.module_bytes / 1e6:.2f} MB: weights {r.weights_bytes / 1e6:.2f} MB, "
           f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s")
@@ -194,6 +203,7 @@ def cmd_inspect(args) -> int:
     if not meta["symbols"]:
         print("  none: every shape is static")
     _print_dynamic(meta.get("dynamic"))
+    _print_memory(meta, meta["inputs"], args.bind)
     print("\nvalues:")
     width = max((len(n) for n in meta["values"]), default=0)
     for name, v in meta["values"].items():
@@ -225,6 +235,40 @@ def cmd_inspect(args) -> int:
             for i, s in enumerate(p["strings"]):
                 print(f"  msg#{i}: {s}")
     return 0
+
+
+def _print_memory(meta: dict, inputs: list, bind: dict | None) -> None:
+    """The memory plan: arenas, the peak activation memory as a formula of the symbols, and
+    as numbers for ``--bind`` values."""
+    from wasm_runtime import formula
+
+    plan = meta.get("memory")
+    if plan is None:
+        return
+    print("\nmemory plan:")
+    print(f"  static arena: {plan['static_bytes']} bytes (buffers of static shape, allocated once)")
+    print(f"  dynamic arena: {plan['dynamic_formula']} bytes (buffers sized by the input dims, "
+          f"{len(plan['blocks'])} shared block{'s' * (len(plan['blocks']) != 1)}, sized once per run)")
+    if plan["reserve"]:
+        print(f"  reserved at the symbols' upper bounds: {plan['reserve']} bytes (steady-state runs allocate nothing)")
+    for b in plan["blocks"]:
+        print(f"    [{b['offset']}, +{b['size']}): {', '.join(b['values'])}")
+    if plan["runtime"]:
+        print(f"  run-time allocations (sizes known only from data): {', '.join(plan['runtime'])}")
+    peak = f"{plan['static_bytes']} + {plan['dynamic_formula']}" if plan["blocks"] else str(plan["static_bytes"])
+    print(f"  peak activation memory: {peak} bytes" + (" plus the run-time allocations" if plan["runtime"] else ""))
+    if bind:
+        try:
+            dyn = formula.evaluate(plan["dynamic_bytes"], bind)
+        except KeyError as e:
+            print(f"  for {_bindings(bind)}: symbol {e} needs a value too")
+            return
+        print(f"  for {_bindings(bind)}: {plan['static_bytes'] + dyn} bytes "
+              f"({plan['static_bytes']} static + {dyn} dynamic)")
+
+
+def _bindings(bind: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in bind.items())
 
 
 def _print_dynamic(dynamic: dict | None) -> None:
@@ -290,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--range", action="append", default=[], metavar="SYMBOL=MIN:MAX",
                    help="bound a symbol, e.g. --range seq=1:512; the module rejects other values "
                         "with a message naming the input and dim (repeatable)")
+    c.add_argument("--max", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
+                   help="an upper bound for symbols, e.g. --max seq=512,batch=8 (like --range seq=:512): "
+                        "the module rejects larger inputs, and the memory planned from the input dims is "
+                        "reserved once for the largest legal shapes, so steady-state runs allocate nothing")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(fn=cmd_compile)
 
@@ -313,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print the raw metadata JSON")
     i.add_argument("--no-program", action="store_true", help="omit the VM program")
     i.add_argument("--messages", action="store_true", help="also list the error message table")
+    i.add_argument("--bind", type=lambda t: _parse_binds([t], "--bind"), metavar="SYMBOL=VALUE[,...]",
+                   help="print the memory the plan needs for these symbol values, e.g. --bind batch=1,seq=128")
     i.set_defaults(fn=cmd_inspect)
     return ap
 

@@ -42,7 +42,7 @@ def _dim_json(d):
     return d if isinstance(d, int) else str(d)
 
 
-def build_metadata(graph: Graph, prog: Encoded, target) -> dict:
+def build_metadata(graph: Graph, prog: Encoded, target, memory=None) -> dict:
     def io(name):
         v = graph.values[name]
         return {"name": name, "dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
@@ -75,6 +75,9 @@ def build_metadata(graph: Graph, prog: Encoded, target) -> dict:
         "symbols": dict(sorted(symbols.items())), "values": values,
         # what stays dynamic and why (inspect prints it; empty when --static would accept the model)
         "dynamic": dynamic_report(graph),
+        # the memory plan: arenas, the dynamic arena's size as a formula (hosts evaluate it:
+        # required_bytes), which values share storage
+        "memory": memory.to_json() if memory is not None else None,
         "program": {"words": prog.words, "strings": prog.strings, "heap_init": prog.heap_init,
                     "arena_size": prog.arena_size,
                     "kernels": prog.kernels, "kernel_info": prog.kernel_info, "kernel_sigs": prog.kernel_sigs,
@@ -143,7 +146,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         check_static_program(prog)
     encoded = prog.encode()
     t = stage("lower", t)
-    meta = build_metadata(graph, encoded, tgt)
+    meta = build_metadata(graph, encoded, tgt, prog.memory)
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
     weights = embed_program(module, encoded, meta_bytes)
     obj = emit_object(module, tgt)

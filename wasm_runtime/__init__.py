@@ -24,6 +24,7 @@ from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENS
 DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
 from .metadata import is_wasm, read_metadata, wasm_metadata
 from ._stop import Trapped
+from . import formula
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
 
@@ -154,6 +155,39 @@ class Model:
             self._memory_limit = max(0, int(nbytes))
             self._b.call("sw_set_memory_limit", self._ctx, self._memory_limit)
             self._b.limit_memory(self._memory_limit)
+
+    def required_bytes(self, **symbols: int) -> int:
+        """The bytes a run with these symbol values needs under the memory limit, before
+        running it: the static arena, the dynamic arena the compiler planned (a formula of
+        the input symbols, in the metadata) and the input buffers. Buffers whose sizes depend
+        on data (NonZero counts, loop results: ``memory_plan()['runtime']``) come on top.
+        ``model.required_bytes(batch=4, seq=512) <= budget`` says before a run whether it fits."""
+        plan = self.memory_plan()
+        need = set(formula.symbols(plan["dynamic_bytes"]))
+        for info in self.inputs:
+            need |= {d for d in info.shape if isinstance(d, str)}
+        missing = sorted(need - set(symbols))
+        if missing:
+            raise ValueError(f"required_bytes needs a value for {', '.join(missing)} "
+                             f"(the symbols are: {', '.join(sorted(need)) or 'none'})")
+        total = plan["static_bytes"] + formula.evaluate(plan["dynamic_bytes"], symbols)
+        for info in self.inputs:
+            n = info.dtype.itemsize
+            for d in info.shape:
+                n *= symbols[d] if isinstance(d, str) else int(d)
+            total += n
+        return total
+
+    def memory_plan(self) -> dict:
+        """The compiler's memory plan: ``static_bytes``, ``dynamic_bytes`` (a formula),
+        ``dynamic_formula`` (the same as text), ``reserve`` (the dynamic arena at the symbols'
+        bounds), ``blocks`` (which values share each block) and ``runtime`` (values the
+        run-time allocator holds)."""
+        plan = self.metadata.get("memory")
+        if plan is None:
+            return {"static_bytes": self.metadata["program"].get("arena_size", 0), "dynamic_bytes": 0,
+                    "dynamic_formula": "0", "reserve": 0, "blocks": [], "runtime": []}
+        return plan
 
     def memory_held(self) -> int:
         """The bytes the instance holds now, as counted against the limit."""

@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 
 import { SIGNATURES } from '../abi.js';
-import { FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, WorkerModel } from '../index.js';
+import { evaluateFormula, FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, WorkerModel } from '../index.js';
 import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
 import { longFeeds } from '../test-support/cancel.js';
 import { decodeTensor, describeRun, feedsOf, mismatches } from '../test-support/fixtures.js';
@@ -155,6 +155,27 @@ test('dispose frees the instance; a disposed model refuses to run', async () => 
   model.dispose();
   model.dispose();
   await assert.rejects(model.run(feedsOf(fixtures.add_mul.runs[1].inputs)), { name: 'ModelError', status: 1 });
+});
+
+test('requiredBytes says before a run what it needs: exactly that much runs, one byte less fails', async () => {
+  const run = fixtures.add_mul.runs[1];
+  const feeds = feedsOf(run.inputs);
+  const n = feeds.x.shape[0];
+  const plan = (await readMetadata(wasmPath('add_mul'))).memory;
+  assert.ok(plan.blocks.length > 0 && plan.dynamic_formula.includes('n'), JSON.stringify(plan));
+  assert.equal(evaluateFormula(plan.dynamic_bytes, { n: 0 }), 0);
+  for (const [limit, ok] of [[0, true], [-1, false]]) {
+    const model = await loadModel(wasmPath('add_mul'));
+    const need = model.requiredBytes({ n });
+    assert.ok(need > 4 * 10 * n * 3, `${need}`);  // x, y, z at least
+    model.setMemoryLimit(need + limit);
+    if (ok) await assertRunMatches(model, run);
+    else await assert.rejects(model.run(feeds), { name: 'ModelError', status: STATUS.OUT_OF_MEMORY });
+    model.dispose();
+  }
+  const model = await loadModel(wasmPath('add_mul'));
+  assert.throws(() => model.requiredBytes({}), /symbol 'n' needs a value/);
+  model.dispose();
 });
 
 test('bool inputs are 0 or 1 inside the module whatever bytes the Uint8Array holds', async () => {

@@ -145,6 +145,7 @@ class Program:
         self.inputs: list[tuple[DType, int, str]] = []  # dtype, rank, name
         self.outputs: list[str] = []
         self.arena_size = 0
+        self.memory = None  # the memory plan (toolkit.program.memory.MemoryPlan), set by lowering
 
     # ------------------------------------------------------------------ building
     def new_reg(self, name: str, dtype: DType | None = None, shape: tuple = ()) -> Reg:

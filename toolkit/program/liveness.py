@@ -22,7 +22,7 @@ from .ir import Block, Instr, Program, Reg, StaticBuffer
 ARENA_ALIGN = 64
 ARENA_LIMIT = (1 << 31) - 1  # offsets are int32 immediates
 
-OWNING = ("ALLOC", "ALLOC_STATIC", "COPY", "MOVE")  # their first register gets a new buffer
+OWNING = ("ALLOC", "ALLOC_STATIC", "ALLOC_AT", "COPY", "MOVE")  # their first register gets a new buffer
 
 
 def buffer_roots(prog: Program) -> dict[Reg, Reg]:

@@ -28,7 +28,7 @@ from ..ir.dims import Dim, Sym
 from ..ir.dtypes import DType
 from ..ir.graph import CompileError, Graph, Node, Value
 from ..vm import isa
-from . import liveness
+from . import liveness, memory
 from .ir import Block, Instr, KernelRef, Program, Reg, Slot, StaticBuffer
 from .kernels import BuildFn, KernelTable
 
@@ -562,9 +562,11 @@ def lower_graph(graph: Graph, kernels: KernelTable) -> Program:
     lw = Lowerer(graph, kernels, prog)
     lw.bind_inputs()
     lw.check_input_relations(graph.nodes)
+    at, known = len(lw.block.instrs), dict(lw.scope.slots)
     lw.lower_nodes(graph.nodes)
     lw.emit_outputs()
-    liveness.insert_frees(prog)
     liveness.plan_arena(prog)
+    prog.memory = memory.plan_dynamic(prog, lw, at, known)
+    liveness.insert_frees(prog)
     prog.verify()
     return prog

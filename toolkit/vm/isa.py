@@ -75,6 +75,14 @@ OPS: tuple[Op, ...] = (
        "append item (second) to acc (first: owned, one more dim): the first item sets acc's element "
        "shape, later ones must match it (first msg(axis, expected, got)); acc grows by doubling "
        "(second msg(bytes, limit) when out of memory). A Loop's scan outputs"),
+    Op(23, "ARENA", ("slot", "imm", "msg"),
+       "the run's dynamic arena holds at least slot bytes (the planned size of the buffers whose sizes "
+       "are expressions of the input dims); when it must grow it takes max(slot, imm) bytes, imm being "
+       "the size at the symbols' --range bounds (0: none), and keeps them between runs; msg(bytes, limit) "
+       "when out of memory"),
+    Op(24, "ALLOC_AT", ("=reg", "dtype", "slot", "slot*"),
+       "reg := a tensor at byte offset slot of the dynamic arena, planned at compile time (FREE is a "
+       "no-op for it)"),
 )
 
 ARITH = ("ADD", "SUB", "MUL", "FLOORDIV", "MOD", "MIN", "MAX", "DIV", "EQ", "LT", "LE")

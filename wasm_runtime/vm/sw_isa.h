@@ -26,6 +26,8 @@ typedef enum sw_opcode {
   SW_OP_MOVE = 20,  /* =reg reg: dst := src's tensor and buffer, src := empty; an owned buffer changes owner, with its views (an If branch's or a Loop body's result leaving its region without a copy) */
   SW_OP_COPY = 21,  /* =reg reg msg: dst := a new buffer holding a copy of src, with its dtype and shape; msg(bytes, limit) when out of memory */
   SW_OP_APPEND = 22,  /* reg reg msg msg: append item (second) to acc (first: owned, one more dim): the first item sets acc's element shape, later ones must match it (first msg(axis, expected, got)); acc grows by doubling (second msg(bytes, limit) when out of memory). A Loop's scan outputs */
+  SW_OP_ARENA = 23,  /* slot imm msg: the run's dynamic arena holds at least slot bytes (the planned size of the buffers whose sizes are expressions of the input dims); when it must grow it takes max(slot, imm) bytes, imm being the size at the symbols' --range bounds (0: none), and keeps them between runs; msg(bytes, limit) when out of memory */
+  SW_OP_ALLOC_AT = 24,  /* =reg dtype slot slot*: reg := a tensor at byte offset slot of the dynamic arena, planned at compile time (FREE is a no-op for it) */
   SW_OP_COUNT
 } sw_opcode;
 
@@ -85,6 +87,8 @@ static const unsigned char sw_op_operands[SW_OP_COUNT][8] = {
   /* MOVE */ {SW_K_REG | SW_K_DEF, SW_K_REG, SW_K_END},
   /* COPY */ {SW_K_REG | SW_K_DEF, SW_K_REG, SW_K_MSG, SW_K_END},
   /* APPEND */ {SW_K_REG, SW_K_REG, SW_K_MSG, SW_K_MSG, SW_K_END},
+  /* ARENA */ {SW_K_SLOT, SW_K_IMM, SW_K_MSG, SW_K_END},
+  /* ALLOC_AT */ {SW_K_REG | SW_K_DEF, SW_K_DTYPE, SW_K_SLOT, SW_K_SLOT | SW_K_LIST, SW_K_END},
 };
 
 #endif

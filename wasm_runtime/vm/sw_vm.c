@@ -39,11 +39,13 @@ struct sw_context {
   int64_t* reg_bytes; /* bytes an owned register's buffer holds */
   int64_t* heap;
   unsigned char* arena; /* the static arena: one block for all compile-time-planned buffers */
+  unsigned char* dynamic; /* the dynamic arena: buffers whose sizes are expressions of the input dims */
+  int64_t dynamic_size;  /* its bytes, kept between runs (counted in memory_held) */
   sw_input_slot* inputs;
   int32_t* outputs; /* register of each output, -1 when none */
   int64_t shape_buffer[SW_MAX_RANK];
   int64_t memory_limit; /* never above SIZE_MAX: see sw_set_memory_limit */
-  int64_t memory_held;   /* between runs: the static arena and the input buffers */
+  int64_t memory_held;   /* between runs: the static and dynamic arenas and the input buffers */
   int64_t memory_in_use; /* during a run: its run-time buffers */
   char error_text[SW_ERROR_CAP];
   int32_t error_len;
@@ -206,7 +208,7 @@ static int walk(const sw_program* P, unsigned char* starts, int check_targets, i
       if (*k & SW_K_LIST) {
         int32_t n = w[pc++];
         if (n < 0 || n > P->nwords - pc) return 0;
-        if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_VIEW) && n > SW_MAX_RANK) return 0;
+        if ((op == SW_OP_ALLOC || op == SW_OP_ALLOC_STATIC || op == SW_OP_ALLOC_AT || op == SW_OP_VIEW) && n > SW_MAX_RANK) return 0;
         if (op == SW_OP_CALL && n > SW_MAX_CALL_TENSORS) return 0;
         for (int32_t i = 0; i < n; i++)
           if (!check_operand(P, kind, w[pc + i])) return 0;
@@ -485,6 +487,7 @@ SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
   if (c->inputs)
     for (int32_t i = 0; i < c->P->ninputs; i++) sw_mem_free(c->inputs[i].buffer);
   sw_mem_free(c->arena);
+  sw_mem_free(c->dynamic);
   sw_mem_free(c->regs);
   sw_mem_free(c->reg_state);
   sw_mem_free(c->owner);
@@ -918,6 +921,24 @@ static sw_status_t append_item(sw_context* c, int32_t acc, int32_t item, int32_t
   return SW_OK;
 }
 
+/* The dynamic arena holds at least `need` bytes (see the ARENA instruction). */
+static sw_status_t size_dynamic_arena(sw_context* c, int64_t need, int64_t reserve, int32_t msg) {
+  if (need < 0) return fail(c, SW_INVALID_INPUT, msg, need, c->memory_limit, 0);
+  if (need <= c->dynamic_size && c->dynamic) return SW_OK;
+  int64_t want = reserve > need ? reserve : need;
+  int64_t room = c->memory_limit - (c->memory_held - c->dynamic_size) - c->memory_in_use;
+  if (want > room) want = need; /* the reserve does not fit: take what this run needs */
+  if (need > room) return fail(c, SW_OUT_OF_MEMORY, msg, need, c->memory_limit, 0);
+  sw_mem_free(c->dynamic);
+  c->memory_held -= c->dynamic_size;
+  c->dynamic_size = 0;
+  c->dynamic = (unsigned char*)sw_mem_alloc((size_t)(want ? want : 1));
+  if (!c->dynamic) return fail(c, SW_OUT_OF_MEMORY, msg, want, c->memory_limit, 0);
+  c->dynamic_size = want;
+  c->memory_held += want;
+  return SW_OK;
+}
+
 static int32_t check_call_types(sw_context* c, int32_t k, int32_t nt, const int32_t* ts) {
   const int32_t* sig = c->P->kernel_sigs + c->P->kernel_info[4 * k + 3];
   int64_t sym[SW_MAX_SIG_SYMBOLS];
@@ -1108,6 +1129,30 @@ static sw_status_t execute(sw_context* c) {
       case SW_OP_BRANCH:
         pc = heap[w[pc + 1]] ? w[pc + 2] : pc + 3;
         break;
+      case SW_OP_ARENA:
+        st = size_dynamic_arena(c, heap[w[pc + 1]], w[pc + 2], w[pc + 3]);
+        if (st != SW_OK) return st;
+        pc += 4;
+        break;
+      case SW_OP_ALLOC_AT: {
+        int32_t r = w[pc + 1], n = w[pc + 4];
+        int64_t offset = heap[w[pc + 3]], bytes = sw_dtype_size(w[pc + 2]);
+        release(c, r);
+        int overflow = 0;
+        for (int32_t i = 0; i < n; i++) {
+          regs[r].shape[i] = heap[w[pc + 5 + i]];
+          if (regs[r].shape[i] < 0 || mul_overflow(bytes, regs[r].shape[i], &bytes)) overflow = 1;
+        }
+        /* the compiler planned it inside the arena the ARENA instruction sized */
+        if (overflow || !c->dynamic || offset < 0 || offset > c->dynamic_size - bytes)
+          return fail_text(c, SW_INVALID_PROGRAM, 0, "invalid program: a planned buffer lies outside the dynamic arena");
+        regs[r].data = c->dynamic + offset;
+        regs[r].dtype = w[pc + 2];
+        regs[r].rank = n;
+        c->reg_state[r] = REG_WRITABLE;
+        pc += 5 + n;
+        break;
+      }
       case SW_OP_MOVE:
         NEED(w[pc + 2]);
         if (w[pc + 1] != w[pc + 2] && c->owner[w[pc + 2]] == w[pc + 1])
