@@ -1,0 +1,386 @@
+"""Resize kernels: the output dims of run-time scales (or of sizes that keep the aspect
+ratio), and the resampling itself.
+
+Coordinates, weights and sums are float64 and follow onnx.reference operation for
+operation (its separable form: one axis after another in ``axes`` order, so the innermost
+sum is over the first resized axis), then the result is cast back as it does: floats
+clipped to the dtype's finite range, integers rounded half to even and saturated. Nearest
+copies the chosen element as stored. An axis whose scale turns out to be 1 with an
+unchanged size (and, for tf_crop_and_resize, the whole roi) is copied through, as the
+reference skips it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.dims import Dim
+from ..ir.dtypes import FLOAT64, DType
+from .kernel import (F32, F64, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
+                     intrinsic, llvm_type)
+from .scalar import convert
+
+TensorType = tuple[DType, Sequence[Dim]]
+
+
+def f64(v: float) -> ir.Constant:
+    return ir.Constant(F64, float(v))
+
+
+# ----------------------------------------------------------------------------- output dims
+
+
+@dataclass(frozen=True)
+class DimsPlan:
+    """``source``: "scales" or "sizes" (tensor 1); ``policy``: keep_aspect_ratio_policy
+    (sizes only); ``axes``: the axis each element of tensor 1 is for."""
+
+    source: str
+    policy: str
+    axes: tuple[int, ...]
+
+    @property
+    def kernel_name(self) -> str:
+        return f"resize_dims_{self.source}"
+
+
+def build_resize_dims(kb: KernelBuilder, plan: DimsPlan, types: Sequence[TensorType]) -> None:
+    """Per element ``i`` of tensor 1: scalar ``2i`` := the output dim of axis ``axes[i]``,
+    scalar ``2i + 1`` := the bits of its float64 scale. Scales: floor(scale * dim), failing
+    (detail 0: i) unless the scale is positive. Sizes that keep the aspect ratio: one scale,
+    the min (not_larger) or max (not_smaller) of size / dim, and round_half_up(scale * dim);
+    a negative size fails (details i, size). Tensors: x, scales or sizes."""
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    v = kb.tensor(1, *types[1])
+    dims = [b.sitofp(x.dim(a), F64) for a in plan.axes]
+    if plan.source == "scales":
+        for i, d in enumerate(dims):
+            s = v.load(i64(i))
+            s = b.fpext(s, F64) if s.type != F64 else s
+            kb.fail_if(b.not_(b.fcmp_ordered(">", s, f64(0.0))), STATUS_INVALID_INPUT, [i64(i)])
+            kb.set_scalar(2 * i, fptosi_sat(b, intrinsic(b, "llvm.floor", b.fmul(s, d)), I64))
+            kb.set_scalar(2 * i + 1, b.bitcast(s, I64))
+        return
+    scale = None
+    for i, d in enumerate(dims):
+        size = v.load(i64(i))
+        size = b.sext(size, I64) if size.type != I64 else size
+        kb.fail_if(b.icmp_signed("<", size, i64(0)), STATUS_INVALID_INPUT, [i64(i), size])
+        r = b.fdiv(b.sitofp(size, F64), d)
+        if scale is None:
+            scale = r
+        else:  # numpy's min/max: NaN wins
+            pick = b.fcmp_ordered("<" if plan.policy == "not_larger" else ">", r, scale)
+            pick = b.or_(pick, b.fcmp_unordered("uno", r, r))
+            scale = b.select(pick, r, scale)
+    for i, d in enumerate(dims):
+        # int(scale * dim + 0.5): truncation, the same as floor for what is not negative
+        kb.set_scalar(2 * i, fptosi_sat(b, b.fadd(b.fmul(scale, d), f64(0.5)), I64))
+        kb.set_scalar(2 * i + 1, b.bitcast(scale, I64))
+
+
+# ----------------------------------------------------------------------------- resampling
+
+
+@dataclass(frozen=True)
+class ResizedAxis:
+    """One resized axis. Its scale is ``scale`` when known at compile time, else the float64
+    bits in scalar ``slot``, else (neither) output dim / input dim (sizes). ``roi``: the
+    index of the axis' roi start in tensor 1 (its end is ``roi + roi_half``)."""
+
+    axis: int
+    scale: float | None = None
+    slot: int | None = None
+    roi: int | None = None
+
+
+def leaves(mode: str, axes: Sequence[ResizedAxis]) -> int:
+    """How many reads one output element's code holds (each axis whose scale may be 1 at
+    run time adds a branch with one read)."""
+    n = 1
+    for a in axes:
+        n *= {"nearest": 1, "linear": 2, "cubic": 4}[mode] + (mode != "nearest" and a.scale in (None, 1.0))
+    return n
+
+
+@dataclass(frozen=True)
+class ResizePlan:
+    mode: str  # nearest, linear, cubic
+    coord: str
+    nearest_mode: str  # round_prefer_floor, round_prefer_ceil, floor, ceil, simple (Resize-10)
+    cubic_a: float
+    exclude_outside: bool
+    extrapolation: float
+    axes: tuple[ResizedAxis, ...]  # in the order they are resized
+    roi_half: int
+
+    @property
+    def kernel_name(self) -> str:
+        return f"resize_{self.mode}"
+
+
+@dataclass
+class _Axis:
+    """What the kernel knows of one resized axis at its entry."""
+
+    spec: ResizedAxis
+    n_in: ir.Value  # i64
+    d_in: ir.Value  # float64
+    d_out: ir.Value
+    scale: ir.Value
+    width: ir.Value  # scale * input dim: the reference's (fractional) output width
+    roi: tuple[ir.Value, ir.Value] | None
+    ident: ir.Value | None  # i1: this axis is copied through
+
+
+@dataclass
+class _Taps:
+    """One output position of one axis: the input positions read and their weights."""
+
+    index: list[ir.Value]
+    weight: list[ir.Value]
+    ident: ir.Value | None
+    outside: ir.Value | None  # i1: tf_crop_and_resize extrapolates here
+    y: ir.Value  # the output position (the input position when the axis is copied through)
+
+
+def _coordinate(b: ir.IRBuilder, plan: ResizePlan, ax: _Axis, y: ir.Value) -> ir.Value:
+    """x_original of output position ``y`` (float64), as onnx.reference computes it."""
+    s, w, d_in = ax.scale, ax.width, ax.d_in
+    half = b.fsub(b.fdiv(b.fadd(y, f64(0.5)), s), f64(0.5))
+    one_wide = b.fcmp_ordered("==", w, f64(1.0))
+    coord = plan.coord
+    if coord == "half_pixel":
+        return half
+    if coord == "pytorch_half_pixel":
+        return b.select(one_wide, f64(-0.5), half)
+    if coord == "tf_half_pixel_for_nn":
+        return b.fdiv(b.fadd(y, f64(0.5)), s)
+    if coord == "asymmetric":
+        return b.fdiv(y, s)
+    if coord == "half_pixel_symmetric":
+        adjustment = b.fdiv(ax.d_out, w)
+        offset = b.fmul(b.fdiv(d_in, f64(2.0)), b.fsub(f64(1.0), adjustment))
+        return b.fsub(b.fadd(offset, b.fdiv(b.fadd(y, f64(0.5)), s)), f64(0.5))
+    last = b.fsub(d_in, f64(1.0))
+    if coord == "align_corners":
+        return b.select(one_wide, f64(0.0), b.fdiv(b.fmul(y, last), b.fsub(w, f64(1.0))))
+    assert coord == "tf_crop_and_resize", coord
+    start, end = ax.roi
+    rt = start.type
+    # the roi's own precision where numpy keeps it (its elements are numpy scalars)
+    span = b.fsub(end, start)
+    last_rt = b.sitofp(b.sub(ax.n_in, i64(1)), rt)
+    base = b.fmul(start, last_rt)
+    mid = b.fdiv(b.fmul(span, last_rt), ir.Constant(rt, 2.0))
+    ext = (lambda v: b.fpext(v, F64)) if rt != F64 else (lambda v: v)
+    spread = b.fdiv(b.fmul(b.fmul(y, ext(span)), last), b.fsub(w, f64(1.0)))
+    return b.fadd(b.select(one_wide, ext(mid), spread), ext(base))
+
+
+def _cubic(b: ir.IRBuilder, r: ir.Value, a: float) -> list[ir.Value]:
+    """onnx.reference's cubic coefficients at ratio ``r`` (in (0, 1]): its ``A`` is the
+    float32 attribute, so numpy computes them in float32 (as onnxruntime does), from
+    distances computed in float64."""
+    a32 = np.float32(a)
+
+    def c(v) -> ir.Constant:
+        return ir.Constant(F32, float(np.float32(v)))
+
+    A, A5, A8, A4 = c(a32), c(a32 * np.float32(5)), c(a32 * np.float32(8)), c(a32 * np.float32(4))
+
+    def outer(t):  # ((A * t - 5A) * t + 8A) * t - 4A, t = distance in (1, 2]
+        t = b.fptrunc(t, F32)
+        v = b.fsub(b.fmul(A, t), A5)
+        v = b.fadd(b.fmul(v, t), A8)
+        return b.fpext(b.fsub(b.fmul(v, t), A4), F64)
+
+    def inner(t):  # ((A + 2) * t - (A + 3)) * t * t + 1, t in [0, 1]
+        t = b.fptrunc(t, F32)
+        v = b.fsub(b.fmul(c(a32 + np.float32(2)), t), c(a32 + np.float32(3)))
+        return b.fpext(b.fadd(b.fmul(b.fmul(v, t), t), c(1.0)), F64)
+
+    rc = b.fsub(f64(1.0), r)
+    return [outer(b.fadd(r, f64(1.0))), inner(r), inner(rc), outer(b.fadd(rc, f64(1.0)))]
+
+
+def _taps(kb: KernelBuilder, plan: ResizePlan, ax: _Axis, y: ir.Value) -> _Taps:
+    b = kb.b
+    yd = b.sitofp(y, F64)
+    x = _coordinate(b, plan, ax, yd)
+    fl = intrinsic(b, "llvm.floor", x)
+    ratio = b.fsub(x, fl)
+    top = b.sub(ax.n_in, i64(1))
+
+    def clamp(v: ir.Value) -> ir.Value:
+        return intrinsic(b, "llvm.smax", i64(0), intrinsic(b, "llvm.smin", v, top))
+
+    def to_int(v: ir.Value) -> ir.Value:
+        return fptosi_sat(b, v, I64)
+
+    outside = None
+    if plan.coord == "tf_crop_and_resize":
+        outside = b.or_(b.fcmp_ordered("<", x, f64(0.0)), b.fcmp_ordered(">", x, b.fsub(ax.d_in, f64(1.0))))
+    if plan.mode == "nearest":
+        nm = plan.nearest_mode
+        up = b.fadd(fl, f64(1.0))
+        if nm == "round_prefer_floor":
+            pos = b.select(b.fcmp_ordered("<=", ratio, f64(0.5)), fl, up)
+        elif nm == "round_prefer_ceil":
+            pos = b.select(b.fcmp_ordered("<", ratio, f64(0.5)), fl, up)
+        elif nm == "floor":
+            pos = fl
+        elif nm == "ceil":
+            pos = intrinsic(b, "llvm.ceil", x)
+        else:  # simple (Resize-10, as onnxruntime): up when downsampling, else down
+            pos = b.select(b.fcmp_ordered("<", ax.scale, f64(1.0)), intrinsic(b, "llvm.ceil", x), fl)
+        return _Taps([clamp(to_int(pos))], [], None, outside, y)
+    # the reference prefers the pixel left of x: at an integer x the ratio is 1, not 0
+    is_int = b.fcmp_ordered("==", ratio, f64(0.0))
+    ratio = b.select(is_int, f64(1.0), ratio)
+    left = to_int(b.select(is_int, b.fsub(fl, f64(1.0)), fl))
+    if plan.mode == "linear":
+        first, weights = left, [b.fsub(f64(1.0), ratio), ratio]
+    else:
+        first, weights = b.sub(left, i64(1)), _cubic(b, ratio, plan.cubic_a)
+    raw = [b.add(first, i64(t)) for t in range(len(weights))]
+    if plan.exclude_outside:
+        weights = [b.select(b.icmp_unsigned("<", r, ax.n_in), w, f64(0.0)) for r, w in zip(raw, weights)]
+        total = weights[0]
+        for w in weights[1:]:
+            total = b.fadd(total, w)
+        total = b.select(b.fcmp_ordered("==", total, f64(0.0)), f64(1.0), total)
+        weights = [b.fdiv(w, total) for w in weights]
+    return _Taps([clamp(r) for r in raw], weights, ax.ident, outside, y)
+
+
+def _store_value(kb: KernelBuilder, o: Tensor, at: ir.Value, v: ir.Value) -> None:
+    """Store float64 ``v`` as onnx.reference's saturate_cast does."""
+    b = kb.b
+    dt = o.dtype
+    if dt.is_float:
+        big = float(np.finfo(dt.np).max)
+        v = b.select(b.fcmp_ordered(">", v, f64(big)), f64(big), v)
+        v = b.select(b.fcmp_ordered("<", v, f64(-big)), f64(-big), v)
+        t = compute_type(dt)
+        o.store(at, b.fptrunc(v, t) if t != F64 else v)
+        return
+    # round half to even, then saturate (fptosi.sat clips to the integer range)
+    o.store(at, fptosi_sat(b, intrinsic(b, "llvm.rint", v), llvm_type(dt), signed=dt.is_signed))
+
+
+def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType]) -> None:
+    """out = Resize(x). Scalars: the float64 bits of each run-time scale (``ResizedAxis.slot``).
+    Tensors: x, [roi (tf_crop_and_resize)], out. Fails (details: axis, output dim) when an
+    empty axis is resized to a non-empty one."""
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    roi_t = kb.tensor(1, *types[1]) if plan.coord == "tf_crop_and_resize" else None
+    o = kb.tensor(len(types) - 1, *types[-1])
+    xs, os_ = x.strides(), o.strides()
+    axes: dict[int, _Axis] = {}
+    for spec in plan.axes:
+        a = spec.axis
+        n_in, n_out = x.dim(a), o.dim(a)
+        kb.fail_if(b.and_(b.icmp_signed("==", n_in, i64(0)), b.icmp_signed(">", n_out, i64(0))),
+                   STATUS_INVALID_INPUT, [i64(a), n_out])
+        d_in, d_out = b.sitofp(n_in, F64), b.sitofp(n_out, F64)
+        if spec.scale is not None:
+            scale = f64(spec.scale)
+        elif spec.slot is not None:
+            scale = b.bitcast(kb.scalar(spec.slot), F64)
+        else:
+            scale = b.fdiv(d_out, d_in)
+        roi = None
+        if roi_t is not None:
+            roi = (roi_t.load(i64(spec.roi)), roi_t.load(i64(spec.roi + plan.roi_half)))
+        ident = None
+        if plan.mode != "nearest" and spec.scale in (None, 1.0):
+            ident = b.and_(b.fcmp_ordered("==", scale, f64(1.0)), b.icmp_signed("==", n_in, n_out))
+            if roi is not None:
+                ident = b.and_(ident, b.and_(b.fcmp_ordered("==", roi[0], ir.Constant(roi[0].type, 0.0)),
+                                             b.fcmp_ordered("==", roi[1], ir.Constant(roi[1].type, 1.0))))
+        axes[a] = _Axis(spec, n_in, d_in, d_out, scale, b.fmul(scale, d_in), roi, ident)
+    order = [spec.axis for spec in plan.axes]
+
+    if plan.mode == "nearest":
+        ev = np.array(plan.extrapolation, np.float64)
+        if not x.dtype.is_float:
+            ev = np.round(ev)
+            info = np.iinfo(x.dtype.np)
+            ev = np.clip(ev, info.min, info.max)
+        raw = np.array(ev).astype(x.dtype.np).reshape(1)
+        if x.dtype.is_float and x.dtype.itemsize == 2:
+            raw = raw.view(np.uint16)
+        ev_raw = ir.Constant(x.elem, float(raw[0]) if x.elem in (F32, F64) else int(raw[0]))
+
+    def value(taps: dict[int, _Taps], x_base: ir.Value) -> ir.Value:
+        """The output element (nearest: as stored; else float64)."""
+        if plan.mode == "nearest":
+            off = x_base
+            outside = None
+            for a in order:
+                off = kb.add(off, kb.mul(taps[a].index[0], xs[a]))
+                t = taps[a].outside
+                if t is not None:
+                    outside = t if outside is None else b.or_(outside, t)
+            v = x.load_raw(off)
+            return v if outside is None else b.select(outside, ev_raw, v)
+
+        def level(j: int, off: ir.Value) -> ir.Value:
+            if j < 0:
+                v = x.load(off)
+                return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else
+                                                convert(b, v, x.dtype, FLOAT64))
+            a = order[j]
+            t = taps[a]
+
+            def interpolate() -> ir.Value:
+                terms = [level(j - 1, kb.add(off, kb.mul(i, xs[a]))) for i in t.index]
+                acc = b.fmul(terms[0], t.weight[0])
+                for term, w in zip(terms[1:], t.weight[1:]):
+                    acc = b.fadd(acc, b.fmul(term, w))
+                return acc
+
+            if t.ident is None:
+                acc = interpolate()
+            else:
+                # a branch, not a select: an axis copied through (scale 1 known only at run
+                # time, as for the batch axis of run-time sizes) costs one read, not n
+                with b.if_else(t.ident) as (copied, resampled):
+                    with copied:
+                        same = level(j - 1, kb.add(off, kb.mul(t.y, xs[a])))
+                        from_copied = b.block
+                    with resampled:
+                        mixed = interpolate()
+                        from_resampled = b.block
+                acc = b.phi(F64)
+                acc.add_incoming(same, from_copied)
+                acc.add_incoming(mixed, from_resampled)
+            if t.outside is not None:
+                acc = b.select(t.outside, f64(plan.extrapolation), acc)
+            return acc
+
+        return level(len(order) - 1, x_base)
+
+    def walk(axis: int, x_base: ir.Value, o_off: ir.Value, taps: dict[int, _Taps]) -> None:
+        if axis == x.rank:
+            v = value(taps, x_base)
+            if plan.mode == "nearest":
+                o.store_raw(o_off, v)
+            else:
+                _store_value(kb, o, o_off, v)
+            return
+        with kb.loop(o.dim(axis), name=f"ax{axis}") as y:
+            o_next = kb.add(o_off, kb.mul(y, os_[axis]))
+            if axis in axes:
+                walk(axis + 1, x_base, o_next, {**taps, axis: _taps(kb, plan, axes[axis], y)})
+            else:
+                walk(axis + 1, kb.add(x_base, kb.mul(y, xs[axis])), o_next, taps)
+
+    walk(0, i64(0), i64(0), {})
+
