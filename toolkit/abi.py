@@ -172,8 +172,8 @@ EXPORTS: tuple[Export, ...] = (
            "arena cannot be allocated); the message is in sw_last_error"),
     Export("sw_context_destroy", "void", (CTX,), "frees the context and every buffer it holds"),
     Export("sw_set_memory_limit", "void", (CTX, ("i64", "bytes")),
-           "cap on the bytes the context may hold at once, counting its static arena, input buffers "
-           "and run-time buffers (default 2 GiB)"),
+           "cap on the bytes the context may hold at once, counting its static and dynamic arenas, input "
+           "buffers and run-time buffers (default 2 GiB)"),
     Export("sw_memory_held", "i64", (CTX,), "the bytes the context holds now, as counted against the limit"),
     Export("sw_input_buffer", "ptr", (CTX, ("i32", "index"), ("i64", "nbytes")),
            "a context-owned buffer of at least nbytes for input index, valid until the next call "

@@ -171,7 +171,7 @@ SW_EXPORT(sw_context_create) sw_context* sw_context_create(void);
 SW_EXPORT(sw_context_status) sw_status_t sw_context_status(sw_context* ctx);
 /* frees the context and every buffer it holds */
 SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* ctx);
-/* cap on the bytes the context may hold at once, counting its static arena, input buffers and run-time buffers (default 2 GiB) */
+/* cap on the bytes the context may hold at once, counting its static and dynamic arenas, input buffers and run-time buffers (default 2 GiB) */
 SW_EXPORT(sw_set_memory_limit) void sw_set_memory_limit(sw_context* ctx, int64_t bytes);
 /* the bytes the context holds now, as counted against the limit */
 SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* ctx);
