@@ -91,7 +91,14 @@ CORRUPTIONS = {
                         DEFS),
     # a branch that skips y's ALLOC on one path: y is then read undefined on that path
     "defined-on-one-path": (lambda enc: _skip_alloc(enc), DEFS),
+    # z := MOVE y empties y, which OUTPUT then reads
+    "read-after-move": (lambda enc: _move_before_output(enc), DEFS),
 }
+
+
+def _move_before_output(enc):
+    enc.reg_names.append("z")
+    _before_output(enc, isa.encode("MOVE", 2, 1))
 
 
 def _before_output(enc, words):
@@ -162,6 +169,11 @@ def _outside_dynamic_arena(enc):
     enc.words[at + 5] = _big_slot(enc)
 
 
+def _append_to_a_view(enc):
+    """APPEND x to y, which is not an owned accumulator of rank 2 (y is a planned buffer)."""
+    _before_output(enc, isa.encode("APPEND", 1, 0, 0, 0))
+
+
 def _write_to_input(enc):
     at = _find(enc, "CALL")
     enc.words[at + 5] = 0  # CALL relu [x, x]: the output is the input
@@ -175,6 +187,7 @@ RUNTIME_GUARDS = {
     "kernel-types": (_alloc_wrong_size, "register 1 does not have the dtype, rank or dims its kernel"),
     "write-to-input": (_write_to_input, "register 0 is written but holds a constant or an input"),
     "outside-dynamic-arena": (_outside_dynamic_arena, "a planned buffer lies outside the dynamic arena"),
+    "append-to-non-accumulator": (_append_to_a_view, "APPEND to a register that is not an owned accumulator"),
 }
 
 
