@@ -324,3 +324,29 @@ def test_static_rejects_control_flow_even_with_static_shapes():
     r = compile_model(m, _path(), binds={"n": 2})
     assert r.metadata["dynamic"]["control_flow"] and not r.metadata["dynamic"]["values"]
     assert any("BRANCH" in p for p in static_program_problems(r.program))
+
+
+def _where_equal_shape():
+    """The PyTorch export of ``x.expand(-1, 3)``-style code: ``Where(Equal(s, -1), 1, s)``
+    on a shape, then Expand. Comparisons of dims fold when provable (a dim is never -1), so
+    the Expand target is the symbolic shape (n, 3), not data."""
+    return make_model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Slice", ["s", "zero", "one"], ["s0"]),
+         helper.make_node("Concat", ["s0", "three"], ["want"], axis=0),
+         helper.make_node("Equal", ["want", "minus1"], ["is_neg"]),
+         helper.make_node("Where", ["is_neg", "ones", "want"], ["tgt"]),
+         helper.make_node("Expand", ["x", "tgt"], ["y"])],
+        [vinfo("x", np.float32, ["n", 1])], [vinfo("y", np.float32, None)],
+        [const("three", np.array([3], np.int64)), const("minus1", np.array([-1, -1], np.int64)),
+         const("ones", np.array([1, 1], np.int64)), const("zero", np.array([0], np.int64)),
+         const("one", np.array([1], np.int64))])
+
+
+def test_comparisons_of_shape_values_fold(target):
+    graph = _graph(_where_equal_shape())
+    assert [str(d) for d in graph.values["y"].shape] == ["n", "3"]
+    assert set(report(graph)["symbols"]) == {"n"}  # no data-dependent symbol
+    check_model(_where_equal_shape(), target, [{"x": np.arange(k, dtype=np.float32).reshape(k, 1)}
+                                               for k in (1, 4)])
+

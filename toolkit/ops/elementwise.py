@@ -62,6 +62,31 @@ def _bools(fn) -> ScalarBody:
     return lambda s, v, p: from_bool(s.b, fn(s.b, to_bool(s.b, v[0]), to_bool(s.b, v[1])))
 
 
+def _sym_compare(decide):
+    """A comparison on dims: 1 or 0 when provable, else None (not known at compile time).
+    ``decide(a, b)`` says True, False or None."""
+    def fn(a, b):
+        r = decide(D.as_dim(a), D.as_dim(b))
+        return None if r is None else int(r)
+    return fn
+
+
+def _lt(a, b):
+    if D.provably_le(D.add(a, 1), b):
+        return True
+    return False if D.provably_le(b, a) else None
+
+
+def _eq(a, b):
+    if a == b:
+        return True
+    return False if _lt(a, b) or _lt(b, a) else None
+
+
+def _sym_where(c, a, b):
+    return (a if c else b) if isinstance(c, int) else None
+
+
 def _hard_sigmoid(s: Scalar, x: ir.Value, alpha: float, beta: float) -> ir.Value:
     return s.max(s.const(0), s.min(s.const(1), s.add(s.mul(s.const(alpha), x), s.const(beta))))
 
@@ -87,11 +112,14 @@ SCALAR: dict[str, ScalarOp] = {
     "max": ScalarOp(None, NUMERIC, lambda s, v, p: s.fold(s.max, v), sym=D.maximum),
     "min": ScalarOp(None, NUMERIC, lambda s, v, p: s.fold(s.min, v), sym=D.minimum),
     "pow": ScalarOp(2, F16_F32 + INTS, lambda s, v, p: power(s.b, v[0], v[1], *p), typing="pow"),
-    "equal": ScalarOp(2, ALL, _cmp("=="), to_bool=True),
-    "less": ScalarOp(2, NUMERIC, _cmp("<"), to_bool=True),
-    "greater": ScalarOp(2, NUMERIC, _cmp(">"), to_bool=True),
-    "less_equal": ScalarOp(2, NUMERIC, _cmp("<="), to_bool=True),
-    "greater_equal": ScalarOp(2, NUMERIC, _cmp(">="), to_bool=True),
+    # comparisons of shape values fold when provable (exporters' Where(Equal(Shape(x), -1), ...))
+    "equal": ScalarOp(2, ALL, _cmp("=="), to_bool=True, sym=_sym_compare(_eq)),
+    "less": ScalarOp(2, NUMERIC, _cmp("<"), to_bool=True, sym=_sym_compare(_lt)),
+    "greater": ScalarOp(2, NUMERIC, _cmp(">"), to_bool=True, sym=_sym_compare(lambda a, b: _lt(b, a))),
+    "less_equal": ScalarOp(2, NUMERIC, _cmp("<="), to_bool=True,
+                           sym=_sym_compare(lambda a, b: None if _lt(b, a) is None else not _lt(b, a))),
+    "greater_equal": ScalarOp(2, NUMERIC, _cmp(">="), to_bool=True,
+                              sym=_sym_compare(lambda a, b: None if _lt(a, b) is None else not _lt(a, b))),
     "and": ScalarOp(2, (BOOL,), _bools(ir.IRBuilder.and_)),
     "or": ScalarOp(2, (BOOL,), _bools(ir.IRBuilder.or_)),
     "xor": ScalarOp(2, (BOOL,), _bools(ir.IRBuilder.xor)),
@@ -112,7 +140,8 @@ SCALAR: dict[str, ScalarOp] = {
     "tanh": ScalarOp(1, F16_F32, _math(mathlib.tanh)),
     "sigmoid": ScalarOp(1, F16_F32, _math(mathlib.sigmoid)),
     "erf": ScalarOp(1, F16_F32, _math(mathlib.erf)),
-    "where": ScalarOp(3, ALL, lambda s, v, p: s.select(to_bool(s.b, v[0]), v[1], v[2]), typing="where"),
+    "where": ScalarOp(3, ALL, lambda s, v, p: s.select(to_bool(s.b, v[0]), v[1], v[2]), typing="where",
+                      sym=_sym_where),
     "clip": ScalarOp(None, NUMERIC, _clip),
     "identity": ScalarOp(1, ALL, lambda s, v, p: v[0]),
     # y * scale (+ bias), LayerNormalization's affine step when it cannot fuse into its kernel
@@ -147,7 +176,8 @@ class Elementwise(CoreOp):
         out = self._result_dtype(ctx, ins)
         shape = ctx.broadcast(ins)
         sym = None
-        if spec.sym is not None and out in INDEX and all(v.sym is not None for v in ins) and len(shape) <= 1:
+        if (spec.sym is not None and (out in INDEX or (out == BOOL and spec.to_bool))
+                and all(v.sym is not None for v in ins) and len(shape) <= 1):
             sym = _fold_syms(spec, ins, shape)
         ctx.set_output(0, out, shape, sym=sym)
 
@@ -188,12 +218,16 @@ def _fold_syms(spec: ScalarOp, ins, shape) -> list[Any] | None:
         xs = [v.sym[k if len(v.sym) > 1 else 0] for v in ins]
         if spec.arity == 1:
             acc = spec.sym(xs[0])
+        elif spec.arity == 3:
+            acc = spec.sym(*xs)
         else:
             acc = xs[0]
             for x in xs[1:]:
                 acc = spec.sym(acc, x)
                 if acc is None:
                     return None
+        if acc is None:
+            return None
         vals.append(acc)
     return vals
 
