@@ -350,3 +350,20 @@ def test_comparisons_of_shape_values_fold(target):
     check_model(_where_equal_shape(), target, [{"x": np.arange(k, dtype=np.float32).reshape(k, 1)}
                                                for k in (1, 4)])
 
+
+
+def test_data_dependent_ops_of_constants_fold():
+    """TopK, NonZero and Compress of constants fold at import: their outputs are constants
+    of static shape, so a Shape of them is static too (and --static accepts the model)."""
+    m = make_model([helper.make_node("TopK", ["c", "k"], ["v", "i"], axis=0),
+                    helper.make_node("Compress", ["c", "mask"], ["cm"], axis=0),
+                    helper.make_node("Shape", ["cm"], ["sh"]),
+                    helper.make_node("Expand", ["x", "sh"], ["y"])],
+                   [vinfo("x", np.float32, [1])],
+                   [vinfo("v", np.float32, None), vinfo("i", np.int64, None), vinfo("y", np.float32, None)],
+                   [const("c", np.array([3., 1., 2., 5.], np.float32)), const("k", np.array([2], np.int64)),
+                    const("mask", np.array([True, False, True, True]))])
+    graph = _graph(m)
+    assert [graph.values[o].shape for o in ("v", "i", "y")] == [(2,), (2,), (3,)]
+    np.testing.assert_array_equal(graph.values["v"].const, reference(m, {"x": np.ones(1, np.float32)})["v"])
+    check_static(graph)

@@ -363,8 +363,15 @@ def _fold(graph: Graph, ctx: TranslateContext, proto: onnx.NodeProto, opset: int
     outs = [graph.values[o] for o in proto.output if o]
     if any(v is not None and v.const is None for v in ins) or all(v.const is not None for v in outs):
         return
+    # a dim that is not static may only be one of the node's own data-dependent symbols (a
+    # Unique or TopK of constants): the folded value fixes it
+    given = set().union(*[D.free_symbols(d) for v in ins if v is not None for d in v.shape])
     for v in outs:
-        if not v.is_static or int(np.prod([int(d) for d in v.shape])) > FOLD_LIMIT:
+        for d in v.shape:
+            atom = d.atom() if isinstance(d, D.Expr) else None
+            if not isinstance(d, int) and not (isinstance(atom, D.Sym) and atom.kind == "data" and atom not in given):
+                return
+        if v.is_static and int(np.prod([int(d) for d in v.shape])) > FOLD_LIMIT:
             return
     from onnx.reference import ReferenceEvaluator
 
@@ -379,11 +386,23 @@ def _fold(graph: Graph, ctx: TranslateContext, proto: onnx.NodeProto, opset: int
         results = ReferenceEvaluator(model).run(None, feeds)
     except Exception:  # noqa: BLE001 - any failure leaves the node to run time
         return  # where its errors carry run-time context
+    if any(np.asarray(r).size > FOLD_LIMIT for r in results):
+        return
+    fixed: dict = {}
     for v, r in zip(outs, results):
         r = np.asarray(r).astype(v.dtype.np)
-        if tuple(r.shape) != tuple(v.shape):
+        ok = len(r.shape) == v.rank
+        for d, n in zip(v.shape, r.shape) if ok else ():
+            if isinstance(d, int):
+                ok = ok and d == n
+            else:
+                ok = ok and fixed.setdefault(d, n) == n
+        if not ok:
             raise CompileError(f"{ctx.label()}: folded output '{v.name}' has shape {r.shape}, "
                                f"inferred {D.fmt_shape(v.shape)} (a shape function bug)")
+    for v, r in zip(outs, results):
+        r = np.asarray(r).astype(v.dtype.np)
+        v.shape = tuple(r.shape)
         v.const = r
         if v.sym is None:
             v.sym = promote_sym(v)
