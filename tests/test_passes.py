@@ -95,3 +95,14 @@ def test_simplify_reduce_over_no_axes_is_identity():
     lines = _simplified([helper.make_node("ReduceSum", ["x", "axes"], ["y"], noop_with_empty_axes=1, name="r")],
                         [vinfo("x", np.float32, ["n", 4])], [const("axes", np.zeros(0, np.int64))])
     assert lines == ["  y: float32(n, 4) = Identity(x)  # r"]
+
+
+def test_a_node_whose_shape_is_read_keeps_its_checks():
+    """y = Reshape(x: [n], [1]) read only through Shape(y) need not run, but n != 1 must still
+    fail, naming the Reshape: dead-code elimination leaves its checks behind."""
+    from toolkit.ops.base import Checks
+
+    m = make_model([helper.make_node("Reshape", ["x", "t"], ["y"], name="r"), helper.make_node("Shape", ["y"], ["s"])],
+                   [vinfo("x", np.float32, ["n"])], [vinfo("s", np.int64, None)], [const("t", np.array([1], np.int64))])
+    graph = run_pipeline(import_model(m))
+    assert [type(n.op) for n in graph.nodes] == [Checks] and graph.nodes[0].checks

@@ -225,6 +225,21 @@ class InferContext:
         return v.shape[0]
 
 
+class Checks(CoreOp):
+    """What is left of a node that need not run but whose shapes are read (``Shape(Reshape(
+    x, t))``): its run-time checks, so that inputs it would reject are still rejected, with
+    its name. Dead-code elimination makes these; lowering emits only the checks."""
+
+    def infer(self, ctx: "InferContext") -> None:
+        ctx.checks = list(ctx.node.checks)
+
+    def lower(self, lw: "Lowerer", node: Node) -> None:
+        pass
+
+    def __str__(self) -> str:
+        return "Checks"
+
+
 def run_infer(graph: Graph, node: Node) -> None:
     """Run ``node``'s shape function, replacing its outputs, checks and info."""
     ctx = InferContext(graph, node)
@@ -280,4 +295,4 @@ def promote_sym(v: Value) -> tuple[Dim, ...] | None:
     return v.int_contents()
 
 
-__all__ = ["CoreOp", "InferContext", "run_infer", "replace_node", "known_elements", "promote_sym", "CompileError"]
+__all__ = ["CoreOp", "Checks", "InferContext", "run_infer", "replace_node", "known_elements", "promote_sym", "CompileError"]

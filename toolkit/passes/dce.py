@@ -2,6 +2,10 @@
 output is known at compile time (a constant, or a shape value such as ``Shape(x)``), which
 is materialized where a kernel reads it.
 
+A node that need not run but whose shapes are read (``Shape(Reshape(x, t))``) leaves its
+run-time checks behind (a :class:`~toolkit.ops.base.Checks` node), so inputs it would reject
+are still rejected, naming it.
+
 A value is needed through its data as well as through its *symbols*: ``Range(0, Shape(
 NonZero(x))[1], 1)`` reads no tensor of NonZero, but its length is NonZero's count, a data-
 dependent symbol only the NonZero node computes at run time. So the node that defines a
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 from ..ir import dims as D
 from ..ir.graph import Graph, Node, Value, regions
+from ..ops.base import Checks
 
 
 def _data_symbols(v: Value) -> set[D.Sym]:
@@ -54,13 +59,32 @@ def _prune(graph: Graph, nodes: list[Node], roots, store) -> set[str]:
             if v is not None:
                 needed.update(id(defined_by[s]) for s in _data_symbols(v) if s in defined_by)
 
+    shapes_read: set[str] = set()  # values whose shapes (not data) something reads
+
     for o in roots:
         use(o)
     kept = []
+    def keep_checks(node: Node) -> None:
+        kept.append(node if isinstance(node.op, Checks) else
+                    Node(Checks(), node.name, node.source, [], [], checks=list(node.checks)))
+        for c in node.checks:
+            for d in (c.a, c.b):
+                needed.update(id(defined_by[s]) for s in D.free_symbols(d) if s.kind == "data" and s in defined_by)
+
     for node in reversed(nodes):  # a symbol's definer comes before every node using it
         outs = [o for o in node.outputs if o]
-        runs = any(o in live for o in outs) and not all(graph.values[o].known for o in outs)
-        if runs or id(node) in needed:
+        reached = any(o in live for o in outs)
+        runs = reached and not all(graph.values[o].known for o in outs)
+        if isinstance(node.op, Checks):
+            keep_checks(node)
+        elif not (runs or id(node) in needed):
+            if reached or any(o in shapes_read for o in outs):
+                # its shapes are read (Shape of it, or of a value after it): keep the checks
+                # that reject inputs it cannot take, and follow its inputs' shapes
+                if node.checks:
+                    keep_checks(node)
+                shapes_read.update(i for i in node.inputs if i)
+        else:
             kept.append(node)
             inner = regions(node)
             for r in inner:

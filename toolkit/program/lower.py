@@ -350,7 +350,8 @@ class Lowerer:
 
     def lower_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
-            if all(self.graph.values[o].known for o in node.outputs if o):
+            outs = [o for o in node.outputs if o]
+            if outs and all(self.graph.values[o].known for o in outs):
                 continue  # computed at compile time; materialized where a kernel reads it
             self.node = node
             self.emit_checks(node)
