@@ -165,6 +165,10 @@ class Reshape(View):
             ctx.fail(f"{what}: the -1 cannot be inferred next to a 0 dim")
         if isinstance(rest, int) and isinstance(x.numel, int) and x.numel % rest:
             ctx.fail(f"{what}: {x.numel} elements are not a multiple of {rest}")
+        if not isinstance(rest, int) and D.bounds(rest)[0] <= 0:
+            # as onnx.reference and onnxruntime: no -1 next to dims whose product is 0, even
+            # where the division would cancel (n*m / m)
+            ctx.require_le(1, rest, f"{what}: the -1 cannot be inferred when the other dims' product is 0")
         # not provably exact: the VM checks divisibility (DIV) when it evaluates the dim
         out[infer_at] = D.div_exact(x.numel, rest)
         return out
