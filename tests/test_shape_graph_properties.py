@@ -786,9 +786,6 @@ def test_shape_only_use_keeps_checks_add(tgt):
                    {"x": np.zeros(3, F32), "z": np.zeros(2, F32)})
 
 
-@pytest.mark.xfail(strict=True, reason="toolkit/ops/shape.py Reshape._resolve treats a symbolic target entry "
-                                       "as a dim (ifzero(-n, n)) even when it can be -1 at run time; the VM then "
-                                       "fails 'element count: (-n or 1) = -1 does not equal 1'")
 @pytest.mark.parametrize("tgt", TARGETS)
 def test_reshape_target_symbolic_minus_one(tgt):
     """y = Reshape(x: [n], Mul(Shape(x), [-1])): for n = 1 the target is [-1], a valid

@@ -123,6 +123,10 @@ class Reshape(View):
         x, target = ctx.input(0), ctx.input(1)
         n = ctx.shape_length(target, "shape")
         vals = target.int_contents()
+        if vals is not None and any(not isinstance(v, int) and D.bounds(v)[0] < 0 for v in vals):
+            # an entry computed from dims (-n) may be -1 (infer) at run time: resolved there
+            ctx.info = "run time"
+            vals = None
         if vals is None:
             ctx.set_output(0, x.dtype, [ctx.fresh("reshape") for _ in range(n)])
             return
@@ -175,7 +179,7 @@ class Reshape(View):
 
     def lower(self, lw, node) -> None:
         x, target, out = lw.value(node.inputs[0]), lw.value(node.inputs[1]), lw.value(node.outputs[0])
-        if not target.known:
+        if not target.known or node.info == "run time":
             slots = lw.values_of(target.name)
             msg = f"{lw.context()}: reshape of '{x.name}' {x.describe()} to the shape in '{target.name}'"
             if self.allowzero:
