@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench clean abi fuzz
+.PHONY: all env demo test lint bench clean abi fuzz conformance
 
 all: demo
 
@@ -56,6 +56,12 @@ fuzz: env
 	PYTHONPATH=. $(PY) -m tests.fuzz.onnx_mutator --cases $(FUZZ_CASES) --full
 	PYTHONPATH=. $(PY) -m tests.fuzz.tamper --cases $(FUZZ_TAMPER)
 	PYTHONPATH=. $(PY) -m tests.fuzz.runtime_fuzz --inputs $(FUZZ_INPUTS)
+
+# the onnx package's node test cases on both targets, each in a worker process; prints a
+# per-op table and writes every outcome to tests/conformance/results.json (committed)
+conformance: env
+	PYTHONPATH=. $(PY) -m tests.conformance.run --jobs $(JOBS) --results tests/conformance/results.json \
+		| tee tests/conformance/RESULTS.md
 
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent

@@ -1,0 +1,174 @@
+"""ONNX conformance: every node test case of the installed onnx package, compiled and run
+on each target, each case in a worker process (a crash or a hang costs that case only).
+
+    PYTHONPATH=. .venv/bin/python -m tests.conformance.run [--targets wasm32,native] [--jobs 2]
+        [--only REGEX] [--results FILE] [--timeout S]
+
+Prints a per-op table and a closing line ``N passed, M failed`` (skipped cases count as not
+passed). A case is skipped only when tests/conformance/exclusions.txt names it, with the
+reason on its line. Outcomes: pass; unsupported (the op, version or dtype symwasm refuses at
+compile time, by name); compile error (any other CompileError); wrong (outputs differ from
+the case's expected outputs); run error (a ModelError on a valid input); crash or hang (the
+worker died or timed out); skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import re
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXCLUSIONS = HERE / "exclusions.txt"
+OUTCOMES = ("pass", "unsupported", "compile error", "wrong", "run error", "crash or hang", "skipped")
+
+
+def exclusions() -> dict[str, str]:
+    """case name -> reason, from the exclusion file (``name  # reason``)."""
+    out = {}
+    if EXCLUSIONS.exists():
+        for line in EXCLUSIONS.read_text().splitlines():
+            name, _, reason = line.partition("#")
+            if name.strip():
+                out[name.strip()] = reason.strip() or "(no reason given)"
+    return out
+
+
+def cases(only: str | None = None):
+    from onnx.backend.test.case.node import collect_testcases
+
+    pattern = re.compile(only) if only else None
+    return [c for c in collect_testcases(None) if pattern is None or pattern.search(c.name)]
+
+
+def _op_of(case) -> str:
+    return case.model.graph.node[-1].op_type if case.model.graph.node else "?"
+
+
+def run_case(args) -> tuple[str, str]:
+    """(outcome, detail) of one case on one target; runs in a worker."""
+    name, target, tmp = args
+    import numpy as np
+
+    import wasm_runtime
+    from toolkit.compiler import compile_model
+    from toolkit.ir.graph import CompileError
+
+    case = _CASES[name]
+    path = Path(tmp) / f"{name}.{target}{'.wasm' if target == 'wasm32' else '.so'}"
+    try:
+        compile_model(case.model, path, target=target)
+    except CompileError as e:
+        text = str(e)
+        unsupported = ("unsupported op" in text or "is not supported" in text or "not supported" in text
+                       or "has dtype" in text)
+        return ("unsupported" if unsupported else "compile error"), text[:300]
+    except Exception as e:  # noqa: BLE001 - a compiler bug: reported as such
+        return "compile error", f"internal: {type(e).__name__}: {e}"[:300]
+    try:
+        model = wasm_runtime.load(path)
+        names = [i.name for i in case.model.graph.input]
+        outs = [o.name for o in case.model.graph.output]
+        rtol, atol = max(case.rtol, 1e-4), max(case.atol, 1e-6)
+        for inputs, expected in case.data_sets:
+            feeds = {n: np.asarray(a) for n, a in zip(names, inputs) if n in {i.name for i in model.inputs}}
+            got = model.run(feeds)
+            for n, want in zip(outs, expected):
+                want = np.asarray(want)
+                g = got.get(n)
+                if g is None or g.shape != want.shape or g.dtype != want.dtype:
+                    return "wrong", f"'{n}': got {None if g is None else (g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
+                if want.dtype.kind in "fc":
+                    if not np.allclose(g, want, rtol=rtol, atol=atol, equal_nan=True):
+                        return "wrong", f"'{n}': max abs diff {float(np.nanmax(np.abs(g - want))):.3g}"
+                elif not np.array_equal(g, want):
+                    return "wrong", f"'{n}': values differ"
+        model.close()
+        return "pass", ""
+    except wasm_runtime.ModelError as e:
+        return "run error", str(e)[:300]
+    except Exception as e:  # noqa: BLE001 - a host bug
+        return "run error", f"internal: {type(e).__name__}: {e}"[:300]
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def write_results(path: Path, targets, seconds: int, totals, cases: dict) -> None:
+    """One line per case (``"name [target]": [outcome, detail]``, the detail only when it did
+    not pass), so a diff of two runs reads case by case."""
+    head = {"targets": targets, "seconds": seconds, "totals": dict(totals)}
+    lines = [json.dumps(head)[:-1] + ', "cases": {']
+    items = sorted(cases.items())
+    for k, (key, (o, d)) in enumerate(items):
+        entry = [o] if o == "pass" else [o, d[:200]]
+        lines.append(f"  {json.dumps(key)}: {json.dumps(entry)}" + ("," if k < len(items) - 1 else ""))
+    path.write_text("\n".join(lines) + "\n}}\n")
+
+
+_CASES: dict = {}
+
+
+def _init(only):
+    global _CASES
+    _CASES = {c.name: c for c in cases(only)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--targets", default="wasm32,native")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", help="a regex: only the cases whose names match")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case (compile and run)")
+    ap.add_argument("--results", type=Path, help="write the outcome of every case here (JSON)")
+    args = ap.parse_args(argv)
+    targets = args.targets.split(",")
+    skip = exclusions()
+    all_cases = cases(args.only)
+    t0 = time.time()
+    outcome: dict[tuple[str, str], tuple[str, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = mp.get_context("spawn")
+        pool = ctx.Pool(args.jobs, initializer=_init, initargs=(args.only,), maxtasksperchild=40)
+        pending = {}
+        for c in all_cases:
+            for t in targets:
+                if c.name in skip:
+                    outcome[(c.name, t)] = ("skipped", skip[c.name])
+                else:
+                    pending[(c.name, t)] = pool.apply_async(run_case, ((c.name, t, tmp),))
+        done = 0
+        for key, res in pending.items():
+            try:
+                outcome[key] = res.get(timeout=args.timeout)
+            except mp.TimeoutError:
+                outcome[key] = ("crash or hang", f"no answer in {args.timeout:.0f} s (the worker died or hung)")
+            done += 1
+            if done % 100 == 0:
+                print(f"  {done}/{len(pending)} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+        pool.terminate()
+    ops: dict[str, Counter] = defaultdict(Counter)
+    op_of = {c.name: _op_of(c) for c in all_cases}
+    for (name, _t), (o, _) in outcome.items():
+        ops[op_of[name]][o] += 1
+    total = Counter(o for o, _ in outcome.values())
+    width = max((len(op) for op in ops), default=2)
+    print(f"| {'op':<{width}} | " + " | ".join(OUTCOMES) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * (len(o) + 2) for o in OUTCOMES) + "|")
+    for op in sorted(ops):
+        print(f"| {op:<{width}} | " + " | ".join(f"{ops[op][o]:>{len(o)}}" for o in OUTCOMES) + " |")
+    failed = sum(total.values()) - total["pass"]
+    if args.results:
+        write_results(args.results, targets, round(time.time() - t0), total,
+                      {f"{n} [{t}]": [o, d] for (n, t), (o, d) in outcome.items()})
+    print(f"\n{total['pass']} passed, {failed} failed ({', '.join(f'{total[o]} {o}' for o in OUTCOMES[1:] if total[o])}) "
+          f"of {len(all_cases)} cases x {len(targets)} targets in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

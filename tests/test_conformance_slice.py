@@ -1,0 +1,34 @@
+"""A fast slice of the ONNX conformance run (`make conformance` runs every node case of the
+installed onnx package): cases of the ops issue 7 added and of the core set, which must keep
+passing on both targets, run through the same code as the full run."""
+import pytest
+
+from tests.conformance import run as conformance
+
+SLICE = [
+    "test_abs", "test_add_bcast", "test_matmul_2d", "test_reshape_negative_dim", "test_slice_default_axes",
+    "test_nonzero_example", "test_range_float_type_positive_delta", "test_where_long_example",
+    "test_if", "test_loop11", "test_scan9_sum",
+    "test_unique_sorted_with_axis", "test_compress_0", "test_top_k", "test_onehot_with_axis",
+    "test_nonmaxsuppression_two_batches", "test_tile", "test_edge_pad", "test_split_variable_parts_2d_opset18",
+    "test_resize_upsample_scales_linear", "test_cumsum_1d_exclusive", "test_scatternd",
+    "test_gathernd_example_int32_batch_dim1", "test_gather_elements_1", "test_triu_neg",
+]
+
+
+@pytest.fixture(scope="module")
+def cases():
+    conformance._init(None)
+    return conformance._CASES
+
+
+@pytest.mark.parametrize("name", SLICE)
+def test_case_passes(name, target, cases, tmp_path):
+    assert name in cases, f"{name} is not a node test case of the installed onnx package"
+    outcome, detail = conformance.run_case((name, target, str(tmp_path)))
+    assert outcome == "pass", f"{name} on {target}: {outcome}: {detail}"
+
+
+def test_exclusions_give_reasons():
+    for name, reason in conformance.exclusions().items():
+        assert reason != "(no reason given)", name
