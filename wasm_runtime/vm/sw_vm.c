@@ -139,17 +139,22 @@ static int64_t numel(const sw_tensor* t) {
 
 /* Empties r; if r owns its buffer, frees it and empties every register viewing it, so no
  * register can reach freed memory. */
+/* Empties every register viewing r's buffer (not r itself): the buffer is going away. */
+static void empty_views(sw_context* c, int32_t r) {
+  for (int32_t q = 0; q < c->P->nregs; q++)
+    if (c->owner[q] == r && q != r) {
+      c->reg_state[q] = REG_EMPTY;
+      c->regs[q].data = 0;
+      c->owner[q] = -1;
+    }
+}
+
 static void release(sw_context* c, int32_t r) {
   if (c->reg_state[r] == REG_OWNED) {
     c->memory_in_use -= c->reg_bytes[r];
     c->reg_bytes[r] = 0;
     sw_mem_free(c->regs[r].data);
-    for (int32_t q = 0; q < c->P->nregs; q++)
-      if (c->owner[q] == r && q != r) {
-        c->reg_state[q] = REG_EMPTY;
-        c->regs[q].data = 0;
-        c->owner[q] = -1;
-      }
+    empty_views(c, r);
   }
   c->reg_state[r] = REG_EMPTY;
   c->regs[r].data = 0;
@@ -666,20 +671,19 @@ static sw_status_t arith(sw_context* c, int32_t kind, int64_t a, int64_t b, int6
   }
 }
 
-static sw_status_t alloc_tensor(sw_context* c, int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int32_t* dims) {
+/* A new owned buffer in r of the given dtype and shape (shape values, not slots). */
+static sw_status_t alloc_shape(sw_context* c, int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int64_t* shape) {
   release(c, r);
   sw_tensor* t = &c->regs[r];
   int64_t bytes = sw_dtype_size(dtype);
   int overflow = 0;
   for (int i = 0; i < rank; i++) {
-    int64_t d = c->heap[dims[i]];
-    if (d < 0) return fail(c, SW_INVALID_INPUT, msg, d, c->memory_limit, 0);
-    if (mul_overflow(bytes, d, &bytes)) overflow = 1;
-    t->shape[i] = d;
+    if (shape[i] < 0 || mul_overflow(bytes, shape[i], &bytes)) overflow = 1;
+    t->shape[i] = shape[i];
   }
   if (overflow) bytes = INT64_MAX;
   /* memory_limit <= SIZE_MAX, so a size under it never truncates when cast to size_t; the
-   * arena and input buffers held between runs count too */
+   * arenas and input buffers held between runs count too */
   if (bytes > c->memory_limit - c->memory_held - c->memory_in_use)
     return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
   void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
@@ -692,6 +696,34 @@ static sw_status_t alloc_tensor(sw_context* c, int32_t r, int32_t dtype, int32_t
   c->reg_state[r] = REG_OWNED;
   c->owner[r] = r;
   return SW_OK;
+}
+
+static sw_status_t alloc_tensor(sw_context* c, int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int32_t* dims) {
+  int64_t shape[SW_MAX_RANK];
+  for (int i = 0; i < rank; i++) {
+    shape[i] = c->heap[dims[i]];
+    if (shape[i] < 0) return fail(c, SW_INVALID_INPUT, msg, shape[i], c->memory_limit, 0);
+  }
+  return alloc_shape(c, r, dtype, msg, rank, shape);
+}
+
+/* r := a tensor of dtype and the dims in slots `dims`, at `offset` of an arena (`base`, `size`
+ * bytes) the compiler planned; 0 if it does not lie inside (a corrupt program). */
+static int place_in_arena(sw_context* c, int32_t r, int32_t dtype, unsigned char* base, int64_t size,
+                          int64_t offset, int32_t rank, const int32_t* dims) {
+  int64_t bytes = sw_dtype_size(dtype);
+  int overflow = 0;
+  release(c, r);
+  for (int32_t i = 0; i < rank; i++) {
+    c->regs[r].shape[i] = c->heap[dims[i]];
+    if (c->regs[r].shape[i] < 0 || mul_overflow(bytes, c->regs[r].shape[i], &bytes)) overflow = 1;
+  }
+  if (overflow || offset < 0 || offset > size - bytes) return 0;
+  c->regs[r].data = base + offset;
+  c->regs[r].dtype = dtype;
+  c->regs[r].rank = rank;
+  c->reg_state[r] = REG_WRITABLE;
+  return 1;
 }
 
 static sw_status_t reshape_dims(sw_context* c, int32_t msg, int32_t nin, const int32_t* in, int32_t nout, const int32_t* out) {
@@ -850,31 +882,6 @@ static void move_register(sw_context* c, int32_t dst, int32_t src) {
   c->owner[src] = -1;
 }
 
-/* A new owned buffer in r of the given dtype and shape (shape values, not slots). */
-static sw_status_t alloc_shape(sw_context* c, int32_t r, int32_t dtype, int32_t msg, int32_t rank, const int64_t* shape) {
-  release(c, r);
-  sw_tensor* t = &c->regs[r];
-  int64_t bytes = sw_dtype_size(dtype);
-  int overflow = 0;
-  for (int i = 0; i < rank; i++) {
-    if (shape[i] < 0 || mul_overflow(bytes, shape[i], &bytes)) overflow = 1;
-    t->shape[i] = shape[i];
-  }
-  if (overflow) bytes = INT64_MAX;
-  if (bytes > c->memory_limit - c->memory_held - c->memory_in_use)
-    return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
-  void* p = sw_mem_alloc((size_t)(bytes ? bytes : 1));
-  if (!p) return fail(c, SW_OUT_OF_MEMORY, msg, bytes, c->memory_limit, 0);
-  c->memory_in_use += bytes;
-  c->reg_bytes[r] = bytes;
-  t->data = p;
-  t->dtype = dtype;
-  t->rank = rank;
-  c->reg_state[r] = REG_OWNED;
-  c->owner[r] = r;
-  return SW_OK;
-}
-
 /* Append item to acc along a new first dim (see the APPEND instruction). */
 static sw_status_t append_item(sw_context* c, int32_t acc, int32_t item, int32_t shape_msg, int32_t mem_msg) {
   sw_tensor* a = &c->regs[acc];
@@ -905,13 +912,7 @@ static sw_status_t append_item(sw_context* c, int32_t acc, int32_t item, int32_t
     if (!p) return fail(c, SW_OUT_OF_MEMORY, mem_msg, grow, c->memory_limit, 0);
     mem_copy(p, a->data, (size_t)used);
     sw_mem_free(a->data);
-    /* views of the old buffer would dangle: empty them */
-    for (int32_t q = 0; q < c->P->nregs; q++)
-      if (c->owner[q] == acc && q != acc) {
-        c->reg_state[q] = REG_EMPTY;
-        c->regs[q].data = 0;
-        c->owner[q] = -1;
-      }
+    empty_views(c, acc); /* views of the old buffer would dangle */
     c->memory_in_use += grow - have;
     c->reg_bytes[acc] = grow;
     a->data = p;
@@ -1037,25 +1038,12 @@ static sw_status_t execute(sw_context* c) {
         if (st != SW_OK) return st;
         pc += 5 + w[pc + 4];
         break;
-      case SW_OP_ALLOC_STATIC: {
-        int32_t r = w[pc + 1], n = w[pc + 4];
-        int64_t offset = w[pc + 3], bytes = sw_dtype_size(w[pc + 2]);
-        release(c, r);
-        int overflow = 0;
-        for (int32_t i = 0; i < n; i++) {
-          regs[r].shape[i] = heap[w[pc + 5 + i]];
-          if (regs[r].shape[i] < 0 || mul_overflow(bytes, regs[r].shape[i], &bytes)) overflow = 1;
-        }
+      case SW_OP_ALLOC_STATIC:
         /* the compiler planned it inside the arena; a program that did not is corrupt */
-        if (overflow || offset < 0 || offset > P->arena_size - bytes)
+        if (!place_in_arena(c, w[pc + 1], w[pc + 2], c->arena, P->arena_size, w[pc + 3], w[pc + 4], &w[pc + 5]))
           return fail_text(c, SW_INVALID_PROGRAM, 0, "a static buffer lies outside the arena");
-        regs[r].data = c->arena + offset;
-        regs[r].dtype = w[pc + 2];
-        regs[r].rank = n;
-        c->reg_state[r] = REG_WRITABLE;
-        pc += 5 + n;
+        pc += 5 + w[pc + 4];
         break;
-      }
       case SW_OP_VIEW: {
         int32_t dst = w[pc + 1], src = w[pc + 2], n = w[pc + 3];
         if (dst != src) release(c, dst); /* may empty src, if src viewed dst */
@@ -1134,25 +1122,13 @@ static sw_status_t execute(sw_context* c) {
         if (st != SW_OK) return st;
         pc += 4;
         break;
-      case SW_OP_ALLOC_AT: {
-        int32_t r = w[pc + 1], n = w[pc + 4];
-        int64_t offset = heap[w[pc + 3]], bytes = sw_dtype_size(w[pc + 2]);
-        release(c, r);
-        int overflow = 0;
-        for (int32_t i = 0; i < n; i++) {
-          regs[r].shape[i] = heap[w[pc + 5 + i]];
-          if (regs[r].shape[i] < 0 || mul_overflow(bytes, regs[r].shape[i], &bytes)) overflow = 1;
-        }
+      case SW_OP_ALLOC_AT:
         /* the compiler planned it inside the arena the ARENA instruction sized */
-        if (overflow || !c->dynamic || offset < 0 || offset > c->dynamic_size - bytes)
+        if (!c->dynamic ||
+            !place_in_arena(c, w[pc + 1], w[pc + 2], c->dynamic, c->dynamic_size, heap[w[pc + 3]], w[pc + 4], &w[pc + 5]))
           return fail_text(c, SW_INVALID_PROGRAM, 0, "invalid program: a planned buffer lies outside the dynamic arena");
-        regs[r].data = c->dynamic + offset;
-        regs[r].dtype = w[pc + 2];
-        regs[r].rank = n;
-        c->reg_state[r] = REG_WRITABLE;
-        pc += 5 + n;
+        pc += 5 + w[pc + 4];
         break;
-      }
       case SW_OP_MOVE:
         NEED(w[pc + 2]);
         if (w[pc + 1] != w[pc + 2] && c->owner[w[pc + 2]] == w[pc + 1])
