@@ -12,7 +12,7 @@ every message names what the user wrote; one source node may become several core
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -144,6 +144,15 @@ class Region:
             yield node
             for r in regions(node):
                 yield from r.walk()
+
+
+def captures(regions_: "Sequence[Region]") -> list[str]:
+    """Values of enclosing scopes any of these regions reads, in first-read order."""
+    seen: dict[str, None] = {}
+    for r in regions_:
+        for c in r.captures():
+            seen.setdefault(c)
+    return list(seen)
 
 
 def regions(node: "Node") -> tuple[Region, ...]:

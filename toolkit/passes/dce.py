@@ -14,7 +14,7 @@ data symbol is kept while any needed value's shape or contents mention it.
 from __future__ import annotations
 
 from ..ir import dims as D
-from ..ir.graph import Graph, Node, Value, regions
+from ..ir.graph import Graph, Node, Value, captures, regions
 from ..ops.base import Checks
 
 
@@ -94,7 +94,7 @@ def _prune(graph: Graph, nodes: list[Node], roots, store) -> set[str]:
                     use(name)
             if inner:  # what the regions read from outside, now that they are pruned
                 fixed = node.inputs[:node.op.n_operands]
-                node.inputs = fixed + [c for c in _captures(inner) if c not in fixed]
+                node.inputs = fixed + [c for c in captures(inner) if c not in fixed]
             for i in node.inputs:
                 use(i)
             for o in outs:  # what a kept node computes is there: its outputs' symbols too
@@ -102,10 +102,3 @@ def _prune(graph: Graph, nodes: list[Node], roots, store) -> set[str]:
     store(kept[::-1])
     return live
 
-
-def _captures(inner) -> list[str]:
-    seen: dict[str, None] = {}
-    for r in inner:
-        for c in r.captures():
-            seen.setdefault(c)
-    return list(seen)

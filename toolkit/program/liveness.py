@@ -161,12 +161,13 @@ def intervals(prog: Program) -> dict[Reg, tuple[int, int]]:
     return {r: (s[0], s[1]) for r, s in spans.items()}
 
 
-def plan_arena(prog: Program) -> None:
+def plan_arena(prog: Program, spans: dict[Reg, tuple[int, int]] | None = None) -> None:
     """Offsets for the static buffers: largest first, each at the lowest offset clear of
-    every placed buffer whose live range overlaps its own. Sets ``prog.arena_size``."""
+    every placed buffer whose live range overlaps its own (``spans``: :func:`intervals`,
+    computed here if not given). Sets ``prog.arena_size``."""
     from ..ir.graph import CompileError
 
-    spans = intervals(prog)
+    spans = intervals(prog) if spans is None else spans
     statics: list[tuple[Reg, StaticBuffer]] = [(ins.args[0], ins.args[2]) for _, _, ins in prog.instrs()
                                                 if ins.name == "ALLOC_STATIC"]
     placed: list[tuple[int, int, int, int]] = []  # start, end, offset, size

@@ -173,9 +173,13 @@ class Lowerer:
     def arith(self, kind: str, a: Slot, b: Slot, msg: str | None = None) -> Slot:
         """A new slot := a <kind> b (see isa.ARITH); ``msg`` if it fails."""
         dst = self.new_slot()
+        self.arith_into(kind, dst, a, b, msg)
+        return dst
+
+    def arith_into(self, kind: str, dst: Slot, a: Slot, b: Slot, msg: str | None = None) -> None:
+        """``dst`` := a <kind> b (a slot redefined on each pass of a loop)."""
         self._emit("ARITH", kind, dst, a, b, msg or f"{self.context()}: shape arithmetic {kind.lower()} of "
                                                    f"{{0}} and {{1}} overflows or is undefined")
-        return dst
 
     def bcast(self, a: Slot, b: Slot, msg: str) -> Slot:
         """A new slot := the numpy broadcast of dims a and b; ``msg`` when they do not."""
@@ -263,12 +267,7 @@ class Lowerer:
 
     def view(self, out: str, src: str) -> Reg:
         """``out`` shares ``src``'s buffer with its own shape (Reshape, Squeeze, ...)."""
-        v = self.value(out)
-        src_reg = self.tensor(src)
-        reg = self.prog.new_reg(out, v.dtype, v.shape)
-        self._emit("VIEW", reg, src_reg, [self.slot(d) for d in v.shape])
-        self.scope.regs[out] = reg
-        return reg
+        return self.view_of(out, self.tensor(src))
 
     def values_of(self, name: str) -> list[Slot]:
         """Slots holding the integer elements of a value (loaded at run time if unknown)."""
@@ -336,11 +335,7 @@ class Lowerer:
 
     def assign(self, dst: Slot, src: Slot) -> None:
         """``dst`` := ``src`` (a slot redefined on each pass of a loop)."""
-        self._emit("ARITH", "ADD", dst, src, self.const_slot(0), f"{self.context()}: internal")
-
-    def arith_into(self, kind: str, dst: Slot, a: Slot, b: Slot) -> None:
-        self._emit("ARITH", kind, dst, a, b, f"{self.context()}: shape arithmetic {kind.lower()} of "
-                                             f"{{0}} and {{1}} overflows")
+        self.arith_into("ADD", dst, src, self.const_slot(0))
 
     def dim_of(self, reg: Reg, axis: int, name: str | None = None) -> Slot:
         """A new slot := dim ``axis`` of the tensor in ``reg`` at run time."""
@@ -432,8 +427,7 @@ class Lowerer:
 
     def store_scalar(self, name: str, dtype: DType, value: Slot, shape: tuple = ()) -> Reg:
         """A new run-time tensor holding ``value`` (a loop's iteration number)."""
-        reg = self.prog.new_reg(name, dtype, shape)
-        self._emit("ALLOC", reg, dtype, self._oom(f"'{name}'"), [self.const_slot(1) for _ in shape])
+        reg = self._buffer(name, dtype, shape, f"'{name}'")
         self._emit("STORE_VALUES", reg, [value])
         return reg
 
@@ -566,8 +560,9 @@ def lower_graph(graph: Graph, kernels: KernelTable) -> Program:
     at, known = len(lw.block.instrs), dict(lw.scope.slots)
     lw.lower_nodes(graph.nodes)
     lw.emit_outputs()
-    liveness.plan_arena(prog)
-    prog.memory = memory.plan_dynamic(prog, lw, at, known)
+    spans = liveness.intervals(prog)
+    liveness.plan_arena(prog, spans)
+    prog.memory = memory.plan_dynamic(prog, lw, at, known, spans)
     liveness.insert_frees(prog)
     prog.verify()
     return prog

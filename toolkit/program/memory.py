@@ -83,14 +83,13 @@ def _aligned(d: Dim) -> Dim:
     return D.mul(D.ceildiv(d, ALIGN), ALIGN)
 
 
-def plan_dynamic(prog: Program, lw: "Lowerer", at: int, known: dict) -> MemoryPlan:
+def plan_dynamic(prog: Program, lw: "Lowerer", at: int, known: dict, spans: dict) -> MemoryPlan:
     """Move every ALLOC whose size is an expression of input symbols into the dynamic arena
     (see the module doc). ``at``: where, in the entry block, the inputs are bound and
-    checked; ``known``: the slots of the dims defined there."""
+    checked; ``known``: the slots of the dims defined there; ``spans``: the buffers' live
+    ranges (:func:`.liveness.intervals`)."""
     plan = MemoryPlan()
-    spans = liveness.intervals(prog)
     moved = {ins.args[1] for _, _, ins in prog.instrs() if ins.name == "MOVE"}
-    defined = {d for d in known}
     candidates: list[tuple[int, Block, int, Instr, Dim]] = []
     for block, k, ins in prog.instrs():
         if ins.name != "ALLOC":
@@ -98,7 +97,7 @@ def plan_dynamic(prog: Program, lw: "Lowerer", at: int, known: dict) -> MemoryPl
         reg = ins.args[0]
         size = _bytes(reg)
         syms = D.free_symbols(size)
-        if reg in moved or not all(s.kind == "input" and D.atom_expr(s) in defined for s in syms):
+        if reg in moved or not all(s.kind == "input" and D.atom_expr(s) in known for s in syms):
             plan.runtime.append(reg.name)
             continue
         candidates.append((spans.get(reg, (0, 0))[0], block, k, ins, size))

@@ -18,7 +18,7 @@ from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
-from .translate import TranslateContext, registry, version_in_effect
+from .translate import TranslateContext, ident, registry, version_in_effect
 
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -169,7 +169,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
                 else:
                     shape.append(graph.scope.get(d.dim_param))
             else:
-                shape.append(graph.scope.fresh(f"{_ident(inp.name)}_dim{axis}", kind="input"))
+                shape.append(graph.scope.fresh(f"{ident(inp.name)}_dim{axis}", kind="input"))
         graph.add_value(Value(inp.name, dt, tuple(shape)))
         graph.inputs.append(inp.name)
     if unused_binds:
@@ -350,10 +350,6 @@ def _substitute_info(info, sub):
         return dataclasses.replace(info, **{f.name: _substitute_info(getattr(info, f.name), sub)
                                             for f in dataclasses.fields(info) if f.init})
     return info
-
-
-def _ident(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name) or "v"
 
 
 def _fold(graph: Graph, ctx: TranslateContext, proto: onnx.NodeProto, opset: int) -> None:

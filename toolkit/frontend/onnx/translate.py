@@ -65,6 +65,11 @@ def registry() -> Registry:
     return _REGISTRY
 
 
+def ident(name: str) -> str:
+    """``name`` as an identifier for a generated symbol (``x_dim0``, ``y_dim1``)."""
+    return "".join(c if c.isalnum() else "_" for c in name) or "v"
+
+
 def version_in_effect(op_type: str, opset: int) -> int | None:
     """The since-version of the schema an opset-``opset`` model uses for ``op_type``."""
     try:

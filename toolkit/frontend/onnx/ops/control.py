@@ -15,13 +15,13 @@ import numpy as np
 from ....ir import dims as D
 from ....abi import MAX_RANK
 from ....ir.dtypes import BOOL, INT64
-from ....ir.graph import Node, Region, Value
+from ....ir.graph import Node, Region, Value, captures
 from ....ops.base import run_infer
 from ....ops.control import If, Loop
 from ....ops.elementwise import Elementwise
 from ....ops.movement import Gather, Slice, Transpose
 from ....ops.shape import Identity, ShapeOf
-from ..translate import TranslateContext
+from ..translate import TranslateContext, ident
 
 VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
 
@@ -30,10 +30,6 @@ def _import(ctx: TranslateContext, gp, bound: list[Value]) -> Region:
     from ..importer import import_region
 
     return import_region(ctx.graph, gp, bound, ctx.label())
-
-
-def _ident(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name) or "v"
 
 
 def _outer(d: D.Dim, local: set) -> bool:
@@ -75,19 +71,10 @@ def if_(ctx: TranslateContext) -> None:
             if da == db and _outer(da, local):
                 shape.append(da)
             else:
-                shape.append(graph.scope.fresh(f"{_ident(name or 'if')}_dim{axis}"))
+                shape.append(graph.scope.fresh(f"{ident(name or 'if')}_dim{axis}"))
         types.append((va.dtype, tuple(shape)))
     op = If(then, orelse, tuple(types))
-    captures = _captures([then, orelse])
-    ctx.emit(op, [ctx.inputs[0]] + [c for c in captures if c != ctx.inputs[0]])
-
-
-def _captures(regions: list[Region]) -> list[str]:
-    seen: dict[str, None] = {}
-    for r in regions:
-        for c in r.captures():
-            seen.setdefault(c)
-    return list(seen)
+    ctx.emit(op, [ctx.inputs[0]] + [c for c in captures([then, orelse]) if c != ctx.inputs[0]])
 
 
 def _inline(ctx: TranslateContext, gp) -> None:
@@ -127,7 +114,7 @@ def _settle(ctx: TranslateContext, init: list[Value], importer, what: str):
             dims = list(shape)
             for axis, (din, dout) in enumerate(zip(shape, out.shape)):
                 if din != dout and din not in variant:
-                    dims[axis] = graph.scope.fresh(f"{_ident(name)}_iter{axis}")
+                    dims[axis] = graph.scope.fresh(f"{ident(name)}_iter{axis}")
                     variant.add(dims[axis])
                     changed = True
             new_shapes.append(tuple(dims))
@@ -158,16 +145,16 @@ def _loop_outputs(ctx: TranslateContext, region: Region, init: list[Value], shap
     for k, (v, shape) in enumerate(zip(init, shapes)):
         name = outputs[k] or "loop"
         types.append((v.dtype, tuple(d if d == i and _outer(d, local) else
-                                     graph.scope.fresh(f"{_ident(name)}_dim{axis}")
+                                     graph.scope.fresh(f"{ident(name)}_dim{axis}")
                                      for axis, (d, i) in enumerate(zip(shape, v.shape)))))
     for j, item_name in enumerate(region.outputs[1 + nc:]):
         item = graph.values[item_name]
         name = outputs[nc + j] or "scan"
         if item.rank + 1 > MAX_RANK:
             ctx.fail(f"scan output '{name}' would have rank {item.rank + 1}; at most {MAX_RANK} dims are supported")
-        first = trips if trips is not None else graph.scope.fresh(f"{_ident(name)}_count")
+        first = trips if trips is not None else graph.scope.fresh(f"{ident(name)}_count")
         types.append((item.dtype, (first,) + tuple(
-            d if _outer(d, local) else graph.scope.fresh(f"{_ident(name)}_dim{axis + 1}")
+            d if _outer(d, local) else graph.scope.fresh(f"{ident(name)}_dim{axis + 1}")
             for axis, d in enumerate(item.shape))))
     return tuple(types)
 
