@@ -76,10 +76,10 @@ def run_case(args) -> tuple[str, str]:
         outs = [o.name for o in case.model.graph.output]
         rtol, atol = max(case.rtol, 1e-4), max(case.atol, 1e-6)
         for inputs, expected in case.data_sets:
-            feeds = {n: np.asarray(a) for n, a in zip(names, inputs) if n in {i.name for i in model.inputs}}
+            inputs, expected = [_array(a) for a in inputs], [_array(a) for a in expected]
+            feeds = {n: a for n, a in zip(names, inputs) if n in {i.name for i in model.inputs}}
             got = model.run(feeds)
             for n, want in zip(outs, expected):
-                want = np.asarray(want)
                 g = got.get(n)
                 if g is None or g.shape != want.shape or g.dtype != want.dtype:
                     return "wrong", f"'{n}': got {None if g is None else (g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
@@ -96,6 +96,14 @@ def run_case(args) -> tuple[str, str]:
         return "run error", f"internal: {type(e).__name__}: {e}"[:300]
     finally:
         path.unlink(missing_ok=True)
+
+
+def _array(a):
+    """A case's input or output as numpy (some cases store TensorProtos)."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    return numpy_helper.to_array(a) if isinstance(a, TensorProto) else np.asarray(a)
 
 
 def write_results(path: Path, targets, seconds: int, totals, cases: dict) -> None:

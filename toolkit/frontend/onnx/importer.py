@@ -180,7 +180,8 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     old: dict[str, int] = {}
     for index, n in enumerate(g.node):
         version = _import_node(graph, reg, n, index, opset)
-        if version < max(reg.versions(n.op_type)) and version < 13:
+        known = reg.versions(n.op_type)  # none: the node was expanded from its ONNX function
+        if known and version < max(known) and version < 13:
             old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
     if old:
         graph.notes.append("older op versions read in their own form (no conversion): "
@@ -210,6 +211,11 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
                                f"an earlier node); every value has one producer")
     version = version_in_effect(n.op_type, opset)
     entry = reg.lookup(n.op_type, version) if version is not None else None
+    if entry is None and version is not None:
+        body = _function_body(graph, n, opset, label)
+        if body is not None:
+            _expand_function(graph, reg, n, name, label, opset, *body)
+            return version
     if entry is None:
         known = reg.versions(n.op_type)
         if not known:
@@ -231,6 +237,100 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     if entry.foldable:
         _fold(graph, ctx, n, opset)
     return version
+
+
+def _function_body(graph: Graph, n: onnx.NodeProto, opset: int, label: str):
+    """(FunctionProto, its default-domain opset) of the ONNX function that defines ``n``'s op
+    at ``opset``, or None when the op has none. Context-dependent functions (LogSoftmax,
+    Attention, CastLike...) are built for ``n``'s attributes and its inputs' types."""
+    try:
+        schema = onnx.defs.get_schema(n.op_type, opset, n.domain or "")
+    except onnx.defs.SchemaError:
+        return None
+    plain = [v for v in schema.function_opset_versions if v <= opset]
+    context = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    if not plain and not context:
+        return None
+    _check_arity(n, opset, label)
+    _attrs_with_defaults(n, opset, label)  # checks the attributes against the schema
+    if plain and (not context or max(plain) >= max(context)):
+        text = schema.get_function_with_opset_version(max(plain))
+    else:
+        types = []
+        for i in n.input:
+            t = onnx.TypeProto()
+            if i:
+                v = graph.values[i]
+                t.tensor_type.elem_type = v.dtype.code
+                for d in v.shape:
+                    dim = t.tensor_type.shape.dim.add()
+                    if isinstance(d, int):
+                        dim.dim_value = d
+                    else:
+                        dim.dim_param = str(d)
+            types.append(t.SerializeToString())
+        try:
+            text = schema.get_context_dependent_function_with_opset_version(max(context), n.SerializeToString(),
+                                                                             types)
+        except Exception as e:  # noqa: BLE001 - onnx refuses the node's types or attributes
+            raise CompileError(f"{label}: its ONNX function cannot be built for these inputs ({e})") from None
+    fn = onnx.FunctionProto()
+    fn.ParseFromString(text)
+    if not fn.node:
+        return None
+    fn_opset = next((o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")), opset)
+    return fn, fn_opset
+
+
+def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str, opset: int,
+                     fn: onnx.FunctionProto, fn_opset: int) -> None:
+    """Import ``n`` as the nodes of its ONNX function ``fn``: the function's inputs and
+    outputs are the node's, its own values get names under the node's, and attributes that
+    refer to the function's (``ref_attr_name``) take the node's values or its defaults."""
+    schema = onnx.defs.get_schema(n.op_type, opset, n.domain or "")
+    given = {a.name: a for a in n.attribute}
+    for aname, spec in schema.attributes.items():
+        if aname not in given and spec.default_value.type != onnx.AttributeProto.UNDEFINED:
+            given[aname] = spec.default_value
+    axis = given.get("axis")
+    if axis is not None and axis.type == onnx.AttributeProto.INT and n.input and n.input[0]:
+        rank = graph.values[n.input[0]].rank  # functions take the axis for granted: check it here
+        if not -rank <= axis.i < max(rank, 1):
+            raise CompileError(f"{label}: axis {axis.i} is out of range for input '{n.input[0]}' of rank {rank}")
+    rename = {f: (n.input[k] if k < len(n.input) else "") for k, f in enumerate(fn.input)}
+    rename.update({f: n.output[k] for k, f in enumerate(fn.output) if k < len(n.output) and n.output[k]})
+    prefix = f"{name}/"
+
+    def new_name(x: str) -> str:
+        return rename.get(x, prefix + x if x else "")
+
+    for k, sub in enumerate(fn.node):
+        m = onnx.NodeProto()
+        m.CopyFrom(sub)
+        m.name = f"{prefix}{sub.name or sub.op_type + '_' + str(k)}"
+        m.ClearField("input")
+        m.input.extend(new_name(x) for x in sub.input)
+        m.ClearField("output")
+        m.output.extend(new_name(x) for x in sub.output)
+        m.ClearField("attribute")
+        for a in sub.attribute:
+            if a.ref_attr_name:
+                if a.ref_attr_name in given:
+                    b = onnx.AttributeProto()
+                    b.CopyFrom(given[a.ref_attr_name])
+                    b.name = a.name
+                    m.attribute.append(b)
+            elif a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                raise CompileError(f"{label}: its ONNX function has a subgraph attribute (not supported)")
+            else:
+                m.attribute.append(a)
+        try:
+            _import_node(graph, reg, m, k, fn_opset)
+        except CompileError as e:
+            raise CompileError(f"{label}, expanded from its ONNX function: {e}") from None
+    for o in n.output:
+        if o and o not in graph.values:
+            raise CompileError(f"{label}: output '{o}' is not produced by its ONNX function")
 
 
 def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: str) -> Region:

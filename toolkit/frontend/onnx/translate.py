@@ -54,12 +54,12 @@ _REGISTRY: Registry | None = None
 def registry() -> Registry:
     global _REGISTRY
     if _REGISTRY is None:
-        from .ops import (constant, control, conv, data_dependent, elementwise, indexing, layout, nn, reduce, select,
-                          shape, tensor)
+        from .ops import (constant, control, conv, data_dependent, elementwise, indexing, layout, misc, nn, quant,
+                          reduce, rnn, select, shape, tensor)
 
         r = Registry()
         for family in (constant, control, elementwise, shape, tensor, indexing, reduce, nn, conv, data_dependent,
-                       select, layout):
+                       select, layout, rnn, quant, misc):
             family.register(r)
         _REGISTRY = r
     return _REGISTRY
