@@ -51,18 +51,18 @@ def _op_of(case) -> str:
 
 
 def run_case(args) -> tuple[str, str]:
-    """(outcome, detail) of one case on one target; runs in a worker."""
-    name, target, tmp = args
+    """(outcome, detail) of one case on one target; runs in a worker. ``args``: (case name,
+    target, a scratch directory the backend does not need)."""
+    name, target = args[0], args[1]
     import numpy as np
 
     import wasm_runtime
-    from toolkit.compiler import compile_model
+    from toolkit import backend
     from toolkit.ir.graph import CompileError
 
     case = _CASES[name]
-    path = Path(tmp) / f"{name}.{target}{'.wasm' if target == 'wasm32' else '.so'}"
     try:
-        compile_model(case.model, path, target=target)
+        rep = backend.prepare(case.model, target=target)
     except CompileError as e:
         text = str(e)
         unsupported = ("unsupported op" in text or "is not supported" in text or "not supported" in text
@@ -71,31 +71,27 @@ def run_case(args) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001 - a compiler bug: reported as such
         return "compile error", f"internal: {type(e).__name__}: {e}"[:300]
     try:
-        model = wasm_runtime.load(path)
         names = [i.name for i in case.model.graph.input]
-        outs = [o.name for o in case.model.graph.output]
         rtol, atol = max(case.rtol, 1e-4), max(case.atol, 1e-6)
         for inputs, expected in case.data_sets:
             inputs, expected = [_array(a) for a in inputs], [_array(a) for a in expected]
-            feeds = {n: a for n, a in zip(names, inputs) if n in {i.name for i in model.inputs}}
-            got = model.run(feeds)
-            for n, want in zip(outs, expected):
-                g = got.get(n)
-                if g is None or g.shape != want.shape or g.dtype != want.dtype:
-                    return "wrong", f"'{n}': got {None if g is None else (g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
+            feeds = {n: a for n, a in zip(names, inputs) if n in rep.input_names}
+            got = rep.run(feeds)
+            for n, g, want in zip(rep.output_names, got, expected):
+                if g.shape != want.shape or g.dtype != want.dtype:
+                    return "wrong", f"'{n}': got {(g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
                 if want.dtype.kind in "fc":
                     if not np.allclose(g, want, rtol=rtol, atol=atol, equal_nan=True):
                         return "wrong", f"'{n}': max abs diff {float(np.nanmax(np.abs(g - want))):.3g}"
                 elif not np.array_equal(g, want):
                     return "wrong", f"'{n}': values differ"
-        model.close()
         return "pass", ""
     except wasm_runtime.ModelError as e:
         return "run error", str(e)[:300]
     except Exception as e:  # noqa: BLE001 - a host bug
         return "run error", f"internal: {type(e).__name__}: {e}"[:300]
     finally:
-        path.unlink(missing_ok=True)
+        rep.close()
 
 
 def _array(a):

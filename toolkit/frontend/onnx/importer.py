@@ -12,6 +12,7 @@ from typing import Mapping
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 
 from ...ir import dims as D
@@ -111,11 +112,13 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     binds = dict(binds or {})
     ranges = dict(ranges or {})
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None and any(o.domain == "ai.onnx.ml" for o in proto.opset_import):
+        raise CompileError("ops of domain 'ai.onnx.ml' (classical machine learning) are not supported")
     if opset is None:
         raise CompileError("malformed ONNX model: it imports no version of the default opset")
+    converted_from = None
     if opset < MIN_OPSET:
-        raise CompileError(f"opset {opset} is not supported (symwasm reads opsets {MIN_OPSET} to {MAX_OPSET}; "
-                           f"convert with onnx.version_converter)")
+        proto, converted_from, opset = _upgrade(proto, opset), opset, MIN_OPSET
     if opset > MAX_OPSET:
         raise CompileError(f"opset {opset} is newer than the onnx package knows ({MAX_OPSET}); "
                            f"upgrade onnx, or export the model for opset {MAX_OPSET} or older")
@@ -183,6 +186,8 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         known = reg.versions(n.op_type)  # none: the node was expanded from its ONNX function
         if known and version < max(known) and version < 13:
             old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
+    if converted_from is not None:
+        graph.notes.append(f"opset {converted_from} model upgraded to opset {MIN_OPSET} by onnx's version converter")
     if old:
         graph.notes.append("older op versions read in their own form (no conversion): "
                            + ", ".join(f"{k} x{v}" for k, v in sorted(old.items())))
@@ -237,6 +242,16 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     if entry.foldable:
         _fold(graph, ctx, n, opset)
     return version
+
+
+def _upgrade(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """A model of an opset older than symwasm reads, converted by onnx's version converter
+    to the oldest it reads."""
+    try:
+        return onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:  # noqa: BLE001 - the converter raises several types
+        raise CompileError(f"opset {opset} is older than symwasm reads ({MIN_OPSET} to {MAX_OPSET}) and onnx's "
+                           f"version converter cannot upgrade this model: {str(e).splitlines()[0][:200]}") from None
 
 
 def _function_body(graph: Graph, n: onnx.NodeProto, opset: int, label: str):
