@@ -1,5 +1,163 @@
-"""stub"""
+"""Quantization ONNX ops -> Quantize, Dequantize, DynamicQuantize (toolkit.ops.quant), and the
+integer products MatMulInteger and QLinearMatMul as MatMul over int32.
+
+Versions: QuantizeLinear and DequantizeLinear 13 add ``axis`` (per-axis scales); 19 adds
+float8 types and ``saturate`` (float8 only); 21 adds int16/uint16, int4 and
+``block_size`` (blocked scales), and QuantizeLinear ``output_dtype``; 23 adds
+DequantizeLinear ``output_dtype``, QuantizeLinear ``precision`` and float4; 24 the float8e8m0
+scale; 25 int2; 28 float6. The float8, float4, float6, int4 and int2 types have no dtype
+in symwasm: a model using them fails to compile, naming the node and dtype. QLinearMatMul
+21 adds float16 scales and float8 types.
+
+MatMulInteger and QLinearMatMul subtract the zero points in int32 and multiply with the
+int32 MatMul (exact, wrapping as numpy's int32 does); a constant operand is centred at
+compile time. A 1-D ``a_zero_point`` of more than one element is per row of a (the spec's
+meaning, not numpy broadcasting). QLinearMatMul then requantizes the int32 product with
+the multiplier ``a_scale * b_scale / y_scale`` (computed in the scales' dtype, applied in
+float64 as onnx.reference does), per tensor or per column of b.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.dtypes import FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, UINT8, UINT16, DType
+from ....ops.elementwise import Cast, Elementwise
+from ....ops.linalg import MatMul
+from ....ops.quant import Dequantize, DynamicQuantize, Quantize
+from ....ops.shape import ViewAs
+from ..translate import TranslateContext
+
+EIGHT_BIT = (UINT8, INT8)
+
+
+def _zero_point_dtype(ctx: TranslateContext, i: int, allowed: tuple[DType, ...]) -> DType | None:
+    v = ctx.value(i)
+    if v is None:
+        return None
+    if v.dtype not in allowed:
+        ctx.fail(f"zero point '{v.name}' has dtype {v.dtype}; {ctx.op_type}-{ctx.version} takes "
+                 f"{', '.join(d.name for d in allowed)}")
+    return v.dtype
+
+
+def quantize_linear(ctx: TranslateContext) -> None:
+    allowed = EIGHT_BIT if ctx.version < 21 else (UINT8, INT8, UINT16, INT16)
+    out = _zero_point_dtype(ctx, 2, allowed)
+    code = int(ctx.attr("output_dtype", 0)) if ctx.version >= 21 else 0
+    if code:
+        wanted = ctx.dtype(code, "output_dtype")
+        if out is not None and wanted != out:
+            ctx.fail(f"output_dtype {wanted} differs from the zero point's dtype {out}")
+        if wanted not in allowed:
+            ctx.fail(f"output_dtype {wanted} is not one of {', '.join(d.name for d in allowed)}")
+        out = wanted
+    precision = None
+    if ctx.version >= 23 and int(ctx.attr("precision", 0)):
+        precision = ctx.dtype(int(ctx.attr("precision")), "precision")
+        if precision not in (FLOAT16, FLOAT32, INT32):
+            ctx.fail(f"precision {precision} is not one of float16, float32, int32")
+    block = int(ctx.attr("block_size", 0)) if ctx.version >= 21 else 0
+    ctx.emit(Quantize(out or UINT8, int(ctx.attr("axis", 1)), block, precision))
+
+
+def dequantize_linear(ctx: TranslateContext) -> None:
+    allowed = EIGHT_BIT + (INT32,) if ctx.version < 21 else (UINT8, INT8, UINT16, INT16, INT32)
+    x = ctx.value(0)
+    if x.dtype not in allowed:
+        ctx.fail(f"x '{x.name}' has dtype {x.dtype}; {ctx.op_type}-{ctx.version} takes "
+                 f"{', '.join(d.name for d in allowed)}")
+    code = int(ctx.attr("output_dtype", 0)) if ctx.version >= 23 else 0
+    out = ctx.dtype(code, "output_dtype") if code else None
+    block = int(ctx.attr("block_size", 0)) if ctx.version >= 21 else 0
+    ctx.emit(Dequantize(out, int(ctx.attr("axis", 1)), block))
+
+
+def dynamic_quantize_linear(ctx: TranslateContext) -> None:
+    ctx.emit(DynamicQuantize())
+
+
+# ----------------------------------------------------------------------------- integer products
+
+
+def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, per_row: bool) -> str:
+    """Input ``i`` as int32 minus its zero point (input ``zi``, if given). ``per_row``: a 1-D
+    zero point of several elements is one per row (viewed as a column)."""
+    v = ctx.value(i)
+    if v.dtype not in EIGHT_BIT:
+        ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.op_type} takes uint8, int8")
+    zp = ctx.value(zi) if zi is not None and ctx.has(zi) else None
+    if zp is not None and zp.dtype != v.dtype:
+        ctx.fail(f"zero point '{zp.name}' has dtype {zp.dtype}; '{v.name}' has {v.dtype}")
+    column = zp is not None and per_row and zp.rank == 1 and zp.shape[0] != 1 and v.rank >= 2
+    if v.const is not None and (zp is None or zp.const is not None):
+        arr = v.const.astype(np.int32)
+        if zp is not None:
+            z = zp.const.astype(np.int32)
+            arr = arr - (z.reshape(-1, 1) if column else z)
+        return ctx.constant(what, arr)
+    wide = ctx.tmp(f"{what} int32")
+    ctx.emit(Cast(INT32), [v.name], [wide])
+    if zp is None:
+        return wide
+    z = ctx.tmp(f"{what} zero point int32")
+    ctx.emit(Cast(INT32), [zp.name], [z])
+    if column:
+        col = ctx.tmp(f"{what} zero point column")
+        ctx.emit(ViewAs((zp.shape[0], 1)), [z], [col])
+        z = col
+    out = ctx.tmp(what)
+    ctx.emit(Elementwise("sub"), [wide, z], [out])
+    return out
+
+
+def _int_product(ctx: TranslateContext, a: int, az: int, b: int, bz: int, out: str) -> None:
+    ctx.emit(MatMul(), [_centered(ctx, a, az, "a centred", True), _centered(ctx, b, bz, "b centred", False)], [out])
+
+
+def matmul_integer(ctx: TranslateContext) -> None:
+    _int_product(ctx, 0, 2, 1, 3, ctx.outputs[0])
+
+
+def _one_element(ctx: TranslateContext, i: int, what: str) -> None:
+    v = ctx.value(i)
+    if v.numel != 1:
+        ctx.fail(f"{what} '{v.name}' has shape {v.describe()}; it must have one element (per tensor)")
+
+
+def _multiplier(ctx: TranslateContext, a_scale: int, b_scale: int, y_scale: int) -> str:
+    """a_scale * b_scale / y_scale in the scales' dtype (folded when all are constants)."""
+    vals = [ctx.value(i) for i in (a_scale, b_scale, y_scale)]
+    if len({v.dtype for v in vals}) > 1 or vals[0].dtype not in (FLOAT32, FLOAT16):
+        ctx.fail("the scales must all be float32 or all float16, have "
+                 + ", ".join(f"'{v.name}' {v.dtype}" for v in vals))
+    if all(v.const is not None for v in vals):
+        a, b, y = (v.const for v in vals)
+        return ctx.constant("multiplier", (a * b / y).astype(a.dtype))
+    prod, mult = ctx.tmp("scale product"), ctx.tmp("multiplier")
+    ctx.emit(Elementwise("mul"), [vals[0].name, vals[1].name], [prod])
+    ctx.emit(Elementwise("div"), [prod, vals[2].name], [mult])
+    return mult
+
+
+def qlinear_matmul(ctx: TranslateContext) -> None:
+    # inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
+    _one_element(ctx, 1, "a_scale")
+    _one_element(ctx, 6, "y_scale")
+    _one_element(ctx, 7, "y_zero_point")
+    b_scale = ctx.value(4)
+    if b_scale.rank > 1:
+        ctx.fail(f"b_scale '{b_scale.name}' has shape {b_scale.describe()}; it must be a scalar or 1-D "
+                 f"(per column of b)")
+    out = _zero_point_dtype(ctx, 7, EIGHT_BIT)
+    acc = ctx.tmp("int32 product")
+    _int_product(ctx, 0, 2, 3, 5, acc)
+    mult = _multiplier(ctx, 1, 4, 6)
+    ctx.emit(Quantize(out, -1, precision=FLOAT64, multiply=True), [acc, mult, ctx.inputs[7]], ctx.outputs[:1])
 
 
 def register(r) -> None:
-    pass
+    r.add("QuantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28), quantize_linear)
+    r.add("DequantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28), dequantize_linear)
+    r.add("DynamicQuantizeLinear", (11,), dynamic_quantize_linear)
+    r.add("MatMulInteger", (10,), matmul_integer)
+    r.add("QLinearMatMul", (10, 21), qlinear_matmul)

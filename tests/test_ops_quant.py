@@ -1,0 +1,258 @@
+"""Quantization ops (toolkit/frontend/onnx/ops/quant.py): QuantizeLinear, DequantizeLinear,
+DynamicQuantizeLinear, MatMulInteger, QLinearMatMul — against onnx.reference and
+onnxruntime, each module compiled once per target and run with several bindings of its
+symbolic dims."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import wasm_runtime
+from tests.util import build, check_model, const, make_model, ort_reference, rand, vinfo
+from toolkit.ir.graph import CompileError
+
+RNG = np.random.default_rng(31)
+F32, F16, U8, I8, U16, I16, I32 = np.float32, np.float16, np.uint8, np.int8, np.uint16, np.int16, np.int32
+QUANTIZED = (U8, I8, U16, I16)
+
+
+def node(op: str, ins: list[str], outs: list[str], **attrs):
+    return helper.make_node(op, ins, outs, name=outs[0], **attrs)
+
+
+def ties(shape, scale: float = 0.5) -> np.ndarray:
+    """Values whose quotients by ``scale`` are often exactly halfway between integers (round
+    half to even), with some far outside any quantized range (saturation)."""
+    x = RNG.integers(-600, 600, size=shape).astype(F32) * np.float32(scale / 2)
+    big = RNG.random(shape) < 0.1
+    return np.where(big, x * 300, x).astype(F32)
+
+
+def zero_point(dtype, shape=()) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return RNG.integers(max(info.min, -20), min(info.max, 20) + 1, size=shape).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- QuantizeLinear
+
+
+@pytest.mark.parametrize("dtype", QUANTIZED)
+def test_quantize_per_tensor(target, dtype):
+    model = make_model([node("QuantizeLinear", ["x", "s", "z"], ["y"])],
+                       [vinfo("x", F32, ["n", "m"])], [vinfo("y", dtype, None)],
+                       [const("s", np.float32(0.5)), const("z", zero_point(dtype))], opset=21)
+    check_model(model, target, [{"x": ties((n, m))} for n, m in ((3, 4), (1, 7), (0, 2))])
+
+
+def test_quantize_per_axis(target):
+    nodes = [node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1),
+             node("QuantizeLinear", ["x", "s2", "z2"], ["y2"], axis=-1)]
+    model = make_model(nodes, [vinfo("x", F32, ["n", 3, "m"]), vinfo("s2", F32, ["k"]), vinfo("z2", I8, ["k"])],
+                       [vinfo("y", U8, None), vinfo("y2", I8, None)],
+                       [const("s", np.array([0.5, 0.25, 2.0], F32)), const("z", np.array([0, 10, 128], U8))],
+                       opset=13)
+
+    def feeds(n, m):
+        return {"x": ties((n, 3, m)), "s2": RNG.uniform(0.1, 2, m).astype(F32), "z2": zero_point(I8, (m,))}
+
+    m = check_model(model, target, [feeds(2, 5), feeds(1, 1), feeds(4, 3)])
+    bad = feeds(2, 5)
+    bad["s2"], bad["z2"] = bad["s2"][:4], bad["z2"][:4]
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'y2' \(QuantizeLinear\): length of scale 's2'"):
+        m.run(bad)
+
+
+def test_quantize_blocked(target):
+    # blocks of 2 along axis 1 (5 = 2 + 2 + 1) and of 3 along the symbolic axis 0
+    nodes = [node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2),
+             node("QuantizeLinear", ["x", "t"], ["yt"], axis=0, block_size=3, output_dtype=TensorProto.INT16)]
+    model = make_model(nodes, [vinfo("x", F32, ["n", 5]), vinfo("s", F32, ["n", 3]), vinfo("z", U8, ["n", 3]),
+                               vinfo("t", F32, ["b", 5])],
+                       [vinfo("y", U8, None), vinfo("yt", I16, None)], opset=21)
+
+    def feeds(n):
+        b = -(-n // 3)
+        return {"x": ties((n, 5)), "s": RNG.uniform(0.2, 1, (n, 3)).astype(F32), "z": zero_point(U8, (n, 3)),
+                "t": RNG.uniform(0.01, 0.1, (b, 5)).astype(F32)}
+
+    m = check_model(model, target, [feeds(4), feeds(3), feeds(7), feeds(1)])
+    bad = feeds(4)
+    bad["t"] = bad["t"][:1]
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'yt' \(QuantizeLinear\): dim 0 of scale 't'"):
+        m.run(bad)
+
+
+def test_quantize_float16_and_int32(target):
+    # float16 divides in float16 (numpy), int32 in float64; no zero point means uint8
+    nodes = [node("QuantizeLinear", ["h", "hs"], ["yh"]),
+             node("QuantizeLinear", ["i", "s", "z"], ["yi"])]
+    model = make_model(nodes, [vinfo("h", F16, ["n"]), vinfo("i", I32, ["n", 2])],
+                       [vinfo("yh", U8, None), vinfo("yi", I8, None)],
+                       [const("hs", np.float16(0.3)), const("s", np.float32(3.0)), const("z", np.int8(-3))],
+                       opset=19)
+
+    def feeds(n):
+        return {"h": (RNG.uniform(-5, 90, n)).astype(F16), "i": RNG.integers(-500, 500, (n, 2)).astype(I32)}
+
+    check_model(model, target, [feeds(9), feeds(1), feeds(30)])
+
+
+def test_quantize_precision(target):
+    # precision float16: x and the scale are rounded to float16 before dividing
+    model = make_model([node("QuantizeLinear", ["x", "s", "z"], ["y"], precision=TensorProto.FLOAT16)],
+                       [vinfo("x", F32, ["n"])], [vinfo("y", I8, None)],
+                       [const("s", np.float32(0.1234567)), const("z", np.int8(1))], opset=23)
+    check_model(model, target, [{"x": RNG.uniform(-20, 20, n).astype(F32)} for n in (17, 3)])
+
+
+def test_quantize_onnxruntime(target):
+    model = make_model([node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=0)],
+                       [vinfo("x", F32, [2, "m"])], [vinfo("y", I8, None)],
+                       [const("s", np.array([0.5, 0.125], F32)), const("z", np.array([3, -4], I8))], opset=13)
+    check_model(model, target, [{"x": ties((2, m))} for m in (6, 1)], ref=ort_reference)
+
+
+def test_quantize_refusals():
+    def model(dtype_attr=None, scale_shape=(3, 3), opset=21, **kw):
+        attrs = {"output_dtype": dtype_attr} if dtype_attr else {}
+        return make_model([node("QuantizeLinear", ["x", "s"], ["y"], **attrs, **kw)],
+                          [vinfo("x", F32, [3, 3])], [vinfo("y", U8, None)],
+                          [const("s", np.ones(scale_shape, F32))], opset=opset)
+
+    with pytest.raises(CompileError, match=r"node 'y' \(QuantizeLinear\): output_dtype FLOAT8E4M3FN is not supported"):
+        build(model(TensorProto.FLOAT8E4M3FN), "native")
+    with pytest.raises(CompileError, match=r"node 'y' \(QuantizeLinear\): output_dtype INT4 is not supported"):
+        build(model(TensorProto.INT4), "native")
+    with pytest.raises(CompileError, match=r"scale 's' \(3, 3\) must have one element, be 1-D"):
+        build(model(), "native")
+    with pytest.raises(CompileError, match=r"dim 1 of scale 's' \(blocks of 2 along axis 1"):
+        build(model(scale_shape=(3, 3), block_size=2), "native")
+
+
+# ----------------------------------------------------------------------------- DequantizeLinear
+
+
+@pytest.mark.parametrize("dtype", QUANTIZED + (I32,))
+def test_dequantize_per_tensor(target, dtype):
+    info = np.iinfo(dtype)
+    model = make_model([node("DequantizeLinear", ["x", "s", "z"], ["y"])],
+                       [vinfo("x", dtype, ["n", 2])], [vinfo("y", F32, None)],
+                       [const("s", np.float32(0.37)), const("z", zero_point(dtype))], opset=21)
+
+    def feeds(n):
+        lo, hi = max(info.min, -(1 << 20)), min(info.max, 1 << 20)
+        return {"x": RNG.integers(lo, hi, (n, 2), endpoint=True).astype(dtype)}
+
+    check_model(model, target, [feeds(5), feeds(1), feeds(0)])
+
+
+def test_dequantize_axis_blocked_float16(target):
+    nodes = [node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=-1),
+             node("DequantizeLinear", ["x", "b"], ["yb"], axis=0, block_size=2),
+             node("DequantizeLinear", ["x", "h", "z"], ["yh"], axis=2),
+             node("DequantizeLinear", ["x", "s"], ["y16"], axis=2, output_dtype=TensorProto.FLOAT16)]
+    model = make_model(nodes, [vinfo("x", I8, ["n", 2, 3]), vinfo("b", F32, ["k", 2, 3])],
+                       [vinfo("y", F32, None), vinfo("yb", F32, None), vinfo("yh", F16, None),
+                        vinfo("y16", F16, None)],
+                       [const("s", np.array([0.5, 0.3, 1e-3], F32)), const("z", np.array([1, -2, 3], I8)),
+                        const("h", np.array([0.5, 0.3, 7.1], F16))], opset=23)
+
+    def feeds(n):
+        return {"x": RNG.integers(-128, 128, (n, 2, 3)).astype(I8),
+                "b": RNG.uniform(-1, 1, (-(-n // 2), 2, 3)).astype(F32)}
+
+    check_model(model, target, [feeds(3), feeds(4), feeds(1)])
+
+
+# ----------------------------------------------------------------------------- DynamicQuantizeLinear
+
+
+def test_dynamic_quantize(target):
+    model = make_model([node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])],
+                       [vinfo("x", F32, ["n", "m"])],
+                       [vinfo("y", U8, None), vinfo("scale", F32, None), vinfo("zp", U8, None)], opset=11)
+    feeds = [{"x": rand(RNG, (3, 4))}, {"x": RNG.uniform(0.5, 4, (2, 5)).astype(F32)},
+             {"x": RNG.uniform(-9, -1, (1, 1)).astype(F32)}, {"x": np.zeros((2, 2), F32)},
+             {"x": np.array([[-1.0, 0.5, 254 / 255 * 2]], F32)}]
+    check_model(model, target, feeds)
+    # all zeros (an empty range): onnx.reference's scale is 1 / 255, onnxruntime's 1 (the
+    # quantized values agree); symwasm follows onnx.reference
+    check_model(model, target, feeds[:3] + feeds[4:], ref=ort_reference)
+
+
+# ----------------------------------------------------------------------------- MatMulInteger
+
+
+@pytest.mark.parametrize("dtypes", [(U8, U8), (I8, I8), (U8, I8)])
+def test_matmul_integer(target, dtypes):
+    ta, tb = dtypes
+    model = make_model([node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+                       [vinfo("a", ta, ["n", "m", "k"]), vinfo("b", tb, ["k", 3]), vinfo("az", ta, []),
+                        vinfo("bz", tb, [3])], [vinfo("y", I32, None)], opset=10)
+
+    def feeds(n, m, k):
+        info_a, info_b = np.iinfo(ta), np.iinfo(tb)
+        return {"a": RNG.integers(info_a.min, info_a.max, (n, m, k), endpoint=True).astype(ta),
+                "b": RNG.integers(info_b.min, info_b.max, (k, 3), endpoint=True).astype(tb),
+                "az": zero_point(ta), "bz": zero_point(tb, (3,))}
+
+    fs = [feeds(2, 3, 4), feeds(1, 5, 1), feeds(3, 1, 17)]
+    check_model(model, target, fs)
+    # onnxruntime has no int8 x int8 kernel, and its uint8 x int8 kernel (pmaddubsw on x86
+    # without VNNI) saturates pairs of products to int16, so only uint8 x uint8 is exact there
+    if dtypes == (U8, U8):
+        check_model(model, target, fs, ref=ort_reference)
+
+
+def test_matmul_integer_constant_b_per_row_a(target):
+    # a's 1-D zero point is per row (the spec), which numpy broadcasting (onnx.reference)
+    # would apply per column: compared with numpy's product of the centred operands
+    b = RNG.integers(0, 256, (4, 6)).astype(U8)
+    model = make_model([node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+                       [vinfo("a", U8, ["m", 4]), vinfo("az", U8, ["m"])], [vinfo("y", I32, None)],
+                       [const("b", b), const("bz", np.uint8(128))], opset=10)
+
+    def ref(model, feeds):
+        a = feeds["a"].astype(np.int32) - feeds["az"].astype(np.int32)[:, None]
+        return {"y": a @ (b.astype(np.int32) - 128)}
+
+    feeds = [{"a": RNG.integers(0, 256, (m, 4)).astype(U8), "az": RNG.integers(0, 256, m).astype(U8)}
+             for m in (3, 1, 8)]
+    check_model(model, target, feeds, ref=ref)
+
+
+# ----------------------------------------------------------------------------- QLinearMatMul
+
+
+@pytest.mark.parametrize("dtype,scale", [(U8, F32), (I8, F32), (U8, F16), (I8, F16)])
+def test_qlinear_matmul(target, dtype, scale):
+    info = np.iinfo(dtype)
+    model = make_model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+                       [vinfo("a", dtype, ["n", "m", 5]), vinfo("b", dtype, [5, "k"]), vinfo("bs", scale, ["k"]),
+                        vinfo("bz", dtype, ["k"])], [vinfo("y", dtype, None)],
+                       [const("as", scale(0.02)), const("az", zero_point(dtype)), const("ys", scale(0.35)),
+                        const("yz", zero_point(dtype))], opset=21)
+
+    def feeds(n, m, k):
+        return {"a": RNG.integers(info.min, info.max, (n, m, 5), endpoint=True).astype(dtype),
+                "b": RNG.integers(info.min, info.max, (5, k), endpoint=True).astype(dtype),
+                "bs": RNG.uniform(0.01, 0.05, k).astype(scale), "bz": zero_point(dtype, (k,))}
+
+    check_model(model, target, [feeds(2, 3, 4), feeds(1, 1, 1), feeds(2, 6, 2)])
+
+
+def test_qlinear_matmul_onnxruntime(target):
+    # opset 10, per-tensor b: onnxruntime rounds its float32 requantization like numpy's
+    # float64 one except at exact ties, which these scales avoid
+    model = make_model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+                       [vinfo("a", U8, ["m", 4]), vinfo("b", U8, [4, "k"])], [vinfo("y", U8, None)],
+                       [const("as", np.float32(0.0213)), const("az", np.uint8(120)), const("bs", np.float32(0.0117)),
+                        const("bz", np.uint8(131)), const("ys", np.float32(0.391)), const("yz", np.uint8(100))],
+                       opset=10)
+
+    def feeds(m, k):
+        return {"a": RNG.integers(0, 256, (m, 4)).astype(U8), "b": RNG.integers(0, 256, (4, k)).astype(U8)}
+
+    check_model(model, target, [feeds(3, 2), feeds(1, 7)], ref=ort_reference)
+    check_model(model, target, [feeds(5, 3)])
