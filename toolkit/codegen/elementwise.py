@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from ..ir import dims as D
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT32, DType
+from ..ir.dtypes import FLOAT32, FLOAT64, DType
 from . import mathlib
 from .kernel import KernelBuilder, Tensor, i64
 from .scalar import convert
@@ -106,10 +106,13 @@ def _nested(kb: KernelBuilder, ins: list[Tensor], o: Tensor, fn: ScalarFn) -> No
 
 def power(b: ir.IRBuilder, x: ir.Value, y: ir.Value, xdt: DType, ydt: DType) -> ir.Value:
     """ONNX Pow: the exponent may have another dtype than the base; the result has the
-    base's. Float bases compute in float32 (the math library's precision)."""
+    base's. With a float operand it computes in float64 when either is float64 or the base
+    is an integer (numpy's promotion, then truncated back like the reference's ``astype``),
+    else in float32 (nearly correctly rounded)."""
     if xdt.is_float or ydt.is_float:
-        r = mathlib.pow(b, convert(b, x, xdt, FLOAT32), convert(b, y, ydt, FLOAT32))
-        return convert(b, r, FLOAT32, xdt)
+        ct = FLOAT64 if FLOAT64 in (xdt, ydt) or not xdt.is_float else FLOAT32
+        r = mathlib.pow(b, convert(b, x, xdt, ct), convert(b, y, ydt, ct))
+        return convert(b, r, ct, xdt)
     t = x.type
     if y.type.width > t.width:
         y = b.trunc(y, t)

@@ -58,3 +58,24 @@ def from_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     r = b.select(b.icmp_unsigned("<", a, _c(i32, 113 << 23)), tiny, normal)
     r = b.select(b.icmp_unsigned(">=", a, _c(i32, (127 + 16) << 23)), big, r)
     return b.trunc(b.or_(r, b.lshr(sign, _c(i32, 16))), _like(x, I16))
+
+
+def f64_to_f32_odd(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float64 -> float32 rounded to odd (an inexact result gets its lowest bit set), for
+    float64 -> float16: rounding to odd first and then to nearest even with two fewer bits
+    equals rounding once, where two nearest roundings could land on the wrong side of a tie."""
+    i32, f32 = _like(x, I32), _like(x, F32)
+    t = b.fptrunc(x, f32)
+    back = b.fpext(t, x.type)
+    bits = b.bitcast(t, i32)
+    inexact = b.fcmp_ordered("!=", back, x)  # false for nan
+    even = b.icmp_unsigned("==", b.and_(bits, _c(i32, 1)), _c(i32, 0))
+    # the other neighbour of x: one step toward x in magnitude (bits are sign-magnitude)
+    away = b.fcmp_ordered(">", _fabs(b, back), _fabs(b, x))
+    other = b.select(away, b.sub(bits, _c(i32, 1)), b.add(bits, _c(i32, 1)))
+    return b.bitcast(b.select(b.and_(inexact, even), other, bits), f32)
+
+
+def _fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    t = x.type
+    return b.call(b.module.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t])), [x])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir.dtypes import DType
+from . import half
 from .kernel import F64, I8, compute_type, fptosi_sat, intrinsic
 
 _FCMP = {"==": "==", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "!=": "!="}
@@ -104,8 +105,9 @@ def from_bool(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 
 def convert(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
-    """numpy's ``astype`` between compute types: floats to ints saturate (NaN is 0) instead
-    of trapping; ints wrap; anything to bool is ``!= 0`` (NaN is true)."""
+    """numpy's ``astype`` between compute types: floats to ints truncate and saturate (NaN is
+    0) instead of trapping (ONNX leaves out-of-range values undefined); ints wrap; anything
+    to bool is ``!= 0`` (NaN is true); float64 to float16 rounds once."""
     st, tt = compute_type(src), compute_type(dst)
     if src == dst or st == tt and src.kind == dst.kind:
         return x
@@ -116,6 +118,8 @@ def convert(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     if src.is_float and dst.is_float:
         if st == tt:
             return x
+        if dst.itemsize == 2:  # computed as float32 and rounded to binary16 when stored
+            return half.f64_to_f32_odd(b, x)
         return b.fpext(x, tt) if tt == F64 else b.fptrunc(x, tt)
     if src.is_float:
         return fptosi_sat(b, x, tt, signed=dst.is_signed)

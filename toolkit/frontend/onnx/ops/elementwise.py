@@ -8,8 +8,10 @@ become its parameters, in order (schema defaults filled in).
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ....ir.dims import product
+from ....ir.dtypes import DType
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.shape import Identity
 from ..translate import TranslateContext
@@ -23,6 +25,7 @@ ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]] | tuple[str, tuple[int, ...],
     "Max": ("max", (6, 8, 12, 13)),
     "Min": ("min", (6, 8, 12, 13)),
     "Sum": ("add", (6, 8, 13)),
+    "Mean": ("mean", (6, 8, 13)),
     "Equal": ("equal", (7, 11, 13, 19)),
     "Less": ("less", (7, 9, 13)),
     "Greater": ("greater", (7, 9, 13)),
@@ -32,9 +35,19 @@ ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]] | tuple[str, tuple[int, ...],
     "Or": ("or", (7,)),
     "Xor": ("xor", (7,)),
     "Not": ("not", (1,)),
+    "BitwiseAnd": ("bitwise_and", (18,)),
+    "BitwiseOr": ("bitwise_or", (18,)),
+    "BitwiseXor": ("bitwise_xor", (18,)),
+    "BitwiseNot": ("bitwise_not", (18,)),
     "Neg": ("neg", (6, 13)),
     "Abs": ("abs", (6, 13)),
+    "Sign": ("sign", (9, 13)),
+    "Ceil": ("ceil", (6, 13)),
+    "Floor": ("floor", (6, 13)),
+    "Round": ("round", (11, 22)),
+    "IsNaN": ("isnan", (9, 13, 20)),
     "Relu": ("relu", (6, 13, 14)),
+    "PRelu": ("prelu", (6, 7, 9, 16)),  # 6 only took slopes that 7's broadcasting takes too
     "Sqrt": ("sqrt", (6, 13)),
     "Reciprocal": ("reciprocal", (6, 13)),
     "Exp": ("exp", (6, 13)),
@@ -42,8 +55,17 @@ ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]] | tuple[str, tuple[int, ...],
     "Sigmoid": ("sigmoid", (6, 13)),
     "Tanh": ("tanh", (6, 13)),
     "Erf": ("erf", (9, 13)),
+    **{op: (op.lower(), (7, 22)) for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan")},
+    **{op: (op.lower(), (9, 22)) for op in ("Sinh", "Cosh", "Asinh", "Acosh", "Atanh")},
     "Where": ("where", (9, 16)),
     "LeakyRelu": ("leaky_relu", (6, 16), ("alpha",)),
+    "ThresholdedRelu": ("thresholded_relu", (10, 22), ("alpha",)),
+    "Elu": ("elu", (6, 22), ("alpha",)),
+    "Selu": ("selu", (6, 22), ("alpha", "gamma")),
+    "Celu": ("celu", (12, 28), ("alpha",)),
+    "Shrink": ("shrink", (9,), ("lambd", "bias")),
+    "Mish": ("mish", (18, 22)),
+    "Swish": ("swish", (24,), ("alpha",)),
     "HardSigmoid": ("hard_sigmoid", (6, 22), ("alpha", "beta")),
     "HardSwish": ("hard_swish", (14, 22)),
     "Softsign": ("softsign", (1, 22)),
@@ -77,8 +99,53 @@ def clip(ctx: TranslateContext) -> None:
     ctx.emit(Elementwise("clip", (ctx.has(1), ctx.has(2))), [ctx.inputs[0]] + bounds)
 
 
+def _cast_target(ctx: TranslateContext, code) -> DType:
+    """The dtype a Cast goes to; string and the narrow floats and ints are refused here."""
+    if int(code) == onnx.TensorProto.STRING:
+        ctx.fail("cast to string is not supported")
+    return ctx.dtype(code, "cast to")
+
+
 def cast(ctx: TranslateContext) -> None:
-    ctx.emit(Cast(ctx.dtype(ctx.attr("to"), "cast to")))
+    """Cast-19's ``saturate`` and Cast-24's ``round_mode`` only concern float8 targets,
+    which are refused with the other types symwasm does not have."""
+    ctx.emit(Cast(_cast_target(ctx, ctx.attr("to"))), [ctx.inputs[0]])
+
+
+def cast_like(ctx: TranslateContext) -> None:
+    """Cast to the second input's dtype (its values are not read)."""
+    ctx.emit(Cast(ctx.value(1).dtype), [ctx.inputs[0]])
+
+
+def mod(ctx: TranslateContext) -> None:
+    fmod = int(ctx.attr("fmod", 0))
+    if fmod not in (0, 1):
+        ctx.fail(f"attribute fmod must be 0 or 1, got {fmod}")
+    if fmod == 0 and ctx.version < 28 and ctx.value(0).dtype.is_float:
+        ctx.fail(f"fmod=0 on {ctx.value(0).dtype} needs Mod-28 (Mod-{ctx.version} takes floats only with fmod=1)")
+    ctx.emit(Elementwise("mod", (bool(fmod),)))
+
+
+def bitshift(ctx: TranslateContext) -> None:
+    direction = ctx.attr("direction")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if direction not in ("LEFT", "RIGHT"):
+        ctx.fail(f"attribute direction must be LEFT or RIGHT, got {direction!r}")
+    if ctx.version < 28 and ctx.value(0).dtype.is_signed:
+        ctx.fail(f"BitShift-{ctx.version} takes unsigned integers only, got {ctx.value(0).dtype}")
+    ctx.emit(Elementwise("bitshift", (direction == "LEFT",)))
+
+
+def isinf(ctx: TranslateContext) -> None:
+    ctx.emit(Elementwise("isinf", (bool(ctx.attr("detect_positive", 1)), bool(ctx.attr("detect_negative", 1)))))
+
+
+def gelu(ctx: TranslateContext) -> None:
+    approximate = ctx.attr("approximate", "none")
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate not in ("none", "tanh"):
+        ctx.fail(f"attribute approximate must be 'none' or 'tanh', got {approximate!r}")
+    ctx.emit(Elementwise("gelu", (approximate == "tanh",)))
 
 
 def identity(ctx: TranslateContext) -> None:
@@ -89,5 +156,10 @@ def register(r) -> None:
     for onnx_op, (fn, versions, *attrs) in ELEMENTWISE.items():
         r.add(onnx_op, versions, _plain(fn, attrs[0] if attrs else ()))
     r.add("Clip", (6, 11, 12, 13), clip)
-    r.add("Cast", (6, 9, 13, 19, 21, 23, 24, 25), cast)
+    r.add("Cast", (6, 9, 13, 19, 21, 23, 24, 25, 28), cast)
+    r.add("CastLike", (15, 19, 21, 23, 24, 25), cast_like)
+    r.add("Mod", (10, 13, 28), mod)
+    r.add("BitShift", (11, 28), bitshift)
+    r.add("IsInf", (10, 20), isinf)
+    r.add("Gelu", (20,), gelu)
     r.add("Identity", (1, 13, 14, 16, 19, 21, 23, 24, 25), identity)
