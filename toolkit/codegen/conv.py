@@ -1,5 +1,8 @@
-"""2-D convolution and pooling kernels (NCHW, float32) and the per-channel BatchNormalization
-and global-average kernels.
+"""The 2-D convolution kernel (NCHW, float32), the sliding-window geometry every
+convolution and pooling kernel shares (:class:`Window`, :func:`inside`, :func:`pad_copy`),
+and the normalization kernels: BatchNormalization, LRN, GroupNormalization (and
+InstanceNormalization), LpNormalization. The N-D convolutions are in :mod:`.conv_nd`, the
+pools in :mod:`.conv_pool`.
 
 Conv is a register-blocked direct convolution. A tile is ``OC_BLOCK`` output channels by
 ``TILE_VECS`` vectors of output columns of one output row (SIMD128 on wasm32, AVX2 width
@@ -22,10 +25,6 @@ contiguous vectors:
 A 1x1 convolution without padding is a matrix product: its (strided, compacted) spatial
 dims are treated as one long row. Loops are blocked for the caches (see ``IC_CHUNK``,
 ``W_CHUNK``, ``X_CHUNK``).
-
-Pooling runs one output element at a time over its (kh, kw) window, unrolled, with the ow
-loop vectorized by LLVM; padding (and the overhang of ``ceil_mode``) is a scratch copy
-filled with the pooling's neutral value.
 """
 from __future__ import annotations
 
@@ -40,7 +39,9 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from . import mathlib
-from .kernel import F32, I32, I64, KernelBuilder, Tensor, i64, intrinsic
+from .kernel import F32, I32, I64, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic
+from .reduce import fold, identity
+from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
 
@@ -56,24 +57,36 @@ MAC_FLAGS = ("contract",)
 
 @dataclass(frozen=True)
 class Window:
-    """The geometry of a 2-D sliding window: kernel (kh, kw), strides, dilations and pads
-    (top, left, bottom, right). Symbolic pads reach the kernel as scalars, in order."""
+    """The geometry of a sliding window over the last N dims of a tensor: per spatial axis
+    its kernel size, stride and dilation, and the pads as ONNX orders them (the N begins,
+    then the N ends). Symbolic pads reach the kernels as scalars, in order. Conv,
+    ConvTranspose and the pools share it."""
 
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    dilations: tuple[int, int]
-    pads: tuple[Dim, Dim, Dim, Dim]
-
-    @property
-    def pads_cols(self) -> bool:
-        return not (self.pads[1] == 0 and self.pads[3] == 0)
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[Dim, ...]
 
     @property
-    def pads_rows(self) -> bool:
-        return not (self.pads[0] == 0 and self.pads[2] == 0)
+    def rank(self) -> int:
+        return len(self.kernel)
+
+    @property
+    def taps(self) -> int:
+        return int(np.prod(self.kernel))
+
+    def begin(self, axis: int) -> Dim:
+        return self.pads[axis]
+
+    def end(self, axis: int) -> Dim:
+        return self.pads[self.rank + axis]
+
+    def padded(self, axis: int) -> bool:
+        """Whether spatial axis ``axis`` may have padding."""
+        return not (self.begin(axis) == 0 and self.end(axis) == 0)
 
     def extent(self, axis: int) -> int:
-        """How many input rows (0) or columns (1) one window spans."""
+        """How many input positions along spatial axis ``axis`` one window spans."""
         return self.dilations[axis] * (self.kernel[axis] - 1) + 1
 
 
@@ -82,7 +95,7 @@ def symbolic(dims: Sequence[Dim]) -> list[Dim]:
     return [d for d in dims if not isinstance(d, int)]
 
 
-def _dims_in(kb: KernelBuilder, dims: Sequence[Dim]) -> list[ir.Value]:
+def dims_in(kb: KernelBuilder, dims: Sequence[Dim]) -> list[ir.Value]:
     out: list[ir.Value] = []
     k = 0
     for d in dims:
@@ -98,7 +111,7 @@ def _static(v: ir.Value) -> int | None:
     return v.constant if isinstance(v, ir.Constant) else None
 
 
-def _floordiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
+def floordiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
     """floor(x / c) for a possibly negative x and a positive constant c."""
     if c == 1:
         return x
@@ -107,7 +120,7 @@ def _floordiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
     return b.sub(q, b.zext(b.icmp_signed("<", b.srem(x, i64(c)), i64(0)), I64))
 
 
-def _udiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
+def udiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
     if c == 1:
         return x
     s = _static(x)
@@ -122,11 +135,11 @@ def _ceildiv(kb: KernelBuilder, a: ir.Value, c: ir.Value) -> ir.Value:
     return kb.b.udiv(kb.b.sub(kb.add(a, c), i64(1)), c)
 
 
-def _smax(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
+def smax(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
     return kb.b.select(kb.b.icmp_signed(">", a, b_), a, b_)
 
 
-def _smin(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
+def smin(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
     return kb.b.select(kb.b.icmp_signed("<", a, b_), a, b_)
 
 
@@ -174,28 +187,46 @@ def _load_lanes(kb: KernelBuilder, t: Tensor, idx: ir.Value, lanes: int) -> ir.V
     return kb.b.load(t.ptr(idx), typ=ir.VectorType(F32, lanes), align=4)
 
 
-def _pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, top: ir.Value, left: ir.Value,
-              fill: float, phases: int = 1) -> None:
-    """xp := ``fill`` everywhere, then x's rows at row ``top``, column ``left`` of each
-    plane. With ``phases`` p > 1, a padded row is stored as p runs: the columns whose
-    index is 0, 1, ... modulo p, so a stride-p walk over the row reads one contiguous run."""
+def pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, offsets: Sequence[ir.Value], fill: ir.Value,
+              phases: int = 1) -> None:
+    """xp := ``fill`` everywhere, then x placed at ``offsets`` along its last
+    ``len(offsets)`` dims (the leading dims, batch and channels, are the same in both).
+    With ``phases`` p > 1, each padded row (the last dim) is stored as p runs: the columns
+    whose index is 0, 1, ... modulo p, so a stride-p walk over the row reads one contiguous
+    run."""
     b = kb.b
-    planes = kb.mul(x.dim(0), x.dim(1))
-    h, w = x.dim(2), x.dim(3)
-    hp, wp = xp.dim(2), xp.dim(3)
-    run = _udiv(kb, wp, phases)
-    c = ir.Constant(F32, fill)
+    lead = x.rank - len(offsets)
+    last = x.rank - 1
+    run = udiv(kb, xp.dim(last), phases)
     with kb.loop(xp.numel(), name="fill") as i:
-        xp.store(i, c)
-    with kb.loop(kb.mul(planes, h), name="row") as r:
-        plane = b.udiv(r, h) if _static(h) != 1 else r
-        dst = kb.mul(kb.add(kb.mul(plane, hp), kb.add(b.urem(r, h), top)), wp)
-        src = kb.mul(r, w)
-        with kb.loop(w, name="cp") as i:
-            col = kb.add(i, left)
+        xp.store(i, fill)
+
+    def rows(axis: int, src: ir.Value, dst: ir.Value) -> None:
+        """Copy x's rows below flat position ``src`` (in units of dims up to ``axis``)."""
+        off = offsets[axis - lead]
+        if axis < last:
+            with kb.loop(x.dim(axis), name=f"row{axis}") as i:
+                rows(axis + 1, kb.add(kb.mul(src, x.dim(axis)), i), kb.add(kb.mul(dst, xp.dim(axis)), kb.add(i, off)))
+            return
+        src, dst = kb.mul(src, x.dim(last)), kb.mul(dst, xp.dim(last))
+        with kb.loop(x.dim(last), name="cp") as i:
+            col = kb.add(i, off)
             if phases > 1:
                 col = kb.add(kb.mul(b.urem(col, i64(phases)), run), b.udiv(col, i64(phases)))
-            xp.store(kb.add(dst, col), x.load(kb.add(src, i)))
+            xp.store_raw(kb.add(dst, col), x.load_raw(kb.add(src, i)))
+
+    with kb.loop(x.numel(0, lead), name="plane") as plane:
+        rows(lead, plane, plane)
+
+
+def inside(kb: KernelBuilder, base: ir.Value, step: int, n: ir.Value, extent: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """[lo, hi): the v in [0, n) with 0 <= base + v * step < extent (hi may be below lo when
+    there are none). How a window's taps are clamped to the input, or the positions one tap
+    reaches: ``base`` may be negative, ``step`` is a positive constant."""
+    b = kb.b
+    lo = smax(kb, i64(0), b.sub(i64(0), floordiv(kb, base, step)))
+    hi = smin(kb, n, b.add(floordiv(kb, b.sub(b.sub(extent, i64(1)), base), step), i64(1)))
+    return lo, hi
 
 
 def _subsample(kb: KernelBuilder, x: Tensor, xs: Tensor, strides: tuple[int, int]) -> None:
@@ -243,19 +274,19 @@ def pack_weights(w: np.ndarray, group: int) -> np.ndarray:
 
 
 def _pointwise(win: Window) -> bool:
-    return win.kernel == (1, 1) and not win.pads_rows and not win.pads_cols
+    return win.kernel == (1, 1) and not win.padded(0) and not win.padded(1)
 
 
 def conv_scratch(win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) -> tuple[Dim, ...] | None:
     """The shape of the staged copy of the input that a Conv's tiles read, or None when
     they read the input itself. A 1x1 convolution without padding reads its strided input
     compacted; any other, when it has column padding or a column stride, reads rows padded
-    and split into stride phases (see :func:`_pad_copy`)."""
+    and split into stride phases (see :func:`pad_copy`)."""
     n, c, h, w = x_shape
     sw = win.strides[1]
     if _pointwise(win):
         return None if win.strides == (1, 1) else (n, c, y_shape[2], y_shape[3])
-    if not win.pads_cols and sw == 1:
+    if not win.padded(1) and sw == 1:
         return None
     return (n, c, h, D.ceildiv(w + win.pads[1] + win.pads[3], sw) * sw)
 
@@ -271,7 +302,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
     w = kb.tensor(1, FLOAT32, w_shape)
     k = 2 + int(bias)  # the next tensor argument
     bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
-    top, left, _, _ = _dims_in(kb, win.pads)
+    top, left, _, _ = dims_in(kb, win.pads)
     scratch = conv_scratch(win, x_shape, y_shape)
     src = x
     if scratch is not None:
@@ -293,10 +324,10 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
     else:
         if scratch is not None:
             phases = sw
-            _pad_copy(kb, x, src, i64(0), left, 0.0, phases)
+            pad_copy(kb, x, src, (i64(0), left), ir.Constant(F32, 0.0), phases)
         rows, cols = x.dim(2), src.dim(3)
         out_rows, out_cols = y.dim(2), y.dim(3)
-    run = _udiv(kb, cols, phases)
+    run = udiv(kb, cols, phases)
     plane, out_plane = kb.mul(rows, cols), kb.mul(out_rows, out_cols)
     w_per_oc = kb.mul(cg, i64(taps))
     # The tap loops run to trip counts LLVM cannot see. Unrolled, the wasm backend's
@@ -307,7 +338,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
 
     wide = kb.target.f32_lanes  # lanes of the vectors of whole tiles
     width = TILE_VECS * wide
-    full = _udiv(kb, out_cols, width)  # whole tiles per output row
+    full = udiv(kb, out_cols, width)  # whole tiles per output row
     # Cache blocking. The reduction runs in passes over chunks of input channels whose
     # weights for one tile stay in L1 (later passes add to the stored partial sums); in
     # a pass, a chunk of output-channel blocks, whose weights stay in L2, sweeps the
@@ -372,7 +403,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                         else:
                             wv = _lane(b, block, j, lanes)
                         for u in range(vecs):
-                            acc[j * vecs + u] = _mac(b, acc[j * vecs + u], wv, xs[u])
+                            acc[j * vecs + u] = mac(b, acc[j * vecs + u], wv, xs[u])
                     return acc
 
                 return kb.carry(i64(0), kw_trips, acc, over_kw, "kw")
@@ -416,32 +447,32 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
         with kb.loop(out_rows, name="oh") as oh:
             ih0 = b.sub(kb.mul(oh, i64(sh)), top)
             lo, hi = i64(0), kh_trips
-            if win.pads_rows:  # only the window rows inside the input
-                lo = _smax(kb, lo, b.sub(i64(0), _floordiv(kb, ih0, dh)))
-                hi = _smin(kb, hi, b.add(_floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
+            if win.padded(0):  # only the window rows inside the input
+                lo = smax(kb, lo, b.sub(i64(0), floordiv(kb, ih0, dh)))
+                hi = smin(kb, hi, b.add(floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
             r = _Row(*at, oh, ih0, lo, hi)
             with kb.loop(_ceildiv(kb, full, col_chunk), name="cc") as cc:
                 t0 = kb.mul(cc, col_chunk)
                 with kb.loop(blocks, name="blk") as blk:
                     oc = kb.add(oc_lo, kb.mul(blk, i64(ocb)))
-                    with kb.loop(_smin(kb, col_chunk, b.sub(full, t0)), name="t") as t:
+                    with kb.loop(smin(kb, col_chunk, b.sub(full, t0)), name="t") as t:
                         tile(r, oc, ocb, _vector_starts(kb, kb.mul(kb.add(t0, t), i64(width)), wide), wide)
             with kb.loop(blocks, name="blk") as blk:
                 row_end(r, kb.add(oc_lo, kb.mul(blk, i64(ocb))), ocb)
 
-    mg = _udiv(kb, m, group)
-    blocks = _udiv(kb, mg, OC_BLOCK)
+    mg = udiv(kb, m, group)
+    blocks = udiv(kb, mg, OC_BLOCK)
     with kb.loop(y.dim(0), name="n") as n, kb.loop(i64(group), name="g") as g:
         in_base = kb.mul(kb.add(kb.mul(n, c_in), kb.mul(g, cg)), plane)
         oc0 = kb.mul(g, mg)
         with kb.loop(_ceildiv(kb, cg, i64(ic_chunk)), name="icc") as pass_:
             ic0 = kb.mul(pass_, i64(ic_chunk))
-            at = (n, ic0, _smin(kb, i64(ic_chunk), b.sub(cg, ic0)),
+            at = (n, ic0, smin(kb, i64(ic_chunk), b.sub(cg, ic0)),
                   b.icmp_signed("==", pass_, i64(0)), in_base)
             with kb.loop(_ceildiv(kb, blocks, oc_chunk), name="occ") as ch:
                 first = kb.mul(ch, oc_chunk)
                 output_rows(at, kb.add(oc0, kb.mul(first, i64(OC_BLOCK))),
-                            _smin(kb, oc_chunk, b.sub(blocks, first)), OC_BLOCK)
+                            smin(kb, oc_chunk, b.sub(blocks, first)), OC_BLOCK)
             if _static(mg) is None or _static(mg) % OC_BLOCK:
                 done = kb.mul(blocks, i64(OC_BLOCK))
                 output_rows(at, kb.add(oc0, done), b.sub(mg, done), 1)
@@ -459,7 +490,7 @@ def _vector_starts(kb: KernelBuilder, ow0: ir.Value, lanes: int) -> list[ir.Valu
     return [kb.add(ow0, i64(u * lanes)) for u in range(TILE_VECS)]
 
 
-def _mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+def mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
     prod = b.fmul(x, y)
     prod.flags.extend(MAC_FLAGS)
     s = b.fadd(acc, prod)
@@ -467,110 +498,118 @@ def _mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
     return s
 
 
-# ----------------------------------------------------------------------------- pooling
-
-
-def _count_in(kb: KernelBuilder, first: ir.Value, step: int, taps: int, lo: ir.Value,
-              hi: ir.Value) -> ir.Value:
-    """How many of ``first + k * step`` (k < taps) lie in [lo, hi), branch-free."""
-    b = kb.b
-    span = b.sub(hi, lo)
-    n = i64(0)
-    for k in range(taps):
-        pos = b.sub(kb.add(first, i64(k * step)), lo)
-        n = b.add(n, b.zext(b.icmp_unsigned("<", pos, span), I64))
-    return n
-
-
-def build_pool2d(kb: KernelBuilder, params: tuple[str, Window, bool], types: Sequence[TensorType]) -> None:
-    """Max or average pooling for ``params`` (kind "max" or "avg", window,
-    count_include_pad). Tensors: x, [scratch: x padded with the neutral value at (top,
-    left), wide enough for every window], y. Scalars: the symbolic pads. Averages divide by
-    the window's elements inside the input (``count_include_pad``: inside the explicitly
-    padded input). float32."""
-    kind, win, count_include_pad = params
-    x_shape, y_shape = types[0][1], types[-1][1]
-    scratch = types[1][1] if len(types) == 3 else None
-    b = kb.b
-    x = kb.tensor(0, FLOAT32, x_shape)
-    y = kb.tensor(2 if scratch is not None else 1, FLOAT32, y_shape)
-    top, left, bottom, right = _dims_in(kb, win.pads)
-    is_max = kind == "max"
-    neutral = float("-inf") if is_max else 0.0
-    src = x
-    if scratch is not None:
-        src = kb.tensor(1, FLOAT32, scratch)
-        _pad_copy(kb, x, src, top, left, neutral)
-    (kh_n, kw_n), (sh, sw), (dh, dw) = win.kernel, win.strides, win.dilations
-    h, w = x.dim(2), x.dim(3)
-    rows, cols = src.dim(2), src.dim(3)
-    out_rows, out_cols = y.dim(2), y.dim(3)
-    if count_include_pad:
-        bounds_h = (i64(0), kb.add(kb.add(h, top), bottom))
-        bounds_w = (i64(0), kb.add(kb.add(w, left), right))
-    else:
-        bounds_h, bounds_w = (top, kb.add(h, top)), (left, kb.add(w, left))
-
-    with kb.loop(kb.mul(x.dim(0), x.dim(1)), name="nc") as nc:
-        with kb.loop(out_rows, name="oh") as oh:
-            r0 = kb.mul(oh, i64(sh))
-            base = kb.mul(kb.add(kb.mul(nc, rows), r0), cols)
-            out = kb.mul(kb.add(kb.mul(nc, out_rows), oh), out_cols)
-            window_rows = [kb.add(base, kb.mul(i64(kh * dh), cols)) for kh in range(kh_n)]
-            count_h = _count_in(kb, r0, dh, kh_n, *bounds_h) if scratch is not None else None
-            with kb.loop(out_cols, name="ow") as ow:
-                c0 = kb.mul(ow, i64(sw))
-                acc = ir.Constant(F32, neutral)
-                for row in window_rows:
-                    for kw in range(kw_n):
-                        v = src.load(kb.add(row, kb.add(c0, i64(kw * dw))))
-                        acc = b.select(b.fcmp_ordered(">", v, acc), v, acc) if is_max else b.fadd(acc, v)
-                if not is_max:
-                    if count_h is None:
-                        count = i64(kh_n * kw_n)
-                    else:
-                        count = b.mul(count_h, _count_in(kb, c0, dw, kw_n, *bounds_w))
-                    acc = b.fdiv(acc, b.sitofp(count, F32))
-                y.store(kb.add(out, ow), acc)
-
-
 # ----------------------------------------------------------------------------- per channel
 
 
 def build_batch_norm(kb: KernelBuilder, epsilon: float, types: Sequence[TensorType]) -> None:
     """y = (x - mean) * (scale / sqrt(var + epsilon)) + bias over axis 1. Tensors: x, scale,
-    bias, mean, var, y. float32."""
-    x_shape, c_shape = types[0][1], types[1][1]
+    bias, mean, var, y. Floats; the four (C,) parameters may have their own float dtype."""
+    dt = types[0][0]
     b = kb.b
-    x = kb.tensor(0, FLOAT32, x_shape)
-    scale, bias, mean, var = (kb.tensor(k, FLOAT32, c_shape) for k in range(1, 5))
-    y = kb.tensor(5, FLOAT32, x_shape)
+    x = kb.tensor(0, dt, types[0][1])
+    scale, bias, mean, var = (kb.tensor(k, *types[k]) for k in range(1, 5))
+    y = kb.tensor(5, dt, types[0][1])
+    ct = compute_type(dt)
+
+    def param(t: Tensor, c: ir.Value) -> ir.Value:
+        return convert(b, t.load(c), t.dtype, dt)
+
     channels, inner = x.dim(1), x.numel(2)
     with kb.loop(x.dim(0), name="n") as n:
         with kb.loop(channels, name="c") as c:
-            a = b.fdiv(scale.load(c), intrinsic(b, "llvm.sqrt", b.fadd(var.load(c), ir.Constant(F32, epsilon))))
-            mu, beta = mean.load(c), bias.load(c)
+            a = b.fdiv(param(scale, c), intrinsic(b, "llvm.sqrt", b.fadd(param(var, c), ir.Constant(ct, epsilon))))
+            mu, beta = param(mean, c), param(bias, c)
             base = kb.mul(kb.add(kb.mul(n, channels), c), inner)
             with kb.loop(inner) as i:
                 at = kb.add(base, i)
                 y.store(at, b.fadd(b.fmul(b.fsub(x.load(at), mu), a), beta))
 
 
+def build_group_norm(kb: KernelBuilder, params: tuple[float, int | None, bool], types: Sequence[TensorType]) -> None:
+    """GroupNormalization and InstanceNormalization for ``params`` (epsilon, groups or None
+    for one per channel, whether scale and bias hold one value per group instead of per
+    channel): each group of channels of each image is normalized by its own mean and
+    variance, then scaled and shifted per channel (or group). Tensors: x (N, C, ...), scale,
+    bias, y. Floats; float16 is computed in float32."""
+    epsilon, groups, per_group = params
+    dt = types[0][0]
+    b = kb.b
+    x = kb.tensor(0, dt, types[0][1])
+    scale, bias = kb.tensor(1, *types[1]), kb.tensor(2, *types[2])
+    y = kb.tensor(3, dt, types[0][1])
+    ct = compute_type(dt)
+    channels, inner = x.dim(1), x.numel(2)
+    n_groups = i64(groups) if groups is not None else channels
+    per = udiv(kb, channels, groups) if groups is not None else i64(1)  # channels per group
+    size = kb.mul(per, inner)
+    count = b.sitofp(size, ct)
+    add = fold("sum", dt)
+    with kb.loop(kb.mul(x.dim(0), n_groups), name="ng") as ng:
+        base = kb.mul(ng, size)
+        total = kb.accumulate(size, identity("sum", dt), lambda acc, j: add(b, acc, x.load(kb.add(base, j))))
+        mean = b.fdiv(total, count)
+
+        def sq(acc: ir.Value, j: ir.Value) -> ir.Value:
+            d = b.fsub(x.load(kb.add(base, j)), mean)
+            return add(b, acc, fast(b.fmul(d, d)))
+
+        var = b.fdiv(kb.accumulate(size, identity("sum", dt), sq), count)
+        inv = b.fdiv(ir.Constant(ct, 1.0), intrinsic(b, "llvm.sqrt", b.fadd(var, ir.Constant(ct, epsilon))))
+        g = b.urem(ng, n_groups)
+        with kb.loop(per, name="ch") as ch:
+            which = g if per_group else kb.add(kb.mul(g, per), ch)
+            a = b.fmul(convert(b, scale.load(which), scale.dtype, dt), inv)
+            beta = convert(b, bias.load(which), bias.dtype, dt)
+            row = kb.add(base, kb.mul(ch, inner))
+            with kb.loop(inner, name="i") as i:
+                at = kb.add(row, i)
+                y.store(at, b.fadd(b.fmul(b.fsub(x.load(at), mean), a), beta))
+
+
+def build_lp_norm(kb: KernelBuilder, params: tuple[int, int], types: Sequence[TensorType]) -> None:
+    """LpNormalization for ``params`` (axis, p of 1 or 2): x divided by the L1 or L2 norm of
+    its vector along ``axis``; a zero vector stays zero. Tensors: x, y. Floats."""
+    axis, p = params
+    dt = types[0][0]
+    b = kb.b
+    x = kb.tensor(0, dt, types[0][1])
+    y = kb.tensor(1, dt, types[0][1])
+    ct = compute_type(dt)
+    n, inner = x.dim(axis), x.numel(axis + 1)
+    zero = ir.Constant(ct, 0.0)
+    with kb.loop(kb.mul(x.numel(0, axis), inner), name="v") as v:
+        base = kb.add(kb.mul(b.udiv(v, inner), kb.mul(n, inner)), b.urem(v, inner)) if _static(inner) != 1 else \
+            kb.mul(v, n)
+
+        def term(acc: ir.Value, j: ir.Value) -> ir.Value:
+            e = x.load(kb.add(base, kb.mul(j, inner)))
+            return b.fadd(acc, intrinsic(b, "llvm.fabs", e) if p == 1 else b.fmul(e, e))
+
+        norm = kb.accumulate(n, zero, term)
+        if p == 2:
+            norm = intrinsic(b, "llvm.sqrt", norm)
+        nonzero = b.fcmp_unordered("!=", norm, zero)
+        with kb.loop(n, name="j") as j:
+            at = kb.add(base, kb.mul(j, inner))
+            y.store(at, b.select(nonzero, b.fdiv(x.load(at), norm), zero))
+
+
 def build_lrn(kb: KernelBuilder, params: tuple[int, float, float, float], types: Sequence[TensorType]) -> None:
     """Local response normalization across channels (axis 1) for ``params`` (size, alpha,
     beta, bias): y = x / (bias + alpha / size * sum of x^2 over the channels
-    [c - (size - 1) // 2, c + size // 2])^beta. Tensors: x, y. float32."""
+    [c - (size - 1) // 2, c + size // 2])^beta. Tensors: x, y. float32, or float16 computed in
+    float32."""
     size, alpha, beta, bias = params
     b = kb.b
-    x = kb.tensor(0, FLOAT32, types[0][1])
-    y = kb.tensor(1, FLOAT32, types[1][1])
+    x = kb.tensor(0, types[0][0], types[0][1])
+    y = kb.tensor(1, types[1][0], types[1][1])
     channels, inner = x.dim(1), x.numel(2)
     before, after = (size - 1) // 2, size // 2
     scale = ir.Constant(F32, alpha / size)
     with kb.loop(x.dim(0), name="n") as n:
         with kb.loop(channels, name="c") as c:
-            lo = _smax(kb, b.sub(c, i64(before)), i64(0))
-            hi = _smin(kb, b.add(c, i64(after + 1)), channels)
+            lo = smax(kb, b.sub(c, i64(before)), i64(0))
+            hi = smin(kb, b.add(c, i64(after + 1)), channels)
             base = kb.mul(kb.add(kb.mul(n, channels), c), inner)
             with kb.loop(inner, name="i") as i:
                 def square(acc: ir.Value, cc: ir.Value) -> ir.Value:

@@ -1,98 +1,164 @@
-"""Convolution, pooling and per-channel normalizations: Conv, Pool, BatchNorm (inference),
-LRN.
+"""Convolution, pooling and normalizations over (N, C, spatial...) tensors: Conv,
+ConvTranspose, Pool (max with or without indices, average, Lp), MaxUnpool, BatchNorm
+(inference), LRN, GroupNorm (also InstanceNormalization), LpNorm.
 
-Conv and the pools are 2-D (NCHW), float32. Output sizes are dim expressions, so batch and
-spatial dims may be symbolic: ``(h + pads - dilation * (k - 1) - 1) // stride + 1``. With
-``auto_pad`` SAME and a stride above 1 the pads themselves depend on the input size; they
-are then symbolic too and reach the kernels as run-time scalars. A Conv's constant
-weights are reordered for its kernel at compile time (a simplification).
+Conv, ConvTranspose, the pools and MaxUnpool share one description of their window
+(:class:`SlidingWindow`, the attributes as given) and of its geometry once resolved
+against an input (:class:`toolkit.codegen.conv.Window`), over any number of spatial dims.
+Output sizes are dim expressions, so batch and spatial dims may be symbolic:
+``(h + pads - dilation * (k - 1) - 1) // stride + 1``. With ``auto_pad`` SAME and a stride
+above 1 the pads themselves depend on the input size; they are then symbolic too and reach
+the kernels as run-time scalars.
+
+A float32 2-D Conv runs the register-tiled kernel of :mod:`toolkit.codegen.conv` (its
+constant weights reordered for it at compile time, a simplification); a 1-D one is
+simplified into it through views (a row of height 1). Other convolutions and every
+ConvTranspose run the direct N-D kernel of :mod:`toolkit.codegen.conv_nd`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from ..codegen import conv as C
+from ..codegen import conv_nd as CN
+from ..codegen import conv_pool as CP
 from ..ir import dims as D
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT32
+from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT64, UINT8, DType
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext, replace_node
+from .base import CoreOp, InferContext, replace_node, run_infer
+from .shape import ViewAs
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+CONV_DTYPES = (FLOAT32, FLOAT64)
+F16_F32 = (FLOAT16, FLOAT32)
 
 
 @dataclass(frozen=True)
-class Window2D:
-    """A sliding window's attributes as given: kernel size, strides, dilations, explicit pads
-    (top, left, bottom, right) or ``auto_pad``."""
+class SlidingWindow:
+    """A sliding window's attributes as given, for N spatial dims: kernel size, strides,
+    dilations, explicit pads (the N begins, then the N ends) or ``auto_pad``."""
 
-    kernel: tuple[int, int]
-    strides: tuple[int, int] = (1, 1)
-    dilations: tuple[int, int] = (1, 1)
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
     auto_pad: str = "NOTSET"
 
-    def resolve(self, ctx: InferContext, x: Value, ceil_mode: bool = False) -> tuple[C.Window, tuple[Dim, Dim]]:
-        """The window geometry for input ``x`` and the output (height, width)."""
-        for name, pair in (("kernel_shape", self.kernel), ("strides", self.strides), ("dilations", self.dilations)):
-            if len(pair) != 2 or min(pair) < 1:
-                ctx.fail(f"{name}={list(pair)} must be two positive integers")
+    @property
+    def rank(self) -> int:
+        return len(self.kernel)
+
+    def check(self, ctx: InferContext, x: Value) -> None:
+        """The attributes are well formed and fit input ``x`` (N, C, spatial...)."""
+        n = self.rank
+        if x.rank != n + 2:
+            ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; a {n}-D window (kernel "
+                     f"{list(self.kernel)}) needs rank {n + 2} (N, C, {n} spatial dims)")
+        for name, vals in (("kernel_shape", self.kernel), ("strides", self.strides), ("dilations", self.dilations)):
+            if len(vals) != n or min(vals, default=1) < 1:
+                ctx.fail(f"{name}={list(vals)} must be {n} positive integers")
         if self.auto_pad not in AUTO_PADS:
             ctx.fail(f"auto_pad '{self.auto_pad}' is not one of {', '.join(AUTO_PADS)}")
-        if self.auto_pad == "NOTSET" and (len(self.pads) != 4 or min(self.pads) < 0):
-            ctx.fail(f"pads={list(self.pads)} must be four non-negative integers")
-        begin: list[Dim] = [0, 0]
-        end: list[Dim] = [0, 0]
-        out: list[Dim] = [0, 0]
-        for a in (0, 1):
-            size, s = x.shape[2 + a], self.strides[a]
-            ext = self.dilations[a] * (self.kernel[a] - 1) + 1
+        if self.auto_pad == "NOTSET" and (len(self.pads) != 2 * n or min(self.pads, default=0) < 0):
+            ctx.fail(f"pads={list(self.pads)} must be {2 * n} non-negative integers")
+
+    def extent(self, axis: int) -> int:
+        return self.dilations[axis] * (self.kernel[axis] - 1) + 1
+
+    def geometry(self, begins, ends) -> C.Window:
+        return C.Window(self.kernel, self.strides, self.dilations, tuple(begins) + tuple(ends))
+
+    def resolve(self, ctx: InferContext, x: Value, ceil_mode: bool = False) -> tuple[C.Window, tuple[Dim, ...]]:
+        """The window geometry over input ``x`` and the output's spatial dims."""
+        self.check(ctx, x)
+        begin: list[Dim] = []
+        end: list[Dim] = []
+        out: list[Dim] = []
+        for a in range(self.rank):
+            size, s, ext = x.shape[2 + a], self.strides[a], self.extent(a)
             if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-                out[a] = D.ceildiv(size, s)
-                total = D.maximum(0, (out[a] - 1) * s + ext - size)
+                o = D.ceildiv(size, s)
+                total = D.maximum(0, (o - 1) * s + ext - size)
                 half = D.floordiv(total, 2)
-                begin[a], end[a] = (half, total - half) if self.auto_pad == "SAME_UPPER" else (total - half, half)
+                b, e = (half, total - half) if self.auto_pad == "SAME_UPPER" else (total - half, half)
             elif self.auto_pad == "VALID":
-                out[a] = D.floordiv(size - ext, s) + 1
+                b, e = 0, 0
+                o = D.floordiv(size - ext, s) + 1
             else:
-                begin[a], end[a] = self.pads[a], self.pads[a + 2]
-                span = size + begin[a] + end[a] - ext
+                b, e = self.pads[a], self.pads[self.rank + a]
+                span = size + b + e - ext
                 if ceil_mode:
                     # the last window must start inside the input or its leading pad
-                    out[a] = D.minimum(D.ceildiv(span, s) + 1, D.ceildiv(size + begin[a], s))
+                    o = D.minimum(D.ceildiv(span, s) + 1, D.ceildiv(size + b, s))
                 else:
-                    out[a] = D.floordiv(span, s) + 1
-            if isinstance(out[a], int) and out[a] < 0:
-                ctx.fail(f"the {'height' if a == 0 else 'width'} {size} is too small for a window of {ext} "
-                         f"with pads {begin[a]}+{end[a]} (output size {out[a]})")
-        win = C.Window(self.kernel, self.strides, self.dilations, (begin[0], begin[1], end[0], end[1]))
-        return win, (out[0], out[1])
+                    o = D.floordiv(span, s) + 1
+            if isinstance(o, int) and o < 0:
+                ctx.fail(f"spatial dim {a} of size {size} is too small for a window of {ext} with pads {b}+{e} "
+                         f"(output size {o})")
+            begin.append(b)
+            end.append(e)
+            out.append(o)
+        return self.geometry(begin, end), tuple(out)
 
-
-def _require_2d(ctx: InferContext, x: Value) -> None:
-    ctx.check_dtype(x, (FLOAT32,))
-    if x.rank != 4:
-        ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; only 2-D {ctx.node.source} "
-                 f"(rank 4, NCHW) is supported")
+    def resolve_transposed(self, ctx: InferContext, x: Value, output_padding: tuple[int, ...],
+                           output_shape: tuple[int, ...]) -> tuple[C.Window, tuple[Dim, ...]]:
+        """The geometry of a transposed convolution of ``x`` and its output's spatial dims.
+        As the ONNX spec says: a given ``output_shape`` fixes the output and the pads follow
+        from it (``pads`` ignored); SAME makes the output ``input * stride``; the total
+        padding is split with the larger half at the end for SAME_UPPER, at the start
+        otherwise."""
+        self.check(ctx, x)
+        n = self.rank
+        if len(output_padding) != n or min(output_padding, default=0) < 0:
+            ctx.fail(f"output_padding={list(output_padding)} must be {n} non-negative integers")
+        for a, (op, s, d) in enumerate(zip(output_padding, self.strides, self.dilations)):
+            if op >= max(s, d):
+                ctx.fail(f"output_padding={list(output_padding)}: entry {a} must be less than its stride or "
+                         f"dilation")
+        if output_shape and len(output_shape) not in (n, n + 2):
+            ctx.fail(f"output_shape={list(output_shape)} must give {n} spatial dims")
+        given = output_shape[-n:] if output_shape else ()
+        begin: list[Dim] = []
+        end: list[Dim] = []
+        out: list[Dim] = []
+        for a in range(n):
+            size, s = x.shape[2 + a], self.strides[a]
+            full = s * (size - 1) + output_padding[a] + self.extent(a)  # the output with no pads
+            if given or self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                o = given[a] if given else size * s
+                total = full - o
+                half = D.floordiv(total, 2)
+                b = half if self.auto_pad == "SAME_UPPER" else total - half
+                e = total - b
+            elif self.auto_pad == "VALID":
+                b, e, o = 0, 0, full
+            else:
+                b, e = self.pads[a], self.pads[n + a]
+                o = full - b - e
+            if isinstance(o, int) and o < 0:
+                ctx.fail(f"pads {b}+{e} leave spatial dim {a} a negative size {o}")
+            begin.append(b)
+            end.append(e)
+            out.append(o)
+        return self.geometry(begin, end), tuple(out)
 
 
 def _check_output_size(lw, x: Value, y: Value, win: C.Window) -> None:
-    """A symbolic output height or width is negative when the input is smaller than the
-    window: say so instead of failing to allocate."""
-    for a, what in ((0, "height"), (1, "width")):
+    """A symbolic output dim is negative when the input is smaller than the window: say so
+    instead of failing to allocate."""
+    for a in range(win.rank):
         lw.check_nonnegative(y.shape[2 + a], (
-            f"{lw.context()}: input {what} {x.shape[2 + a]} is too small for a window of "
-            f"{win.extent(a)} with pads {win.pads[a]} + {win.pads[a + 2]} (output {what} {y.shape[2 + a]} = {{1}})"))
+            f"{lw.context()}: input spatial dim {a} ({x.shape[2 + a]}) is too small for a window of "
+            f"{win.extent(a)} with pads {win.begin(a)} + {win.end(a)} (output size {y.shape[2 + a]} = {{1}})"))
 
 
-def _call(lw, build, params, x: Value, inputs: list, scratch: Sequence[Dim] | None, out: str, win: C.Window) -> None:
-    """The kernel call of a windowed op: inputs, its staging buffer if any, the output; the
-    symbolic pads as scalars."""
-    _check_output_size(lw, x, lw.value(out), win)
-    tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []
-    lw.call(build, params, inputs + tmp + [lw.alloc(out)], [lw.slot(d) for d in C.symbolic(win.pads)],
-            outputs=len(tmp) + 1)
+def _check_same(ctx: InferContext, values, what: str) -> DType:
+    dt = values[0].dtype
+    for v in values[1:]:
+        if v is not None and v.dtype != dt:
+            ctx.fail(f"{what} '{v.name}' has dtype {v.dtype}, input '{values[0].name}' {dt}; they must match")
+    return dt
 
 
 # ----------------------------------------------------------------------------- Conv
@@ -100,45 +166,43 @@ def _call(lw, build, params, x: Value, inputs: list, scratch: Sequence[Dim] | No
 
 @dataclass(frozen=True)
 class Conv(CoreOp):
-    """Inputs: X (N, C, H, W), W (M, C/group, kh, kw), [B (M,)]. ``packed``: W is laid out by
-    :func:`toolkit.codegen.conv.pack_weights` (done at compile time for constant weights)."""
+    """Inputs: X (N, C, spatial...), W (M, C/group, k...), [B (M,)]. ``packed``: W is laid
+    out by :func:`toolkit.codegen.conv.pack_weights` (done at compile time for constant
+    weights of the 2-D kernel)."""
 
-    window: Window2D
+    window: SlidingWindow
     group: int = 1
     packed: bool = False
 
     def infer(self, ctx: InferContext) -> None:
         x, w, bias = ctx.input(0), ctx.input(1), ctx.optional(2)
-        _require_2d(ctx, x)
-        for v in (w, bias):
-            if v is not None:
-                ctx.check_dtype(v, (FLOAT32,))
-        if w.rank != 4:
-            ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank 4 (M, C/group, kH, kW)")
+        ctx.check_dtype(x, CONV_DTYPES)
+        _check_same(ctx, [x, w], "weight")
+        _check_same(ctx, [x, bias], "bias")
+        if w.rank != x.rank:
+            ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank {x.rank} (M, C/group, "
+                     f"kernel...)")
         if tuple(w.shape[2:]) != self.window.kernel:
             ctx.fail(f"kernel_shape={list(self.window.kernel)} does not match weight '{w.name}' "
                      f"{D.fmt_shape(w.shape)}")
-        group = self.group
-        if group < 1:
-            ctx.fail(f"group={group} must be positive")
         m = w.shape[0]
-        ctx.require_eq(x.shape[1], D.mul(w.shape[1], group),
-                       f"input '{x.name}' channels vs weight '{w.name}' dim 1 times group {group}")
-        if group > 1:
-            if isinstance(m, int) and m % group:
-                ctx.fail(f"weight '{w.name}' has {m} output channels, not a multiple of group {group}")
-            ctx.require_eq(D.mod(m, group), 0, f"weight '{w.name}' output channels modulo group {group}")
-        if bias is not None:
-            if bias.rank != 1:
-                ctx.fail(f"bias '{bias.name}' has shape {D.fmt_shape(bias.shape)}, expected ({m},)")
-            ctx.require_eq(bias.shape[0], m, f"bias '{bias.name}' length vs weight '{w.name}' output channels")
-        win, (oh, ow) = self.window.resolve(ctx, x)
+        _check_group(ctx, self.group, m, "output")
+        ctx.require_eq(x.shape[1], D.mul(w.shape[1], self.group),
+                       f"input '{x.name}' channels vs weight '{w.name}' dim 1 times group {self.group}")
+        _check_bias(ctx, bias, m, w)
+        win, out = self.window.resolve(ctx, x)
         ctx.info = win
-        ctx.set_output(0, FLOAT32, (x.shape[0], m, oh, ow))
+        ctx.set_output(0, x.dtype, (x.shape[0], m) + out)
+
+    def _tiled(self, x: Value) -> bool:
+        """Whether the register-tiled 2-D kernel runs this Conv."""
+        return x.rank == 4 and x.dtype == FLOAT32
 
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
-        w = graph.values[node.inputs[1]]
-        if self.packed or w.const is None:
+        x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
+        if x.rank == 3 and x.dtype == FLOAT32:
+            return self._as_2d(node, graph, x, w)
+        if self.packed or w.const is None or not self._tiled(x):
             return None
         # reordered now: the kernel loads a vector of weights per tap
         name = f"{w.name}.packed_g{self.group}"
@@ -146,13 +210,107 @@ class Conv(CoreOp):
             graph.add_value(Value(name, w.dtype, w.shape, const=C.pack_weights(w.const, self.group)))
         return replace_node(graph, node, replace(self, packed=True), [node.inputs[0], name] + node.inputs[2:])
 
+    def _as_2d(self, node: Node, graph: Graph, x: Value, w: Value) -> list[Node]:
+        """A 1-D Conv as a 2-D one over rows of height 1: views in and out."""
+        win = self.window
+        win2 = SlidingWindow((1,) + win.kernel, (1,) + win.strides, (1,) + win.dilations,
+                             (0, win.pads[0], 0, win.pads[1]) if win.auto_pad == "NOTSET" else (),
+                             win.auto_pad)
+        y = graph.values[node.outputs[0]]
+        nodes = []
+
+        def add(op: CoreOp, inputs: list[str], output: str) -> str:
+            n = Node(op, node.name, node.source, inputs, [output])
+            run_infer(graph, n)
+            nodes.append(n)
+            return output
+
+        def lifted(v: Value) -> str:
+            name = graph.fresh_name(f"{v.name}/2d")
+            shape = (v.shape[0], v.shape[1], 1, v.shape[2])
+            if v.const is not None:
+                graph.add_value(Value(name, v.dtype, shape, const=v.const.reshape([int(d) for d in shape])))
+                return name
+            return add(ViewAs(shape), [v.name], name)
+
+        inputs = [lifted(x), lifted(w)] + node.inputs[2:]
+        y2 = add(Conv(win2, self.group), inputs, graph.fresh_name(f"{y.name}/2d"))
+        add(ViewAs(y.shape), [y2], y.name)
+        return nodes
+
     def lower(self, lw, node) -> None:
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
         bias = len(node.inputs) > 2 and bool(node.inputs[2])
         win: C.Window = node.info
-        scratch = C.conv_scratch(win, x.shape, y.shape)
+        _check_output_size(lw, x, y, win)
         ins = [lw.tensor(i) for i in node.inputs[:3] if i]
-        _call(lw, C.build_conv2d, (win, self.group, self.packed, bias), x, ins, scratch, y.name, win)
+        pads = [lw.slot(d) for d in C.symbolic(win.pads)]
+        if not self._tiled(x):
+            lw.call(CN.build_conv_nd, (win, self.group, False, bias), ins + [lw.alloc(y.name)], pads)
+            return
+        scratch = C.conv_scratch(win, x.shape, y.shape)
+        tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []
+        lw.call(C.build_conv2d, (win, self.group, self.packed, bias), ins + tmp + [lw.alloc(y.name)], pads,
+                outputs=len(tmp) + 1)
+
+
+def _check_group(ctx: InferContext, group: int, channels: Dim, what: str) -> None:
+    """``group`` is positive and divides the weight's ``channels`` (its dim 0)."""
+    w = ctx.input(1)
+    if group < 1:
+        ctx.fail(f"group={group} must be positive")
+    if group > 1:
+        if isinstance(channels, int) and channels % group:
+            ctx.fail(f"weight '{w.name}' has {channels} {what} channels, not a multiple of group {group}")
+        ctx.require_eq(D.mod(channels, group), 0, f"weight '{w.name}' {what} channels modulo group {group}")
+
+
+def _check_bias(ctx: InferContext, bias: Value | None, m: Dim, w: Value) -> None:
+    if bias is None:
+        return
+    if bias.rank != 1:
+        ctx.fail(f"bias '{bias.name}' has shape {D.fmt_shape(bias.shape)}, expected ({m},)")
+    ctx.require_eq(bias.shape[0], m, f"bias '{bias.name}' length vs the output channels of weight '{w.name}'")
+
+
+@dataclass(frozen=True)
+class ConvTranspose(CoreOp):
+    """Inputs: X (N, C, spatial...), W (C, M/group, k...), [B (M,)]. ``output_shape``: the
+    spatial output dims when given (else empty)."""
+
+    window: SlidingWindow
+    group: int = 1
+    output_padding: tuple[int, ...] = ()
+    output_shape: tuple[int, ...] = ()
+
+    def infer(self, ctx: InferContext) -> None:
+        x, w, bias = ctx.input(0), ctx.input(1), ctx.optional(2)
+        ctx.check_dtype(x, CONV_DTYPES)
+        _check_same(ctx, [x, w], "weight")
+        _check_same(ctx, [x, bias], "bias")
+        if w.rank != x.rank:
+            ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank {x.rank} (C, M/group, "
+                     f"kernel...)")
+        if tuple(w.shape[2:]) != self.window.kernel:
+            ctx.fail(f"kernel_shape={list(self.window.kernel)} does not match weight '{w.name}' "
+                     f"{D.fmt_shape(w.shape)}")
+        _check_group(ctx, self.group, w.shape[0], "input")
+        ctx.require_eq(x.shape[1], w.shape[0], f"input '{x.name}' channels vs weight '{w.name}' dim 0")
+        m = D.mul(w.shape[1], self.group)
+        _check_bias(ctx, bias, m, w)
+        win, out = self.window.resolve_transposed(ctx, x, self.output_padding or (0,) * self.window.rank,
+                                                  self.output_shape)
+        ctx.info = win
+        ctx.set_output(0, x.dtype, (x.shape[0], m) + out)
+
+    def lower(self, lw, node) -> None:
+        x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
+        win: C.Window = node.info
+        _check_output_size(lw, x, y, win)
+        bias = len(node.inputs) > 2 and bool(node.inputs[2])
+        ins = [lw.tensor(i) for i in node.inputs[:3] if i]
+        lw.call(CN.build_conv_nd, (win, self.group, True, bias), ins + [lw.alloc(y.name)],
+                [lw.slot(d) for d in C.symbolic(win.pads)])
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -160,47 +318,111 @@ class Conv(CoreOp):
 
 @dataclass(frozen=True)
 class Pool(CoreOp):
-    kind: str  # "max" or "avg"
-    window: Window2D
+    """Max, average or Lp pooling over the spatial dims; output 1 (max only): the flat
+    index of each maximum in x, its spatial dims row-major (``storage_order`` 0) or
+    column-major (1)."""
+
+    kind: str  # "max", "avg" or "lp"
+    window: SlidingWindow
     ceil_mode: bool = False
     count_include_pad: bool = False
+    p: float = 2.0
+    storage_order: int = 0
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
-        _require_2d(ctx, x)
-        if ctx.wants(1):
-            ctx.fail(f"the Indices output '{ctx.node.outputs[1]}' is not supported (only the pooled values)")
-        win, (oh, ow) = self.window.resolve(ctx, x, self.ceil_mode)
+        if self.kind == "max":
+            ctx.check_dtype(x, FLOATS + (INT8, UINT8))
+        elif self.kind == "lp" and CP.lp_uses_mathlib(self.p):
+            ctx.check_dtype(x, F16_F32)
+        else:
+            ctx.check_dtype(x, FLOATS)
+        if self.kind == "lp" and not self.p > 0:
+            ctx.fail(f"p={self.p} must be positive")
+        if ctx.wants(1) and self.kind != "max":
+            ctx.fail("only MaxPool has an Indices output")
+        if self.storage_order not in (0, 1):
+            ctx.fail(f"storage_order={self.storage_order} must be 0 or 1")
+        win, out = self.window.resolve(ctx, x, self.ceil_mode)
         for a, pad in enumerate(win.pads):
-            if isinstance(pad, int) and pad >= win.extent(a % 2):
-                ctx.fail(f"pads={list(win.pads)}: a pad must be smaller than the window "
-                         f"({win.extent(a % 2)} {'rows' if a % 2 == 0 else 'columns'})")
+            axis = a % win.rank
+            if isinstance(pad, int) and pad >= win.extent(axis):
+                ctx.fail(f"pads={list(win.pads)}: a pad must be smaller than the window ({win.extent(axis)} "
+                         f"along spatial dim {axis})")
         ctx.info = win
-        ctx.set_output(0, FLOAT32, (x.shape[0], x.shape[1], oh, ow))
+        shape = (x.shape[0], x.shape[1]) + out
+        ctx.set_output(0, x.dtype, shape)
+        ctx.set_output(1, INT64, shape)
 
     def lower(self, lw, node) -> None:
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
         win: C.Window = node.info
-        include_pad = self.kind == "avg" and self.count_include_pad
-        scratch = _pool_scratch(x, y, win, self.ceil_mode)
-        _call(lw, C.build_pool2d, (self.kind, win, include_pad), x, [lw.tensor(x.name)], scratch, y.name, win)
+        _check_output_size(lw, x, y, win)
+        indices = len(node.outputs) > 1 and bool(node.outputs[1])
+        plan = CP.Pooling(self.kind, win, self.kind == "avg" and self.count_include_pad, float(self.p),
+                          self.storage_order if indices else None)
+        pads = [lw.slot(d) for d in C.symbolic(win.pads)]
+        if indices:
+            lw.call(CP.build_pool, plan, [lw.tensor(x.name), lw.alloc(y.name), lw.alloc(node.outputs[1])], pads,
+                    outputs=2)
+            return
+        scratch = CP.pool_scratch(x.shape, y.shape, win, self.ceil_mode)
+        tmp = [lw.scratch("padded input", x.dtype, scratch)] if scratch is not None else []
+        lw.call(CP.build_pool, plan, [lw.tensor(x.name)] + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
 
 
-def _pool_scratch(x: Value, y: Value, win: C.Window, ceil_mode: bool) -> tuple[Dim, ...] | None:
-    """The padded input shape a pool reads, or None when every window lies inside x."""
-    n, c, h, w = x.shape
-    dims = []
-    for a, size in ((0, h), (1, w)):
-        padded = size + win.pads[a] + win.pads[a + 2]
-        if ceil_mode:  # the last window may hang over the end pad
-            padded = D.maximum(padded, (y.shape[2 + a] - 1) * win.strides[a] + win.extent(a))
-        dims.append(padded)
-    if dims[0] == h and dims[1] == w:
-        return None
-    return (n, c, dims[0], dims[1])
+@dataclass(frozen=True)
+class MaxUnpool(CoreOp):
+    """Inputs: X (N, C, spatial...), I (MaxPool's indices, X's shape), [output_shape]."""
+
+    window: SlidingWindow
+
+    def infer(self, ctx: InferContext) -> None:
+        x, ind, shape = ctx.input(0), ctx.input(1), ctx.optional(2)
+        ctx.check_dtype(x, FLOATS)
+        ctx.check_dtype(ind, (INT64,))
+        self.window.check(ctx, x)
+        if ind.rank != x.rank:
+            ctx.fail(f"indices '{ind.name}' has shape {D.fmt_shape(ind.shape)}; it must have the shape of "
+                     f"'{x.name}' {D.fmt_shape(x.shape)}")
+        for a, (d, e) in enumerate(zip(ind.shape, x.shape)):
+            ctx.require_eq(d, e, f"indices '{ind.name}' dim {a} vs input '{x.name}'")
+        w = self.window
+        default = list(x.shape[:2]) + [(x.shape[2 + a] - 1) * w.strides[a] - w.pads[a] - w.pads[w.rank + a]
+                                       + w.kernel[a] for a in range(w.rank)]
+        out = default
+        if shape is not None:
+            if ctx.shape_length(shape, "output_shape") != x.rank:
+                ctx.fail(f"output_shape '{shape.name}' must have {x.rank} elements")
+            vals = shape.int_contents()
+            if vals is None:  # read at run time, then checked (lower)
+                out = [ctx.fresh("maxunpool") for _ in range(x.rank)]
+            else:
+                out = list(vals)
+                for a, (d, o) in enumerate(zip(default, out)):
+                    ctx.require_le(d, o, _unpool_check(shape, a))
+        ctx.info = (w.geometry(w.pads[:w.rank], w.pads[w.rank:]), tuple(default))
+        ctx.set_output(0, x.dtype, out)
+
+    def lower(self, lw, node) -> None:
+        out = lw.value(node.outputs[0])
+        win, default = node.info
+        given = len(node.inputs) > 2 and bool(node.inputs[2])
+        if given and not lw.value(node.inputs[2]).known:
+            shape = lw.value(node.inputs[2])
+            lw.define_dims(out.shape, lw.values_of(shape.name))
+            for a, (d, o) in enumerate(zip(default, out.shape)):
+                lw.check_le(lw.slot(d), lw.slot(o), f"{lw.context()}: {_unpool_check(shape, a)}: {o} = {{1}} is "
+                                                    f"less than {d} = {{0}}")
+        lw.run_kernel(CP.build_max_unpool, (win, given), node.inputs[:2], node.outputs[:1],
+                      error="element {0} of the indices is {1}, outside [0, {2})")
 
 
-# ----------------------------------------------------------------------------- per channel
+def _unpool_check(shape: Value, axis: int) -> str:
+    return f"output_shape '{shape.name}' dim {axis} vs the unpooled size"
+
+
+# ----------------------------------------------------------------------------- normalizations
 
 
 @dataclass(frozen=True)
@@ -212,18 +434,21 @@ class BatchNorm(CoreOp):
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
         for v in ctx.inputs():
-            ctx.check_dtype(v, (FLOAT32,))
+            ctx.check_dtype(v, FLOATS)
         if x.rank < 2:
             ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; expected (N, C, ...)")
         for i, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")):
-            v = ctx.input(i)
-            if v.rank != 1:
-                ctx.fail(f"{what} '{v.name}' has shape {D.fmt_shape(v.shape)}, expected ({x.shape[1]},)")
-            ctx.require_eq(v.shape[0], x.shape[1], f"{what} '{v.name}' length vs input '{x.name}' channels")
-        ctx.set_output(0, FLOAT32, x.shape)
+            _check_channels(ctx, x, ctx.input(i), what, x.shape[1])
+        ctx.set_output(0, x.dtype, x.shape)
 
     def lower(self, lw, node) -> None:
         lw.run_kernel(C.build_batch_norm, self.epsilon, node.inputs[:5], node.outputs[:1])
+
+
+def _check_channels(ctx: InferContext, x: Value, v: Value, what: str, n: Dim) -> None:
+    if v.rank != 1:
+        ctx.fail(f"{what} '{v.name}' has shape {D.fmt_shape(v.shape)}, expected ({n},)")
+    ctx.require_eq(v.shape[0], n, f"{what} '{v.name}' length vs input '{x.name}'")
 
 
 @dataclass(frozen=True)
@@ -237,12 +462,66 @@ class LRN(CoreOp):
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
-        ctx.check_dtype(x, (FLOAT32,))
+        ctx.check_dtype(x, F16_F32)
         if x.rank < 3:
             ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; expected (N, C, spatial...)")
         if self.size < 1:
             ctx.fail(f"size={self.size} must be positive")
-        ctx.set_output(0, FLOAT32, x.shape)
+        ctx.set_output(0, x.dtype, x.shape)
 
     def lower(self, lw, node) -> None:
         lw.run_kernel(C.build_lrn, (self.size, self.alpha, self.beta, self.bias), node.inputs[:1], node.outputs[:1])
+
+
+@dataclass(frozen=True)
+class GroupNorm(CoreOp):
+    """Normalize each group of channels of each image by its mean and variance, then scale
+    and shift. Inputs: X (N, C, ...), scale, bias: one value per channel, or per group with
+    ``per_group``. ``groups`` None: one group per channel (InstanceNormalization)."""
+
+    epsilon: float = 1e-5
+    groups: int | None = None
+    per_group: bool = False
+
+    def infer(self, ctx: InferContext) -> None:
+        x, scale, bias = ctx.input(0), ctx.input(1), ctx.input(2)
+        for v in (x, scale, bias):
+            ctx.check_dtype(v, FLOATS)
+        if x.rank < 3 if self.groups is None else x.rank < 2:
+            ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; expected (N, C, "
+                     f"{'spatial...' if self.groups is None else '...'})")
+        n = x.shape[1]
+        if self.groups is not None:
+            if self.groups < 1:
+                ctx.fail(f"num_groups={self.groups} must be positive")
+            ctx.require_eq(D.mod(x.shape[1], self.groups), 0, f"input '{x.name}' channels modulo num_groups "
+                                                               f"{self.groups}")
+            if self.per_group:
+                n = self.groups
+        _check_channels(ctx, x, scale, "scale", n)
+        _check_channels(ctx, x, bias, "bias", n)
+        ctx.set_output(0, x.dtype, x.shape)
+
+    def lower(self, lw, node) -> None:
+        lw.run_kernel(C.build_group_norm, (self.epsilon, self.groups, self.per_group), node.inputs[:3],
+                      node.outputs[:1])
+
+
+@dataclass(frozen=True)
+class LpNorm(CoreOp):
+    """x divided by its L1 or L2 norm along ``axis`` (ONNX LpNormalization)."""
+
+    axis: int = -1
+    p: int = 2
+
+    def infer(self, ctx: InferContext) -> None:
+        x = ctx.input(0)
+        ctx.check_dtype(x, FLOATS)
+        if self.p not in (1, 2):
+            ctx.fail(f"p={self.p} is not supported (1 or 2)")
+        ctx.info = ctx.axis(self.axis, x.rank)
+        ctx.set_output(0, x.dtype, x.shape)
+
+    def lower(self, lw, node) -> None:
+        lw.run_kernel(C.build_lp_norm, (node.info, self.p), node.inputs[:1], node.outputs[:1])
+

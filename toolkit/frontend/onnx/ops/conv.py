@@ -1,28 +1,32 @@
-"""Convolution and pooling ONNX ops -> Conv, Pool, Reduce (GlobalAveragePool), BatchNorm,
-LRN. MaxPool gains ceil_mode and dilations at version 10, AveragePool ceil_mode at 10 and
-dilations at 19; BatchNormalization loses ``spatial`` at 9 and gains training mode at 14."""
+"""Convolution, pooling and normalization ONNX ops -> Conv, ConvTranspose, Pool, MaxUnpool,
+Reduce (the global pools), BatchNorm, LRN, GroupNorm, LpNorm.
+
+Versions: MaxPool gains Indices and storage_order at 8, ceil_mode and dilations at 10,
+int8/uint8 at 12; AveragePool ceil_mode at 10 and dilations at 19; LpPool's p is a float
+before 2, and it gains ceil_mode and dilations at 18; BatchNormalization loses ``spatial``
+at 9 and gains training mode at 14 (refused: symwasm compiles inference); GroupNormalization
+scales per group at 18 and per channel from 21. Later versions add dtypes only.
+"""
 from __future__ import annotations
 
+import numpy as np
+
 from ....ir.dims import fmt_shape
-from ....ops.conv import LRN, BatchNorm, Conv, Pool, Window2D
+from ....ops.conv import (LRN, BatchNorm, Conv, ConvTranspose, GroupNorm, LpNorm, MaxUnpool, Pool,
+                          SlidingWindow)
+from ....ops.elementwise import Elementwise
 from ....ops.reduce import Reduce
 from ..translate import TranslateContext
 
 
-def _pair(ctx: TranslateContext, name: str) -> tuple[int, ...]:
-    return ctx.ints(name) or (1, 1)
+def _window(ctx: TranslateContext, kernel: tuple[int, ...]) -> SlidingWindow:
+    n = len(kernel)
+    return SlidingWindow(tuple(kernel), ctx.ints("strides") or (1,) * n, ctx.ints("dilations") or (1,) * n,
+                         ctx.ints("pads") or (0,) * (2 * n), ctx.attr("auto_pad", "NOTSET") or "NOTSET")
 
 
-def _window(ctx: TranslateContext, kernel: tuple[int, ...]) -> Window2D:
-    x = ctx.value(0)
-    if x.rank != 4:
-        ctx.fail(f"input '{x.name}' has shape {x.describe()}; only 2-D {ctx.op_type} (rank 4, NCHW) is supported")
-    auto_pad = ctx.attr("auto_pad", "NOTSET") or "NOTSET"
-    return Window2D(tuple(kernel), _pair(ctx, "strides"), _pair(ctx, "dilations"), ctx.ints("pads") or (0, 0, 0, 0),
-                    auto_pad)
-
-
-def conv(ctx: TranslateContext) -> None:
+def _kernel_of_weight(ctx: TranslateContext) -> tuple[int, ...]:
+    """kernel_shape, or the weight's spatial dims, which must then be static."""
     w = ctx.value(1)
     kernel = ctx.ints("kernel_shape")
     if kernel is None:
@@ -30,31 +34,70 @@ def conv(ctx: TranslateContext) -> None:
             ctx.fail(f"weight '{w.name}' has kernel dims {fmt_shape(w.shape[2:])}; they must be known "
                      f"at compile time")
         kernel = tuple(int(k) for k in w.shape[2:])
-    ctx.emit(Conv(_window(ctx, kernel), int(ctx.attr("group", 1))))
+    return kernel
 
 
-def pool(ctx: TranslateContext) -> None:
+def conv(ctx: TranslateContext) -> None:
+    ctx.emit(Conv(_window(ctx, _kernel_of_weight(ctx)), int(ctx.attr("group", 1))))
+
+
+def conv_transpose(ctx: TranslateContext) -> None:
+    ctx.emit(ConvTranspose(_window(ctx, _kernel_of_weight(ctx)), int(ctx.attr("group", 1)),
+                           ctx.ints("output_padding") or (), ctx.ints("output_shape") or ()))
+
+
+def _pool_kernel(ctx: TranslateContext) -> tuple[int, ...]:
     kernel = ctx.ints("kernel_shape")
     if kernel is None:
         ctx.fail("attribute 'kernel_shape' is required")
-    kind = "max" if ctx.op_type == "MaxPool" else "avg"
-    ctx.emit(Pool(kind, _window(ctx, kernel), bool(ctx.attr("ceil_mode", 0)),
-                  bool(ctx.attr("count_include_pad", 0))))
+    return kernel
 
 
-def global_average_pool(ctx: TranslateContext) -> None:
+def pool(ctx: TranslateContext) -> None:
+    kind = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}[ctx.op_type]
+    ctx.emit(Pool(kind, _window(ctx, _pool_kernel(ctx)), bool(ctx.attr("ceil_mode", 0)),
+                  bool(ctx.attr("count_include_pad", 0)), float(ctx.attr("p", 2)),
+                  int(ctx.attr("storage_order", 0))))
+
+
+def max_unpool(ctx: TranslateContext) -> None:
+    kernel = _pool_kernel(ctx)
+    ctx.emit(MaxUnpool(_window(ctx, kernel)))
+
+
+def _spatial_axes(ctx: TranslateContext) -> tuple[int, ...]:
     x = ctx.value(0)
     if x.rank < 3:
         ctx.fail(f"input '{x.name}' has shape {x.describe()}; expected (N, C, spatial...)")
-    # [N, C, 1, 1] is a mean over the spatial axes with the dims kept
-    ctx.emit(Reduce("mean", tuple(range(2, x.rank)), True))
+    return tuple(range(2, x.rank))
+
+
+def global_pool(ctx: TranslateContext) -> None:
+    # [N, C, 1, ...] is a reduction over the spatial axes with the dims kept
+    kind = "mean" if ctx.op_type == "GlobalAveragePool" else "max"
+    ctx.emit(Reduce(kind, _spatial_axes(ctx), True))
+
+
+def global_lp_pool(ctx: TranslateContext) -> None:
+    """(sum |x| ** p) ** (1 / p) over the spatial axes."""
+    axes = _spatial_axes(ctx)
+    p = float(ctx.attr("p", 2))
+    if not p > 0:
+        ctx.fail(f"p={p} must be positive")
+    dt = ctx.value(0).dtype.np
+    absolute, powered, total = ctx.tmp("abs"), ctx.tmp("pow"), ctx.tmp("sum")
+    ctx.emit(Elementwise("abs"), ctx.inputs[:1], [absolute])
+    ctx.emit(Elementwise("pow"), [absolute, ctx.constant("p", np.array(p, dt))], [powered])
+    ctx.emit(Reduce("sum", axes, True), [powered], [total])
+    ctx.emit(Elementwise("pow"), [total, ctx.constant("1/p", np.array(1 / p, dt))], ctx.outputs[:1])
 
 
 def batch_norm(ctx: TranslateContext) -> None:
     if ctx.version < 9 and int(ctx.attr("spatial", 1)) != 1:
         ctx.fail("spatial=0 (per-element statistics) is not supported")
     if int(ctx.attr("training_mode", 0)):
-        ctx.fail("training_mode=1 is not supported (inference only)")
+        ctx.fail("training_mode=1 is not supported (inference only: symwasm does not update running "
+                 "statistics)")
     extra = [o for o in ctx.outputs[1:] if o]
     if extra:
         ctx.fail(f"outputs {', '.join(repr(o) for o in extra)} exist only in training mode; "
@@ -69,10 +112,34 @@ def lrn(ctx: TranslateContext) -> None:
                  float(ctx.attr("bias", 1.0))))
 
 
+def instance_norm(ctx: TranslateContext) -> None:
+    ctx.emit(GroupNorm(float(ctx.attr("epsilon", 1e-5))))
+
+
+def group_norm(ctx: TranslateContext) -> None:
+    if ctx.attr("num_groups") is None:
+        ctx.fail("attribute 'num_groups' is required")
+    if int(ctx.attr("stash_type", 1)) != 1:
+        ctx.fail(f"stash_type {ctx.attr('stash_type')} is not supported (only 1, float32)")
+    ctx.emit(GroupNorm(float(ctx.attr("epsilon", 1e-5)), int(ctx.attr("num_groups")), ctx.version < 21))
+
+
+def lp_norm(ctx: TranslateContext) -> None:
+    ctx.emit(LpNorm(int(ctx.attr("axis", -1)), int(ctx.attr("p", 2))))
+
+
 def register(r) -> None:
     r.add("Conv", (1, 11, 22), conv)
+    r.add("ConvTranspose", (1, 11, 22), conv_transpose)
     r.add("MaxPool", (1, 8, 10, 11, 12, 22), pool)
     r.add("AveragePool", (7, 10, 11, 19, 22), pool)
-    r.add("GlobalAveragePool", (1, 22), global_average_pool)
+    r.add("LpPool", (2, 11, 18, 22), pool)
+    r.add("MaxUnpool", (9, 11, 22), max_unpool)
+    r.add("GlobalAveragePool", (1, 22), global_pool)
+    r.add("GlobalMaxPool", (1, 22), global_pool)
+    r.add("GlobalLpPool", (2, 22), global_lp_pool)
     r.add("BatchNormalization", (7, 9, 14, 15), batch_norm)
     r.add("LRN", (1, 13), lrn)
+    r.add("InstanceNormalization", (6, 22), instance_norm)
+    r.add("GroupNormalization", (18, 21), group_norm)
+    r.add("LpNormalization", (1, 22), lp_norm)
