@@ -8,9 +8,7 @@ import pytest
 
 import wasm_runtime
 from tests.test_ops_shape import F32, I64, compile_checked, ints, node, outs, shape_of
-from tests.util import _TMP, assert_outputs_match, check_model, const, make_model, rand, reference, vinfo
-from toolkit.compiler import compile_model
-from toolkit.ir.graph import CompileError
+from tests.util import assert_outputs_match, check_model, const, make_model, rand, reference, vinfo
 
 RNG = np.random.default_rng(11)
 INT64_MAX, INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
@@ -133,11 +131,3 @@ def test_slice_runtime_bounds(target):
     assert r.graph.values["z"].shape[1] == 3
     with pytest.raises(wasm_runtime.ModelError, match=r"node 'z' \(Slice\): step 1 is 0"):
         wasm_runtime.load(r.path).run({**feeds[0], "st": np.array([1, 0], I64)})
-
-
-def test_slice_runtime_axes_rejected():
-    model = make_model([node("Slice", ["x", "s", "e", "axes"], ["y"])],
-                       [vinfo("x", F32, ["n"]), vinfo("axes", I64, [1])], outs("y"),
-                       [ints("s", 0), ints("e", 1)])
-    with pytest.raises(CompileError, match=r"node 'y' \(Slice\): axes \(input 'axes'\) must be a constant"):
-        compile_model(model, _TMP / "slice_axes.so", target="native")

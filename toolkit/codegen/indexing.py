@@ -1,4 +1,5 @@
-"""Indexing kernels: GatherElements, GatherND, ScatterElements, ScatterND, CumSum, Trilu.
+"""Indexing kernels: GatherElements, GatherND, ScatterElements, ScatterND, CumSum and
+CumProd, Trilu.
 
 Indices are read at run time. Each is counted from the end when negative and checked
 against its dim right where it is read: a bad one makes the kernel return OUT_OF_RANGE
@@ -21,6 +22,7 @@ from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
 REDUCTIONS = ("none", "add", "mul", "max", "min")
+CUMULATIVE = ("sum", "prod")
 
 
 def _raw_index(kb: KernelBuilder, idx: Tensor, pos: ir.Value) -> ir.Value:
@@ -178,12 +180,14 @@ def _runtime_axis(kb: KernelBuilder, x: Tensor) -> tuple[ir.Value, ir.Value, ir.
     return outer, n, inner
 
 
-def build_cumsum(kb: KernelBuilder, params: tuple[int | None, bool, bool], types: Sequence[TensorType]) -> None:
-    """Running sums along one axis: out[p] = out[previous p] + x[p] (x[previous p] when
-    exclusive), the previous position one before, or one after when reversed. Each sum is
-    stored before the next reads it back, so float16 rounds each partial sum as numpy does.
-    The axis is ``axis``, or scalar 0 when None (known only at run time). Tensors: x, out."""
-    axis, exclusive, reverse = params
+def build_cumulative(kb: KernelBuilder, params: tuple[int | None, str, bool, bool],
+                     types: Sequence[TensorType]) -> None:
+    """Running sums or products (``kind`` "sum" or "prod") along one axis: out[p] =
+    out[previous p] (+) x[p] (x[previous p] when exclusive; the first is then 0 or 1), the
+    previous position one before, or one after when reversed. Each partial result is stored
+    before the next reads it back, so float16 rounds each one as numpy does. The axis is
+    ``axis``, or scalar 0 when None (known only at run time). Tensors: x, out."""
+    axis, kind, exclusive, reverse = params
     b = kb.b
     x = kb.tensor(0, *types[0])
     o = kb.tensor(1, *types[1])
@@ -192,7 +196,8 @@ def build_cumsum(kb: KernelBuilder, params: tuple[int | None, bool, bool], types
     else:
         outer, n, inner = x.numel(0, axis), x.dim(axis), x.numel(axis + 1)
     s = Scalar(b, x.dtype)
-    zero = s.const(0)
+    zero = s.const(0 if kind == "sum" else 1)
+    combine = s.add if kind == "sum" else s.mul
     with kb.loop(outer, name="outer") as a:
         base = kb.mul(kb.mul(a, n), inner)
         with kb.loop(n, name="t") as t:
@@ -207,7 +212,7 @@ def build_cumsum(kb: KernelBuilder, params: tuple[int | None, bool, bool], types
                 add = x.load(kb.add(qrow if exclusive else prow, i))
                 if exclusive:
                     add = b.select(first, zero, add)
-                o.store(kb.add(prow, i), s.add(prev, add))
+                o.store(kb.add(prow, i), combine(prev, add))
 
 
 def build_trilu(kb: KernelBuilder, upper: bool, types: Sequence[TensorType]) -> None:

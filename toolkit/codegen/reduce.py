@@ -1,39 +1,72 @@
-"""Reduction kernels: ReduceSum/Mean/Max/Min over constant axes, ArgMax, Softmax and
-LayerNormalization.
+"""Reduction kernels: ReduceX over axes known at compile time or given at run time, the
+kernel that reads an axes tensor at run time, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax
+and LayerNormalization.
 
-ReduceX walks the input once in memory order, folding every element into its output
-element (initialised to the identity), so the innermost loop is contiguous whichever axes
-are reduced: a reduction into one accumulator when the innermost axes are reduced, an
-elementwise fold into an output row when they are kept. Softmax and LayerNormalization
-reduce rows of the input and then rewrite them.
+A reduction is a fold (sum, product, max or min) of a per-element map (|x|, x², exp(x -
+max)), finished per output element (divide by the count, sqrt, log). ReduceX walks the
+input once in memory order per pass, folding every element into its output element's
+accumulator, so the innermost loop is contiguous whichever axes are reduced: a fold into
+one register when the innermost axes are reduced, an elementwise fold into an output row
+when they are kept. Accumulators live in the output itself when it has the accumulating
+dtype, else in output-shaped scratch buffers the caller passes (float16 accumulates in
+float32; LogSumExp keeps each row's max for its second pass). With axes known only at run
+time the kernel reads a 0/1 mask per axis from its scalars and walks every axis with
+run-time output strides (0 on reduced axes).
+
+Softmax, LogSoftmax and Hardmax reduce rows of the input and then rewrite them;
+LayerNormalization normalizes rows of the trailing axes.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT32, INT64, DType
+from ..ir.dtypes import BOOL, FLOAT16, FLOAT32, FLOAT64, INT64, UINT64, DType
 from . import mathlib
-from .kernel import F32, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic
-from .scalar import Scalar
+from .kernel import (F32, I64, STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor,
+                     compute_type, fast, i64, intrinsic)
+from .scalar import Scalar, convert
 
 Fold = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 Index = Callable[[ir.Value], ir.Value]  # element k of a row -> its flat index
 TensorType = tuple[DType, Sequence[Dim]]
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """How a ReduceX computes: ``pre`` maps each element ("abs", "square", or "exp": exp(x -
+    row max), after a max pass), ``fold`` combines ("sum", "prod", "max", "min"), ``post``
+    finishes each output element ("mean", "sqrt", "log")."""
+
+    fold: str
+    pre: str | None = None
+    post: str | None = None
+
+
+REDUCTIONS = {
+    "sum": Reduction("sum"), "mean": Reduction("sum", post="mean"), "max": Reduction("max"),
+    "min": Reduction("min"), "prod": Reduction("prod"), "l1": Reduction("sum", "abs"),
+    "l2": Reduction("sum", "square", "sqrt"), "sum_square": Reduction("sum", "square"),
+    "log_sum": Reduction("sum", post="log"), "log_sum_exp": Reduction("sum", "exp", "log"),
+}
+
+
 def identity(kind: str, dt: DType) -> ir.Constant:
-    """The value a reduction of no elements yields: 0 for sums, the lowest value for max,
-    the highest for min."""
+    """The value a fold of no elements yields: 0 for sums, 1 for products, the lowest value
+    for max, the highest for min (false and true for bools)."""
     t = compute_type(dt)
-    if kind in ("sum", "mean"):
-        return ir.Constant(t, 0.0 if dt.is_float else 0)
+    if kind in ("sum", "mean", "prod"):
+        one = kind == "prod"
+        return ir.Constant(t, float(one) if dt.is_float else int(one))
     if dt.is_float:
         return ir.Constant(t, -math.inf if kind == "max" else math.inf)
-    if dt.is_signed:
+    if dt == BOOL:
+        lo, hi = 0, 1
+    elif dt.is_signed:
         lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
     else:
         lo, hi = 0, (1 << t.width) - 1
@@ -41,15 +74,37 @@ def identity(kind: str, dt: DType) -> ir.Constant:
 
 
 def fold(kind: str, dt: DType) -> Fold:
-    """``acc (+) x`` for a reduction kind ("sum", "mean", "max" or "min"); float sums may
-    reassociate so they vectorize, and float max and min propagate NaN like numpy."""
+    """``acc (+) x`` for a fold ("sum" or "mean", "prod", "max", "min"); float sums and
+    products may reassociate so they vectorize, and float max and min propagate NaN like
+    numpy (on bools max is or, min is and)."""
     def step(b: ir.IRBuilder, acc: ir.Value, x: ir.Value) -> ir.Value:
         s = Scalar(b, dt)
         if kind in ("sum", "mean"):
             return fast(b.fadd(acc, x)) if dt.is_float else b.add(acc, x)
+        if kind == "prod":
+            return fast(b.fmul(acc, x)) if dt.is_float else b.mul(acc, x)
         return s.max(acc, x) if kind == "max" else s.min(acc, x)
 
     return step
+
+
+def acc_dtype(kind: str, dt: DType) -> DType:
+    """The dtype a reduction accumulates in: float16 in float32; ReduceL2 of integers in 64
+    bits, as numpy sums the squares before the square root."""
+    if dt == FLOAT16:
+        return FLOAT32
+    if kind == "l2" and dt.is_int:
+        return INT64 if dt.is_signed else UINT64
+    return dt
+
+
+def scratch_dtypes(kind: str, dt: DType) -> tuple[DType, ...]:
+    """The output-shaped scratch buffers a ReduceX kernel takes between x and y: one
+    accumulator per pass (LogSumExp's max pass, then its sum), except that the output
+    serves as the last one when it has that dtype."""
+    acc = acc_dtype(kind, dt)
+    bufs = (acc, acc) if REDUCTIONS[kind].pre == "exp" else (acc,)
+    return bufs[:-1] if acc == dt else bufs
 
 
 def _groups(rank: int, axes: Sequence[int]) -> list[tuple[bool, list[int]]]:
@@ -64,47 +119,271 @@ def _groups(rank: int, axes: Sequence[int]) -> list[tuple[bool, list[int]]]:
     return out
 
 
-def build_reduce(kb: KernelBuilder, params: tuple[str, tuple[int, ...]], types: Sequence[TensorType]) -> None:
-    """``y = reduce(x, axes)`` for ``params`` (kind: "sum", "mean", "max" or "min"; axes, not
-    empty); a mean divides the sums by the count. Tensors: x, y (y's layout is x's with the
-    reduced axes removed)."""
-    kind, axes = params
-    (dt, shape), (_, out_shape) = types
-    mean = kind == "mean"
+def build_reduce(kb: KernelBuilder, params: tuple[str, tuple[int, ...] | None, bool],
+                 types: Sequence[TensorType]) -> None:
+    """``y = reduce(x)`` for ``params`` (kind, a key of REDUCTIONS; the reduced axes, or None
+    when scalars 0..rank-1 hold a 0/1 mask per axis; noop: with no axis reduced, y is a
+    copy of x, as the ONNX spec says). Tensors: x, the scratch buffers of
+    :func:`scratch_dtypes`, y (y's layout is x's with the reduced axes removed)."""
+    kind, axes, noop = params
+    red = REDUCTIONS[kind]
+    (dt, shape), (_, out_shape) = types[0], types[-1]
     b = kb.b
     x = kb.tensor(0, dt, shape)
-    y = kb.tensor(1, dt, out_shape)
-    step = fold(kind, dt)
-    init = identity(kind, dt)
-    groups = [(r, x.numel(g[0], g[-1] + 1)) for r, g in _groups(len(shape), axes)]
+    y = kb.tensor(len(types) - 1, dt, out_shape)
+    acc = acc_dtype(kind, dt)
+    bufs = [kb.tensor(1 + i, t, out_shape) for i, (t, _) in enumerate(types[1:-1])]
+    if len(bufs) < (2 if red.pre == "exp" else 1):
+        bufs.append(y)
+    mask = None if axes is not None else [b.icmp_signed("!=", kb.scalar(a), i64(0)) for a in range(x.rank)]
+    walk = _static_walk(kb, x, axes) if axes is not None else _runtime_walk(kb, x, mask)
+    # the elements folded into each output element
+    if mask is not None:
+        count = _product(b, [b.select(m, x.dim(a), i64(1)) for a, m in enumerate(mask)])
+    else:
+        count = _product(b, [x.dim(a) for a in axes])
+
+    def reduce_all() -> None:
+        _reduce_passes(kb, red, x, y, bufs, acc, count, walk)
+
+    def copy() -> None:
+        with kb.loop(x.numel(), "cp") as i:
+            y.store_raw(i, x.load_raw(i))
+
+    if noop and not axes and (mask is None or not mask):
+        copy()  # (the simplify pass makes a view of this)
+    elif mask is not None and noop:
+        with b.if_else(b.not_(_any(b, mask))) as (nothing, something):
+            with nothing:
+                copy()
+            with something:
+                reduce_all()
+    else:
+        reduce_all()
+
+
+def _product(b: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
+    p: ir.Value = i64(1)
+    for v in values:
+        p = b.mul(p, v)
+    return p
+
+
+def _any(b: ir.IRBuilder, flags: Sequence[ir.Value]) -> ir.Value:
+    out = flags[0]
+    for f in flags[1:]:
+        out = b.or_(out, f)
+    return out
+
+
+# walk(into, step, elem): fold elem(xoff, yoff) into into[yoff] for every element of x
+Walk = Callable[[Tensor, Fold, Callable[[ir.Value, ir.Value], ir.Value], ir.Constant], None]
+
+
+def _static_walk(kb: KernelBuilder, x: Tensor, axes: Sequence[int]) -> Walk:
+    b = kb.b
+    # a scalar is one reduced run of one element
+    groups = [(r, x.numel(g[0], g[-1] + 1)) for r, g in _groups(x.rank, axes)] or [(True, i64(1))]
+
+    def walk(into: Tensor, step: Fold, elem, init: ir.Constant) -> None:
+        def level(g: int, xoff: ir.Value, yoff: ir.Value) -> None:
+            reduced, ext = groups[g]
+            xbase = kb.mul(xoff, ext)
+            ybase = yoff if reduced else kb.mul(yoff, ext)
+            if g == len(groups) - 1 and reduced:
+                part = kb.accumulate(ext, init, lambda a, k: step(b, a, elem(kb.add(xbase, k), ybase)))
+                into.store(ybase, step(b, into.load(ybase), part))
+            elif g == len(groups) - 1:
+                with kb.loop(ext, "j") as j:
+                    yj = kb.add(ybase, j)
+                    into.store(yj, step(b, into.load(yj), elem(kb.add(xbase, j), yj)))
+            else:
+                with kb.loop(ext, f"g{g}") as k:
+                    level(g + 1, kb.add(xbase, k), ybase if reduced else kb.add(ybase, k))
+
+        level(0, i64(0), i64(0))
+
+    return walk
+
+
+def _runtime_walk(kb: KernelBuilder, x: Tensor, mask: Sequence[ir.Value]) -> Walk:
+    b = kb.b
+    # output strides: 0 along reduced axes, row-major over the kept ones
+    ostride: list[ir.Value] = [i64(0)] * x.rank
+    st: ir.Value = i64(1)
+    for a in range(x.rank - 1, -1, -1):
+        ostride[a] = b.select(mask[a], i64(0), st)
+        st = b.select(mask[a], st, b.mul(st, x.dim(a)))
+
+    def walk(into: Tensor, step: Fold, elem, init: ir.Constant) -> None:
+        def level(a: int, xoff: ir.Value, yoff: ir.Value) -> None:
+            if a == x.rank:
+                into.store(yoff, step(b, into.load(yoff), elem(xoff, yoff)))
+                return
+            with kb.loop(x.dim(a), f"ax{a}") as i:
+                level(a + 1, kb.add(kb.mul(xoff, x.dim(a)), i), kb.add(yoff, b.mul(i, ostride[a])))
+
+        level(0, i64(0), i64(0))
+
+    return walk
+
+
+def _reduce_passes(kb: KernelBuilder, red: Reduction, x: Tensor, y: Tensor, bufs: list[Tensor], acc: DType,
+                   count: ir.Value, walk: Walk) -> None:
+    b = kb.b
+    dt = x.dtype
+    s_in, s_acc = Scalar(b, dt), Scalar(b, acc)
     total = y.numel()
-    with kb.loop(total) as i:
-        y.store(i, init)
 
-    def level(g: int, xoff: ir.Value, yoff: ir.Value) -> None:
-        reduced, ext = groups[g]
-        xbase = kb.mul(xoff, ext)
-        ybase = yoff if reduced else kb.mul(yoff, ext)
-        if g == len(groups) - 1 and reduced:
-            acc = kb.accumulate(ext, init, lambda acc, k: step(b, acc, x.load(kb.add(xbase, k))))
-            y.store(ybase, step(b, y.load(ybase), acc))
-        elif g == len(groups) - 1:
-            with kb.loop(ext, "j") as j:
-                yj = kb.add(ybase, j)
-                y.store(yj, step(b, y.load(yj), x.load(kb.add(xbase, j))))
-        else:
-            with kb.loop(ext, f"g{g}") as k:
-                level(g + 1, kb.add(xbase, k), ybase if reduced else kb.add(ybase, k))
+    def shift(yoff: ir.Value) -> ir.Value:
+        """The max a LogSumExp output element subtracts; 0 when it is infinite or NaN
+        (exp(inf - inf) would be NaN), where the sum of exp(x) itself is already right:
+        -inf for elements of -inf, inf with a +inf, NaN with a NaN."""
+        m = bufs[0].load(yoff)
+        finite = b.fcmp_ordered("<", intrinsic(b, "llvm.fabs", m), ir.Constant(m.type, math.inf))
+        return b.select(finite, m, ir.Constant(m.type, 0.0))
 
-    level(0, i64(0), i64(0))
-    if mean:
-        count = i64(1)
-        for reduced, ext in groups:
-            if reduced:
-                count = kb.mul(count, ext)
-        countf = b.sitofp(count, compute_type(dt))
-        with kb.loop(total) as i:
-            y.store(i, b.fdiv(y.load(i), countf))
+    def element(xoff: ir.Value, yoff: ir.Value, pre: str | None) -> ir.Value:
+        v = x.load(xoff)
+        if pre == "abs":
+            v = s_in.abs(v)
+        elif pre == "square":
+            v = s_in.mul(v, v)  # in x's dtype, wrapping like numpy's square
+        v = convert(b, v, dt, acc)
+        if pre == "exp":
+            v = mathlib.exp(b, b.fsub(v, shift(yoff)))
+        return v
+
+    passes = [("max", None)] if red.pre == "exp" else []
+    passes.append((red.fold, red.pre))
+    for into, (kind, pre) in zip(bufs, passes):
+        init = identity(kind, acc)
+        with kb.loop(total, "init") as i:
+            into.store(i, init)
+        walk(into, fold(kind, acc), lambda xo, yo, pre=pre: element(xo, yo, pre), init)
+
+    last = bufs[-1]
+    if last is y and red.post is None:
+        return
+    with kb.loop(total, "fin") as i:
+        v = last.load(i)
+        if red.post == "mean":
+            v = s_acc.div(v, convert(b, count, INT64, acc))
+        elif red.post == "sqrt":
+            v = convert(b, intrinsic(b, "llvm.sqrt", convert(b, v, acc, FLOAT64)), FLOAT64, acc) \
+                if acc.is_int else intrinsic(b, "llvm.sqrt", v)
+        elif red.post == "log":
+            v = mathlib.log(b, v)
+            if red.pre == "exp":
+                v = b.fadd(v, shift(i))
+        y.store(i, convert(b, v, acc, dt))
+
+
+# ----------------------------------------------------------------------------- axes at run time
+
+
+@dataclass(frozen=True)
+class AxesPlan:
+    """What :func:`build_axes` computes from an axes tensor given at run time (1-D, int32 or
+    int64; entries in ``[-rank, rank)``, negative ones counting from the end).
+
+    Always: a 0/1 mask per axis and how many entries name an axis an earlier one named.
+    ``empty_all``: an empty axes tensor names every axis (a reduction over all axes).
+    ``values``: per value tensor (``c`` blocks of one entry per axes entry), ``(c,
+    default)``: its output holds ``c`` blocks of one entry per axis, the entry of the axes
+    entry naming it or the default. ``dims``: output dims from ``n_in`` input dims:
+    "keep" (reduced axes become 1), "remove" (reduced axes dropped) or "insert" (the mask
+    is over the output's axes, which are 1; the others take the input's dims in order)."""
+
+    rank: int
+    empty_all: bool = False
+    values: tuple[tuple[int, int], ...] = ()
+    dims: str | None = None
+    n_in: int = 0
+    n_out: int = 0
+
+    kernel_name = "axes"
+
+
+def build_axes(kb: KernelBuilder, plan: AxesPlan, types: Sequence[TensorType]) -> None:
+    """Tensors: axes, the value tensors, their outputs (int64). Scalars: the mask (rank),
+    the repeat count, the input dims (n_in), the output dims (n_out, written). Fails with
+    (entry, value) when an entry is out of range."""
+    b = kb.b
+    r = plan.rank
+    axes = kb.tensor(0, *types[0])
+    nv = len(plan.values)
+    vals = [kb.tensor(1 + i, *types[1 + i]) for i in range(nv)]
+    outs = [kb.tensor(1 + nv + i, *types[1 + nv + i]) for i in range(nv)]
+    for o, (c, default) in zip(outs, plan.values):
+        with kb.loop(i64(c * r), "def") as i:
+            o.store(i, i64(default))
+    mask = b.alloca(I64, size=i64(max(r, 1)), name="mask")
+
+    def flag(a: ir.Value) -> ir.Value:
+        return b.gep(mask, [a], source_etype=I64)
+
+    for a in range(r):
+        b.store(i64(0), flag(i64(a)))
+    k = axes.dim(0)
+
+    def entry(j: ir.Value, dup: list[ir.Value]) -> list[ir.Value]:
+        raw = axes.load(j)
+        raw = raw if raw.type == I64 else b.sext(raw, I64)
+        a = b.select(b.icmp_signed("<", raw, i64(0)), b.add(raw, i64(r)), raw)
+        kb.fail_if(b.icmp_unsigned(">=", a, i64(r)), STATUS_OUT_OF_RANGE, [j, raw])
+        p = flag(a)
+        seen = b.load(p, typ=I64)
+        b.store(i64(1), p)
+        for v, o, (c, _) in zip(vals, outs, plan.values):
+            for blk in range(c):
+                src = kb.add(kb.mul(i64(blk), k), j)
+                got = v.load(src)
+                o.store(b.add(i64(blk * r), a), got if got.type == I64 else b.sext(got, I64))
+        return [b.add(dup[0], seen)]
+
+    dup = kb.carry(i64(0), k, [i64(0)], entry, "entry")[0]
+    empty = b.icmp_signed("==", k, i64(0))
+    m = []
+    for a in range(r):
+        v = b.load(flag(i64(a)), typ=I64)
+        m.append(b.select(empty, i64(1), v) if plan.empty_all else v)
+        kb.set_scalar(a, m[a])
+    kb.set_scalar(r, dup)
+    base = r + 1
+    d = [kb.scalar(base + i) for i in range(plan.n_in)]
+    out = _axes_dims(b, plan, m, d)
+    for p, v in enumerate(out):
+        kb.set_scalar(base + plan.n_in + p, v)
+
+
+def _axes_dims(b: ir.IRBuilder, plan: AxesPlan, m: Sequence[ir.Value], d: Sequence[ir.Value]) -> list[ir.Value]:
+    """The output dims of ``plan.dims`` from the mask ``m`` and the input dims ``d``."""
+    if plan.dims is None:
+        return []
+    one = i64(1)
+    hit = [b.icmp_signed("!=", v, i64(0)) for v in m]
+    if plan.dims == "keep":
+        return [b.select(h, one, x) for h, x in zip(hit, d)]
+    out: list[ir.Value] = [i64(0)] * plan.n_out
+    c: ir.Value = i64(0)  # axes kept (remove) or input dims used (insert) so far
+    if plan.dims == "remove":
+        for a, (h, x) in enumerate(zip(hit, d)):
+            for p in range(plan.n_out):
+                here = b.and_(b.not_(h), b.icmp_signed("==", c, i64(p)))
+                out[p] = b.select(here, x, out[p])
+            c = b.add(c, b.select(h, i64(0), one))
+        return out
+    for p in range(plan.n_out):
+        v: ir.Value = one
+        for i, x in enumerate(d):
+            v = b.select(b.icmp_signed("==", c, i64(i)), x, v)
+        out[p] = b.select(hit[p], one, v)
+        c = b.add(c, b.select(hit[p], i64(0), one))
+    return out
+
+
+# ----------------------------------------------------------------------------- ArgMax, ArgMin
 
 
 def _each_row(kb: KernelBuilder, x: Tensor, axis: int, body: Callable[[Index, ir.Value], None]) -> None:
@@ -120,11 +399,29 @@ def _each_row(kb: KernelBuilder, x: Tensor, axis: int, body: Callable[[Index, ir
             body(lambda k: kb.add(base, kb.mul(k, inner)), kb.add(kb.mul(o, inner), p))
 
 
-def build_argmax(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[TensorType]) -> None:
-    """``y = argmax(x, axis)`` as int64, the first (or ``last``) index of the maximum, for
-    ``params`` (axis, last); NaN counts as the maximum, like numpy. Tensors: x, y. An empty
-    axis fails (detail: its length) unless y is empty too."""
-    axis, last = params
+def _arg_best(kb: KernelBuilder, x: Tensor, at: Index, n: ir.Value, largest: bool, last: bool) -> ir.Value:
+    """The index (i64) of the first (or ``last``) largest (or smallest) element of a row;
+    NaN counts as the extreme, like numpy. 0 for an empty row."""
+    b = kb.b
+    op = ">" if largest else "<"
+
+    def better(v: ir.Value, best: ir.Value) -> ir.Value:
+        if not x.dtype.is_float:
+            return Scalar(b, x.dtype).cmp(op + "=" if last else op, v, best)
+        v_nan = b.fcmp_unordered("uno", v, v)
+        if last:
+            return b.or_(b.fcmp_ordered(op + "=", v, best), v_nan)
+        return b.or_(b.fcmp_ordered(op, v, best), b.and_(v_nan, b.fcmp_ordered("ord", best, best)))
+
+    # the best index is the carried state; its value is reloaded (this loop is scalar anyway)
+    return kb.accumulate(n, i64(0), lambda idx, k: b.select(better(x.load(at(k)), x.load(at(idx))), k, idx))
+
+
+def build_argmax(kb: KernelBuilder, params: tuple[int, bool, bool], types: Sequence[TensorType]) -> None:
+    """``y = argmax(x, axis)`` (or argmin) as int64, the first (or ``last``) index of the
+    extreme, for ``params`` (axis, largest, last); NaN counts as the extreme, like numpy.
+    Tensors: x, y. An empty axis fails (detail: its length) unless y is empty too."""
+    axis, largest, last = params
     (dt, shape), (_, out_shape) = types
     b = kb.b
     x = kb.tensor(0, dt, shape)
@@ -132,45 +429,50 @@ def build_argmax(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Te
     n = x.dim(axis)
     kb.fail_if(b.and_(b.icmp_signed("==", n, i64(0)), b.icmp_signed(">", y.numel(), i64(0))),
                STATUS_INVALID_INPUT, [n])
-
-    def better(v: ir.Value, best: ir.Value) -> ir.Value:
-        if not dt.is_float:
-            return Scalar(b, dt).cmp(">=" if last else ">", v, best)
-        v_nan = b.fcmp_unordered("uno", v, v)
-        if last:
-            return b.or_(b.fcmp_ordered(">=", v, best), v_nan)
-        return b.or_(b.fcmp_ordered(">", v, best), b.and_(v_nan, b.fcmp_ordered("ord", best, best)))
-
-    def row(at: Index, r: ir.Value) -> None:
-        # the best index is the carried state; its value is reloaded (this loop is scalar anyway)
-        best = kb.accumulate(n, i64(0), lambda idx, k: b.select(
-            better(x.load(at(k)), x.load(at(idx))), k, idx))
-        y.store(r, best)
-
-    _each_row(kb, x, axis, row)
+    _each_row(kb, x, axis, lambda at, r: y.store(r, _arg_best(kb, x, at, n, largest, last)))
 
 
-def build_softmax(kb: KernelBuilder, axis: int, types: Sequence[TensorType]) -> None:
-    """``y = exp(x - max) / sum(exp(x - max))`` along ``axis`` (float32, or float16 computed
-    in float32). Tensors: x, y."""
+# ----------------------------------------------------------------------------- Softmax family
+
+
+def build_softmax(kb: KernelBuilder, params: tuple[int, str], types: Sequence[TensorType]) -> None:
+    """Along ``axis``, for ``params`` (axis, kind): "softmax" ``exp(x - max) / sum(exp(x -
+    max))``, "log_softmax" ``x - max - log(sum(exp(x - max)))``, "hardmax" 1 at the first
+    maximum (NaN counting as the maximum) and 0 elsewhere. float16 computes in float32,
+    float64 in float64. Tensors: x, y."""
+    axis, kind = params
     (dt, shape), _ = types
     b = kb.b
     x = kb.tensor(0, dt, shape)
     y = kb.tensor(1, dt, shape)
     n = x.dim(axis)
-    top, add = fold("max", FLOAT32), fold("sum", FLOAT32)
+    ct = acc_dtype("softmax", dt)
+    top, add = fold("max", ct), fold("sum", ct)
+    zero, one = ir.Constant(compute_type(ct), 0.0), ir.Constant(compute_type(ct), 1.0)
 
     def row(at: Index, r: ir.Value) -> None:
-        m = kb.accumulate(n, identity("max", FLOAT32), lambda acc, k: top(b, acc, x.load(at(k))))
+        if kind == "hardmax":
+            best = _arg_best(kb, x, at, n, True, False)
+            with kb.loop(n, "k") as k:
+                y.store(at(k), b.select(b.icmp_signed("==", k, best), one, zero))
+            return
+        m = kb.accumulate(n, identity("max", ct), lambda acc, k: top(b, acc, x.load(at(k))))
 
         def exp_sum(acc: ir.Value, k: ir.Value) -> ir.Value:
             e = mathlib.exp(b, b.fsub(x.load(at(k)), m))
-            y.store(at(k), e)
+            if kind == "softmax":
+                y.store(at(k), e)
             return add(b, acc, e)
 
-        total = kb.accumulate(n, identity("sum", FLOAT32), exp_sum)
+        total = kb.accumulate(n, identity("sum", ct), exp_sum)
+        if kind == "softmax":
+            with kb.loop(n, "k") as k:
+                y.store(at(k), b.fdiv(y.load(at(k)), total))
+            return
+        # (x - max) first: max + log(total) would round away the small log at a large max
+        log_total = mathlib.log(b, total)
         with kb.loop(n, "k") as k:
-            y.store(at(k), b.fdiv(y.load(at(k)), total))
+            y.store(at(k), b.fsub(b.fsub(x.load(at(k)), m), log_total))
 
     _each_row(kb, x, axis, row)
 

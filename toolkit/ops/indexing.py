@@ -1,11 +1,11 @@
 """Indexing core ops: GatherElements, GatherND, ScatterElements, ScatterND (indices are
-run-time tensors), CumSum and Trilu.
+run-time tensors), Cumulative (CumSum, CumProd) and Trilu.
 
 Indices are checked by the kernels as they read them (negative ones count from the end); an
 index out of range fails the run with a message naming the node, the index and the dim, as
 Gather's does. The number of data axes a GatherND or ScatterND index tuple addresses (the
 indices' last dim) decides the output's rank, so it must be static; the other dims may be
-symbolic. CumSum's axis and Trilu's diagonal may be known only at run time: the kernels
+symbolic. Cumulative's axis and Trilu's diagonal may be known only at run time: the kernels
 then take them as scalars.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..ir.dtypes import ALL, FLOAT16, FLOAT32, FLOAT64, INDEX, INT32, INT64, UIN
 from ..ir.graph import Value
 from .base import CoreOp, InferContext
 
-CUMSUM_DTYPES = (FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT32, UINT64)
+CUMULATIVE_DTYPES = (FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT32, UINT64)
 OUT_OF_RANGE = "index {0} is out of range for data dim {2} of size {1}"
 
 
@@ -175,7 +175,7 @@ class ScatterND(CoreOp):
                       error=OUT_OF_RANGE)
 
 
-# ----------------------------------------------------------------------------- CumSum, Trilu
+# ----------------------------------------------------------------------------- Cumulative, Trilu
 
 
 def _one_int(ctx: InferContext, i: int, what: str) -> Value:
@@ -189,17 +189,21 @@ def _one_int(ctx: InferContext, i: int, what: str) -> Value:
 
 
 @dataclass(frozen=True)
-class CumSum(CoreOp):
-    """Inputs: x, axis (a scalar, known at compile time or not)."""
+class Cumulative(CoreOp):
+    """Running sums (``kind`` "sum") or products ("prod") along an axis. Inputs: x, axis (a
+    scalar, known at compile time or not)."""
 
+    kind: str = "sum"
     exclusive: bool = False
     reverse: bool = False
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
-        ctx.check_dtype(x, CUMSUM_DTYPES)
+        if self.kind not in K.CUMULATIVE:
+            ctx.fail(f"kind '{self.kind}' is not one of {', '.join(K.CUMULATIVE)}")
+        ctx.check_dtype(x, CUMULATIVE_DTYPES)
         if x.rank == 0:
-            ctx.fail(f"input '{x.name}' is a scalar; CumSum needs an axis")
+            ctx.fail(f"input '{x.name}' is a scalar; {ctx.node.source} needs an axis")
         known = _one_int(ctx, 1, "axis").int_contents()
         # None: the kernel reads the axis at run time
         ctx.info = ctx.axis(known[0], x.rank) if known is not None and isinstance(known[0], int) else None
@@ -209,10 +213,10 @@ class CumSum(CoreOp):
         x, out = lw.value(node.inputs[0]), node.outputs[0]
         tensors = [lw.tensor(x.name), lw.alloc(out)]
         if node.info is not None:
-            lw.call(K.build_cumsum, (node.info, self.exclusive, self.reverse), tensors)
+            lw.call(K.build_cumulative, (node.info, self.kind, self.exclusive, self.reverse), tensors)
             return
         axis = lw.values_of(node.inputs[1])[0]
-        lw.call(K.build_cumsum, (None, self.exclusive, self.reverse), tensors, [axis],
+        lw.call(K.build_cumulative, (None, self.kind, self.exclusive, self.reverse), tensors, [axis],
                 error=f"axis {{0}} is out of range for '{x.name}' of rank {{1}}")
 
 

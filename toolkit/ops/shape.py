@@ -1,5 +1,6 @@
 """Shape core ops: views (Identity, Reshape, Flatten, Squeeze, Unsqueeze, ViewAs), the shape
-readers (ShapeOf, Size), Expand and Fill.
+readers (ShapeOf, Size), Expand and Fill; axes given at run time (``runtime_axes``,
+``PerAxis``).
 
 Integer tensors that hold shapes carry their elements as dims (``Value.sym``), so a chain
 like ``Reshape(x, Concat([1], Shape(x)[0:1], [-1]))`` gets a symbolic output shape at
@@ -15,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..codegen import movement as M
+from ..codegen import reduce as R
 from ..codegen.elementwise import build_elementwise
 from ..ir import dims as D
 from ..ir.dims import Dim
@@ -69,10 +71,19 @@ class Flatten(View):
 
 @dataclass(frozen=True)
 class Squeeze(View):
-    axes: tuple | None  # None: every dim that is 1
+    """Inputs: x, [axes, known only at run time]. ``axes`` None (and no input): every dim
+    that is 1."""
+
+    axes: tuple | None
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
+        if ctx.has(1):
+            k = ctx.shape_length(ctx.input(1), "axes")
+            if k > x.rank:
+                ctx.fail(f"axes '{ctx.input(1).name}' has {k} entries; '{x.name}' has only {x.rank} axes")
+            ctx.set_output(0, x.dtype, [ctx.fresh("squeeze") for _ in range(x.rank - k)])
+            return
         if self.axes is None:
             axes = []
             for a, d in enumerate(x.shape):
@@ -91,17 +102,47 @@ class Squeeze(View):
                 ctx.require_eq(d, 1, f"squeezed dim {a} of '{x.name}'")
         ctx.set_output(0, x.dtype, [d for a, d in enumerate(x.shape) if a not in axes], sym=x.sym)
 
+    def lower(self, lw, node) -> None:
+        if len(node.inputs) > 1 and node.inputs[1]:
+            x, out = lw.value(node.inputs[0]), lw.value(node.outputs[0])
+            dims = [lw.slot(d) for d in x.shape]
+            plan = R.AxesPlan(x.rank, dims="remove", n_in=x.rank, n_out=out.rank)
+            mask, kept = runtime_axes(lw, node.inputs[1], plan, dims_in=dims)
+            one = lw.const_slot(1)
+            for a, (m, d) in enumerate(zip(mask, dims)):
+                # d if squeezed, else 1
+                v = lw.arith("ADD", lw.arith("MUL", m, lw.arith("SUB", d, one)), one)
+                lw.check_eq(v, one, f"{lw.context()}: cannot squeeze dim {a} of '{x.name}': it is {{0}}, not 1")
+            lw.define_dims(out.shape, kept)
+        lw.view(node.outputs[0], node.inputs[0])
+
 
 @dataclass(frozen=True)
 class Unsqueeze(View):
-    axes: tuple
+    """Inputs: x, [axes, known only at run time, with a static number of entries]."""
+
+    axes: tuple | None
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
+        if ctx.has(1):
+            rank = x.rank + ctx.shape_length(ctx.input(1), "axes")
+            ctx.set_output(0, x.dtype, [ctx.fresh("unsqueeze") for _ in range(rank)])
+            return
+        if self.axes is None:
+            ctx.fail("axes are required")
         rank = x.rank + len(self.axes)
         axes = normalize_axes(ctx, self.axes, rank)
         rest = iter(x.shape)
         ctx.set_output(0, x.dtype, [1 if a in axes else next(rest) for a in range(rank)], sym=x.sym)
+
+    def lower(self, lw, node) -> None:
+        if len(node.inputs) > 1 and node.inputs[1]:
+            x, out = lw.value(node.inputs[0]), lw.value(node.outputs[0])
+            plan = R.AxesPlan(out.rank, dims="insert", n_in=x.rank, n_out=out.rank)
+            _, dims = runtime_axes(lw, node.inputs[1], plan, dims_in=[lw.slot(d) for d in x.shape])
+            lw.define_dims(out.shape, dims)
+        lw.view(node.outputs[0], node.inputs[0])
 
 
 def normalize_axes(ctx: InferContext, axes: Sequence[int], rank: int) -> list[int]:
@@ -110,6 +151,49 @@ def normalize_axes(ctx: InferContext, axes: Sequence[int], rank: int) -> list[in
     if len(set(out)) != len(out):
         ctx.fail(f"axes {list(axes)} repeat an axis")
     return out
+
+
+def runtime_axes(lw, axes: str, plan: R.AxesPlan, *, values: Sequence[str] = (), outputs: Sequence[str] = (),
+                 dims_in: Sequence = ()) -> tuple[list, list]:
+    """Run the axes kernel (``plan``) on the tensor ``axes``, known only at run time: slots of
+    its mask (one per axis) and of the output dims the plan asks for; ``values`` are mapped
+    into ``outputs`` per axis. An entry out of range or naming an axis twice fails the run,
+    naming the node and the input."""
+    mask = [lw.result_slot(f"{axes}.mask{a}") for a in range(plan.rank)]
+    repeats = lw.result_slot(f"{axes}.repeats")
+    dims = [lw.result_slot() for _ in range(plan.n_out)]
+    tensors = [lw.tensor(axes)] + [lw.tensor(v) for v in values] + [lw.alloc(o) for o in outputs]
+    lw.call(R.build_axes, plan, tensors, mask + [repeats] + list(dims_in) + dims,
+            error=f"axes '{axes}' entry {{0}} is {{1}}, out of range for rank {plan.rank}", outputs=len(outputs))
+    lw.check_eq(repeats, lw.const_slot(0), f"{lw.context()}: axes '{axes}' name an axis more than once")
+    return mask, dims
+
+
+@dataclass(frozen=True)
+class PerAxis(CoreOp):
+    """Inputs: axes (known only at run time), then value tensors of ``c`` blocks of one
+    entry per axes entry; outputs: per value tensor, int64 ``c`` blocks of one entry per
+    axis of a tensor of rank ``rank``: the entry of the axes entry naming that axis, or the
+    default. What Slice's starts, ends and steps and Pad's pads become for every axis when
+    their axes are known only at run time."""
+
+    rank: int
+    values: tuple[tuple[int, int], ...]  # per value tensor: (c, default)
+
+    def infer(self, ctx: InferContext) -> None:
+        axes = ctx.input(0)
+        k = ctx.shape_length(axes, "axes")
+        if k > self.rank:
+            ctx.fail(f"axes '{axes.name}' has {k} entries for {self.rank} axes")
+        for i, (c, _) in enumerate(self.values):
+            v = ctx.input(1 + i)
+            if ctx.shape_length(v, "values") != c * k:
+                ctx.fail(f"'{v.name}' has {v.shape[0]} entries; {k} axes take {c * k}")
+            ctx.set_output(i, INT64, (c * self.rank,))
+
+    def lower(self, lw, node) -> None:
+        runtime_axes(lw, node.inputs[0], R.AxesPlan(self.rank, values=self.values),
+                     values=node.inputs[1:], outputs=node.outputs)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,15 @@
-"""Indexing ONNX ops -> GatherElements, GatherND, ScatterElements, ScatterND, CumSum, Trilu.
+"""Indexing ONNX ops -> GatherElements, GatherND, ScatterElements, ScatterND, Cumulative
+(CumSum, CumProd), Trilu.
 
 What changed between versions: GatherND-12 adds ``batch_dims``; ScatterND-16 and
 ScatterElements-16 add ``reduction`` (none, add, mul) and version 18 adds max and min to it.
 The other new versions (GatherND-13, GatherElements-13, ScatterND-13, ScatterElements-13,
 CumSum-14) only add types: bfloat16, which symwasm does not carry, and float16 for CumSum.
+CumProd-26 is CumSum's twin.
 """
 from __future__ import annotations
 
-from ....ops.indexing import CumSum, GatherElements, GatherND, ScatterElements, ScatterND, Trilu
+from ....ops.indexing import Cumulative, GatherElements, GatherND, ScatterElements, ScatterND, Trilu
 from ..translate import TranslateContext
 
 
@@ -38,8 +40,9 @@ def scatter_nd(ctx: TranslateContext) -> None:
     ctx.emit(ScatterND(_reduction(ctx)))
 
 
-def cumsum(ctx: TranslateContext) -> None:
-    ctx.emit(CumSum(bool(ctx.attr("exclusive", 0)), bool(ctx.attr("reverse", 0))))
+def cumulative(ctx: TranslateContext) -> None:
+    kind = "sum" if ctx.op_type == "CumSum" else "prod"
+    ctx.emit(Cumulative(kind, bool(ctx.attr("exclusive", 0)), bool(ctx.attr("reverse", 0))))
 
 
 def trilu(ctx: TranslateContext) -> None:
@@ -51,5 +54,6 @@ def register(r) -> None:
     r.add("GatherND", (11, 12, 13), gather_nd)
     r.add("ScatterElements", (11, 13, 16, 18), scatter_elements)
     r.add("ScatterND", (11, 13, 16, 18), scatter_nd)
-    r.add("CumSum", (11, 14), cumsum)
+    r.add("CumSum", (11, 14), cumulative)
+    r.add("CumProd", (26,), cumulative)
     r.add("Trilu", (14,), trilu)

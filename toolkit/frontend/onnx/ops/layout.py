@@ -1,7 +1,8 @@
 """Layout ONNX ops -> Tile, Pad, Split (toolkit.ops.layout) and Resize (toolkit.ops.resize).
 
 Pad-2 takes its pads and value as attributes, from 11 as inputs (axes from 18, wrap mode
-from 19; 21 and later change only the types). Split-2 and -11 take their sizes as an
+from 19; 21 and later change only the types). Axes known only at run time make pads for
+every axis (PerAxis), so the Pad itself needs no axes. Split-2 and -11 take their sizes as an
 attribute, from 13 as an input; 18 adds num_outputs, whose parts are ceil(dim / n) with a
 smaller last one (before 18 the parts must be equal). Resize-10 is Upsample's meaning
 (asymmetric coordinates; nearest rounds down when upsampling and up when downsampling);
@@ -18,8 +19,9 @@ import numpy as np
 
 from ....ops.layout import Pad, Split, Tile
 from ....ops.resize import COORD_MODES, Resize
-from ....ops.shape import ViewAs
+from ....ops.shape import PerAxis, ViewAs
 from ..translate import TranslateContext
+from .shape import known_axes
 
 
 def _with_length(ctx: TranslateContext, i: int, n: int, what: str) -> str:
@@ -50,11 +52,19 @@ def pad(ctx: TranslateContext) -> None:
             inputs.append(ctx.constant("value", np.array(float(ctx.attr("value", 0.0)), x.dtype.np)))
         ctx.emit(Pad(mode), inputs)
         return
-    axes = ctx.const_ints(3, "axes") if ctx.version >= 18 else None
-    k = len(axes) if axes is not None else x.rank
+    axes = known_axes(ctx, 3) if ctx.version >= 18 and ctx.has(3) else None
+    axes_at_run_time = axes is None and ctx.version >= 18 and ctx.has(3)
+    k = len(axes) if axes is not None else ctx.value(3).shape[0] if axes_at_run_time else x.rank
+    if not isinstance(k, int):
+        ctx.fail(f"axes '{ctx.inputs[3]}' has {k} entries; their number must be static")
     inputs = [x.name, _with_length(ctx, 1, 2 * k, "pads")]
     if mode == "constant" and ctx.has(2):
         inputs.append(ctx.inputs[2])
+    if axes_at_run_time:
+        # the axes are known only at run time: pads for every axis (0 on those not named)
+        full = ctx.tmp("pads")
+        ctx.emit(PerAxis(x.rank, ((2, 0),)), [ctx.inputs[3], inputs[1]], [full])
+        inputs[1] = full
     ctx.emit(Pad(mode, axes), inputs)
 
 

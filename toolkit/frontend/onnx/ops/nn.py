@@ -1,15 +1,15 @@
-"""Neural-network ONNX ops -> MatMul, Gemm, Softmax, LayerNorm; Dropout (inference: an
-identity, and a mask of ones when asked for).
+"""Neural-network ONNX ops -> MatMul, Gemm, Softmax, LogSoftmax, Hardmax, LayerNorm;
+Dropout (inference: an identity, and a mask of ones when asked for).
 
-Softmax before version 13 normalizes the input flattened to 2-D at ``axis`` (default 1):
-over all the trailing dims at once. It becomes Flatten, a Softmax over axis 1 and a view
-back, unless ``axis`` is the last dim, where both meanings agree.
+Softmax, LogSoftmax and Hardmax before version 13 normalize the input flattened to 2-D at
+``axis`` (default 1): over all the trailing dims at once. Each becomes Flatten, the op over
+axis 1 and a view back, unless ``axis`` is the last dim, where both meanings agree.
 """
 from __future__ import annotations
 
 from ....ir.dtypes import BOOL
 from ....ops.linalg import Gemm, MatMul
-from ....ops.reduce import LayerNorm, Softmax
+from ....ops.reduce import Hardmax, LayerNorm, LogSoftmax, Softmax
 from ....ops.shape import Fill, Flatten, Identity, ShapeOf, ViewAs
 from ..translate import TranslateContext
 
@@ -26,19 +26,25 @@ def gemm(ctx: TranslateContext) -> None:
              inputs)
 
 
+SOFTMAX_FAMILY = {"Softmax": Softmax, "LogSoftmax": LogSoftmax, "Hardmax": Hardmax}
+
+
 def softmax(ctx: TranslateContext) -> None:
+    op = SOFTMAX_FAMILY[ctx.op_type]
     x = ctx.value(0)
     if ctx.version >= 13:
-        ctx.emit(Softmax(int(ctx.attr("axis", -1))))
+        ctx.emit(op(int(ctx.attr("axis", -1))))
         return
     axis = int(ctx.attr("axis", 1))
+    if not -x.rank <= axis < max(x.rank, 1):
+        ctx.fail(f"axis {axis} is out of range for rank {x.rank}")
     axis = axis + x.rank if axis < 0 else axis
     if axis == x.rank - 1:
-        ctx.emit(Softmax(axis))
+        ctx.emit(op(axis))
         return
-    flat, normed = ctx.tmp("flat"), ctx.tmp("softmax")
+    flat, normed = ctx.tmp("flat"), ctx.tmp("normed")
     ctx.emit(Flatten(axis), outputs=[flat])
-    ctx.emit(Softmax(1), [flat], [normed])
+    ctx.emit(op(1), [flat], [normed])
     ctx.emit(ViewAs(x.shape), [normed])
 
 
@@ -66,6 +72,7 @@ def dropout(ctx: TranslateContext) -> None:
 def register(r) -> None:
     r.add("MatMul", (1, 9, 13), matmul)
     r.add("Gemm", (7, 9, 11, 13), gemm)
-    r.add("Softmax", (1, 11, 13), softmax)
+    for op in SOFTMAX_FAMILY:
+        r.add(op, (1, 11, 13), softmax)
     r.add("LayerNormalization", (17,), layer_norm)
     r.add("Dropout", (7, 10, 12, 13, 22), dropout)

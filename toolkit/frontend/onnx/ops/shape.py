@@ -1,6 +1,6 @@
 """Shape ONNX ops -> views (Reshape, Flatten, Squeeze, Unsqueeze), ShapeOf, Size, Expand and
-Fill. Squeeze and Unsqueeze take their axes as an attribute before version 13 and as a
-constant input from 13."""
+Fill. Squeeze and Unsqueeze take their axes as an attribute before version 13 and as an
+input from 13 (known at compile time or not)."""
 from __future__ import annotations
 
 import numpy as np
@@ -28,21 +28,35 @@ def flatten(ctx: TranslateContext) -> None:
     ctx.emit(Flatten(int(ctx.attr("axis", 1))))
 
 
-def _axes(ctx: TranslateContext) -> tuple[int, ...] | None:
+def known_axes(ctx: TranslateContext, i: int) -> tuple[int, ...] | None:
+    """The axes in input ``i`` (given) when known at compile time (an empty tensor's are
+    ()), else None: the core op then takes the input and reads them at run time."""
+    v = ctx.value(i)
+    vals = v.int_contents()
+    if vals is None and v.shape == (0,):
+        return ()
+    if vals is not None and all(isinstance(a, int) for a in vals):
+        return tuple(int(a) for a in vals)
+    return None
+
+
+def _squeeze_op(ctx: TranslateContext, op) -> None:
+    """Squeeze or Unsqueeze: axes from the attribute before 13, from input 1 after."""
     if ctx.version < 13:
-        return ctx.ints("axes")
-    return ctx.const_ints(1, "axes")
+        axes = ctx.ints("axes")
+        # an empty list squeezes every dim of 1 before 13 (as onnx.reference reads it)
+        ctx.emit(op(None if op is Squeeze and not axes else axes), ctx.inputs[:1])
+        return
+    axes = known_axes(ctx, 1) if ctx.has(1) else None
+    ctx.emit(op(axes), ctx.inputs[:2] if ctx.has(1) and axes is None else ctx.inputs[:1])
 
 
 def squeeze(ctx: TranslateContext) -> None:
-    ctx.emit(Squeeze(_axes(ctx)), ctx.inputs[:1])
+    _squeeze_op(ctx, Squeeze)
 
 
 def unsqueeze(ctx: TranslateContext) -> None:
-    axes = _axes(ctx)
-    if axes is None:
-        ctx.fail("axes are required")
-    ctx.emit(Unsqueeze(axes), ctx.inputs[:1])
+    _squeeze_op(ctx, Unsqueeze)
 
 
 def expand(ctx: TranslateContext) -> None:
