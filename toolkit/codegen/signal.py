@@ -1,0 +1,731 @@
+"""Kernels of the signal and vision ops: the Fourier transforms (DFT, STFT), TensorScatter,
+RoiAlign, MaxRoiPool, AffineGrid, TfIdfVectorizer and MelWeightMatrix.
+
+The Fourier kernels transform one line at a time in a float64 scratch buffer (every input
+dtype computes in double: wasm's scalar double arithmetic costs what float's does, and the
+results then round once). A line of power-of-two length ``n`` goes through an iterative
+radix-2 FFT; any other length through Bluestein's chirp-z transform, which turns the DFT
+into a cyclic convolution of power-of-two length ``m >= 2n - 1`` done with the same FFT.
+The twiddle factors, the chirp and the transformed chirp filter are computed once per call,
+before the lines. The length is a run-time value (``dft_length`` may be), so both paths are
+in every kernel. The radix-2 FFT is its own internal function (the kernel calls it up to
+three times per line); it has the kernel signature, so it polls the cancel flag as kernels
+do, and its status is passed on.
+
+Scratch layout (doubles), for a transform length n: with n a power of two, twiddles
+(n) then the line (2n); otherwise, for m the convolution length, twiddles (m), the chirp
+(2n), the filter's transform (2m) and the line (2m). 5m + 2n < 22n bounds both
+(:data:`SCRATCH_PER_POINT`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from llvmlite import ir
+
+from ..ir.dims import Dim
+from ..ir.dtypes import FLOAT64, DType
+from . import mathlib
+from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, fptosi_sat, i64,
+                     intrinsic)
+from .scalar import convert
+
+TensorType = tuple[DType, Sequence[Dim]]
+I1 = ir.IntType(1)
+SCRATCH_PER_POINT = 22
+
+
+def _f(v: float) -> ir.Constant:
+    return ir.Constant(F64, v)
+
+
+# ----------------------------------------------------------------------------- complex helpers
+
+
+class _Complex:
+    """A float64 array of interleaved (re, im) pairs at ``base`` (in doubles) of a pointer."""
+
+    def __init__(self, b: ir.IRBuilder, ptr: ir.Value, base: ir.Value):
+        self.b, self.ptr, self.base = b, ptr, base
+
+    def _at(self, k: ir.Value, part: int) -> ir.Value:
+        b = self.b
+        idx = b.add(self.base, b.add(b.shl(k, i64(1)), i64(part)))
+        return b.gep(self.ptr, [idx], source_etype=F64)
+
+    def load(self, k: ir.Value) -> tuple[ir.Value, ir.Value]:
+        return (self.b.load(self._at(k, 0), typ=F64), self.b.load(self._at(k, 1), typ=F64))
+
+    def store(self, k: ir.Value, v: tuple[ir.Value, ir.Value]) -> None:
+        self.b.store(v[0], self._at(k, 0))
+        self.b.store(v[1], self._at(k, 1))
+
+
+def _cmul(b: ir.IRBuilder, x: tuple[ir.Value, ir.Value], y: tuple[ir.Value, ir.Value]) -> tuple[ir.Value, ir.Value]:
+    return (b.fsub(b.fmul(x[0], y[0]), b.fmul(x[1], y[1])), b.fadd(b.fmul(x[0], y[1]), b.fmul(x[1], y[0])))
+
+
+def _unit(b: ir.IRBuilder, angle: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """exp(i * angle)."""
+    return (mathlib.cos(b, angle), mathlib.sin(b, angle))
+
+
+def _log2(b: ir.IRBuilder, m: ir.Value) -> ir.Value:
+    """log2 of a power of two."""
+    return intrinsic(b, "llvm.cttz", m, ir.Constant(I1, 0))
+
+
+# ----------------------------------------------------------------------------- radix-2 FFT
+
+
+def _fft_function(kb: KernelBuilder) -> ir.Function:
+    """The in-place radix-2 FFT for ``kb``'s kernel, as an internal function with the kernel
+    signature: (data: m interleaved complex doubles, params: [m, inverse], twiddles: m/2
+    complex exp(-2 pi i j / m), cancel). Unnormalized; ``inverse`` conjugates the twiddles."""
+    name = f"{kb.fn.name}.fft"
+    if name in kb.module.globals:
+        return kb.module.globals[name]
+    f = KernelBuilder(kb.module, name, kb.target)
+    b = f.b
+    data = _Complex(b, f.fn.args[0], i64(0))
+    tw = _Complex(b, f.fn.args[2], i64(0))
+    m = f.scalar(0)
+    sign = b.select(b.icmp_signed("!=", f.scalar(1), i64(0)), _f(-1.0), _f(1.0))
+    bits = _log2(b, m)
+    with f.loop(m, name="perm") as i:
+        def rev(t: ir.Value, r: list[ir.Value]) -> list[ir.Value]:
+            bit = b.and_(b.lshr(i, t), i64(1))
+            return [b.or_(b.shl(r[0], i64(1)), bit)]
+
+        j = f.carry(i64(0), bits, [i64(0)], rev, name="bit")[0]
+        with b.if_then(b.icmp_signed("<", i, j)):
+            u, v = data.load(i), data.load(j)
+            data.store(i, v)
+            data.store(j, u)
+    with f.loop(bits, name="stage") as s:
+        half = b.shl(i64(1), s)
+        groups = b.lshr(m, b.add(s, i64(1)))  # also the twiddle step
+        with f.loop(groups, name="group") as g:
+            base = b.shl(g, b.add(s, i64(1)))
+            with f.loop(half, name="bfly") as k:
+                w = tw.load(b.mul(k, groups))
+                w = (w[0], b.fmul(w[1], sign))
+                p = b.add(base, k)
+                q = b.add(p, half)
+                u = data.load(p)
+                v = _cmul(b, data.load(q), w)
+                data.store(p, (b.fadd(u[0], v[0]), b.fadd(u[1], v[1])))
+                data.store(q, (b.fsub(u[0], v[0]), b.fsub(u[1], v[1])))
+    f.finish()
+    return f.fn
+
+
+class _Transform:
+    """What one kernel needs to transform lines of length ``n`` (a run-time value) in the
+    float64 scratch tensor: :meth:`prepare` once, then per line :meth:`line` (where to put
+    the input, ``n`` values), :meth:`run`, and read the result from :meth:`line`."""
+
+    def __init__(self, kb: KernelBuilder, scratch: Tensor, n: ir.Value, inverse: bool):
+        self.kb, self.n, self.inverse = kb, n, inverse
+        b = self.b = kb.b
+        self.fft = _fft_function(kb)
+        self.args = b.alloca(I64, size=i64(2), name="fft.args")
+        self.ptr = scratch.data
+        one = i64(1)
+        self.pow2 = b.icmp_signed("==", b.and_(n, b.sub(n, one)), i64(0))
+        # m: the power of two >= 2n - 1 (only used when n is not one; n = 1 is a power of two)
+        top = b.sub(i64(64), intrinsic(b, "llvm.ctlz", b.sub(b.shl(n, one), i64(2)), ir.Constant(I1, 0)))
+        m = b.shl(one, top)
+        self.m = b.select(self.pow2, n, m)  # the FFT length of either path
+        twiddles = self.m
+        self.chirp = _Complex(b, self.ptr, twiddles)
+        self.filter = _Complex(b, self.ptr, b.add(twiddles, b.shl(n, one)))
+        work = b.select(self.pow2, twiddles, b.add(b.add(twiddles, b.shl(n, one)), b.shl(self.m, one)))
+        self.work = _Complex(b, self.ptr, work)
+        self.twiddles = b.gep(self.ptr, [i64(0)], source_etype=F64)
+
+    def _call_fft(self, data: _Complex, length: ir.Value, inverse: bool) -> None:
+        b, kb = self.b, self.kb
+        b.store(length, b.gep(self.args, [i64(0)], source_etype=I64))
+        b.store(i64(int(inverse)), b.gep(self.args, [i64(1)], source_etype=I64))
+        ptr = b.gep(data.ptr, [data.base], source_etype=F64)
+        status = b.call(self.fft, [ptr, self.args, self.twiddles, kb.fn.args[3]])
+        kb.fail_if(b.icmp_signed("!=", status, ir.Constant(status.type, 0)), STATUS_CANCELLED)
+
+    def prepare(self) -> None:
+        """Twiddles for the FFT length; for Bluestein also the chirp and the filter's FFT."""
+        b, kb, n = self.b, self.kb, self.n
+        m = self.m
+        tw = _Complex(b, self.ptr, i64(0))
+        mf = b.sitofp(m, F64)
+        with kb.loop(b.lshr(m, i64(1)), name="tw") as j:
+            tw.store(j, _unit(b, b.fdiv(b.fmul(_f(-2 * math.pi), b.sitofp(j, F64)), mf)))
+        with b.if_then(b.not_(self.pow2)):
+            # chirp c_k = exp(s i pi k^2 / n), s = -1 forward, +1 inverse; k^2 mod 2n keeps
+            # the angle small (and exact) for any k
+            nf = b.sitofp(n, F64)
+            s = _f(math.pi if self.inverse else -math.pi)
+            with kb.loop(n, name="chirp") as k:
+                k2 = b.urem(b.mul(k, k), b.shl(n, i64(1)))
+                self.chirp.store(k, _unit(b, b.fdiv(b.fmul(s, b.sitofp(k2, F64)), nf)))
+            # the filter: conj(c_j) at j and at m - j, zero in between; transformed
+            with kb.loop(m, name="fzero") as j:
+                self.filter.store(j, (_f(0.0), _f(0.0)))
+            with kb.loop(n, name="filter") as j:
+                c = self.chirp.load(j)
+                conj = (c[0], b.fneg(c[1]))
+                self.filter.store(j, conj)
+                with b.if_then(b.icmp_signed(">", j, i64(0))):
+                    self.filter.store(b.sub(m, j), conj)
+            self._call_fft(self.filter, m, False)
+
+    def line(self) -> _Complex:
+        return self.work
+
+    def run(self) -> None:
+        """Transform the line in place (unnormalized)."""
+        b, kb, n, m = self.b, self.kb, self.n, self.m
+        with b.if_else(self.pow2) as (radix2, bluestein):
+            with radix2:
+                self._call_fft(self.work, n, self.inverse)
+            with bluestein:
+                w = self.work
+                with kb.loop(n, name="pre") as k:
+                    w.store(k, _cmul(b, w.load(k), self.chirp.load(k)))
+                with kb.loop(b.sub(m, n), name="pad") as k:
+                    w.store(b.add(n, k), (_f(0.0), _f(0.0)))
+                self._call_fft(w, m, False)
+                with kb.loop(m, name="conv") as k:
+                    w.store(k, _cmul(b, w.load(k), self.filter.load(k)))
+                self._call_fft(w, m, True)
+                inv_m = b.fdiv(_f(1.0), b.sitofp(m, F64))
+                with kb.loop(n, name="post") as k:
+                    v = _cmul(b, w.load(k), self.chirp.load(k))
+                    w.store(k, (b.fmul(v[0], inv_m), b.fmul(v[1], inv_m)))
+
+
+# ----------------------------------------------------------------------------- DFT, STFT
+
+
+def _around(kb: KernelBuilder, x: Tensor, out: Tensor, axis: ir.Value) -> tuple[ir.Value, ...]:
+    """(outer, length, inner) of ``x`` around a signal axis known at run time (in range), and
+    the output's dim there."""
+    b = kb.b
+    outer, length, inner, count = i64(1), i64(0), i64(1), i64(0)
+    for a in range(x.rank - 1):
+        at = ir.Constant(I64, a)
+        outer = b.mul(outer, b.select(b.icmp_signed(">", axis, at), x.dim(a), i64(1)))
+        inner = b.mul(inner, b.select(b.icmp_signed("<", axis, at), x.dim(a), i64(1)))
+        hit = b.icmp_signed("==", axis, at)
+        length = b.select(hit, x.dim(a), length)
+        count = b.select(hit, out.dim(a), count)
+    return outer, length, inner, count
+
+
+@dataclass(frozen=True)
+class FourierPlan:
+    """``stft``: frames of a [batch, length, c] signal (scalars n, step), else lines along
+    ``axis`` (scalar n; axis -1: the axis is scalar 1). ``window``: STFT's window tensor
+    follows the signal."""
+
+    stft: bool
+    axis: int
+    inverse: bool
+    onesided: bool
+    window: bool = False
+    kernel_name: str = "dft"
+
+
+def build_fourier(kb: KernelBuilder, plan: FourierPlan, types: Sequence[TensorType]) -> None:
+    """DFT along one axis, or STFT. Tensors: x, [window], scratch (float64), out. Scalars: n
+    (the transform length), [frame step]. The input's last dim (1 real, 2 complex) and the
+    output's decide how values are read and written; inverse transforms are scaled by 1/n,
+    and the one-sided inverse (IRFFT) fills the upper half with the conjugates of the lower
+    one and keeps the real part."""
+    b = kb.b
+    k = 0
+    x = kb.tensor(k, *types[k])
+    win = None
+    if plan.window:
+        k += 1
+        win = kb.tensor(k, *types[k])
+    scratch = kb.tensor(k + 1, *types[k + 1])
+    out = kb.tensor(k + 2, *types[k + 2])
+    n = kb.scalar(0)
+    cx, co = x.shape[-1], out.shape[-1]
+    irfft = plan.inverse and plan.onesided
+    t = _Transform(kb, scratch, n, plan.inverse)
+    t.prepare()
+    line = t.line()
+    zero = (_f(0.0), _f(0.0))
+
+    def read(pos: ir.Value) -> tuple[ir.Value, ir.Value]:
+        re = convert(b, x.load(b.mul(pos, i64(cx))), x.dtype, FLOAT64)
+        im = convert(b, x.load(b.add(b.mul(pos, i64(cx)), i64(1))), x.dtype, FLOAT64) if cx == 2 else _f(0.0)
+        return re, im
+
+    def write(pos: ir.Value, v: tuple[ir.Value, ir.Value]) -> None:
+        out.store(b.mul(pos, i64(co)), convert(b, v[0], FLOAT64, out.dtype))
+        if co == 2:
+            out.store(b.add(b.mul(pos, i64(co)), i64(1)), convert(b, v[1], FLOAT64, out.dtype))
+
+    scale = b.fdiv(_f(1.0), b.sitofp(n, F64)) if plan.inverse else None
+    if plan.stft:
+        count = out.dim(2)
+    elif plan.axis >= 0:
+        outer, length, inner = x.numel(0, plan.axis), x.dim(plan.axis), x.numel(plan.axis + 1, x.rank - 1)
+        count = out.dim(plan.axis)
+    else:
+        outer, length, inner, count = _around(kb, x, out, kb.scalar(1))
+
+    def finish(out_pos) -> None:
+        t.run()
+        with kb.loop(count, name="store") as j:
+            v = line.load(j)
+            if scale is not None:
+                v = (b.fmul(v[0], scale), b.fmul(v[1], scale))
+            write(out_pos(j), v)
+
+    if plan.stft:
+        step = kb.scalar(1)
+        length, frames = x.dim(1), out.dim(1)
+        with kb.loop(x.dim(0), name="batch") as bi:
+            with kb.loop(frames, name="frame") as fr:
+                start = b.add(b.mul(bi, length), b.mul(fr, step))
+                with kb.loop(n, name="load") as j:
+                    v = read(b.add(start, j))
+                    if win is not None:
+                        w = convert(b, win.load(j), win.dtype, FLOAT64)
+                        v = (b.fmul(v[0], w), b.fmul(v[1], w))
+                    line.store(j, v)
+                row = b.mul(b.add(b.mul(bi, frames), fr), count)
+                finish(lambda j: b.add(row, j))
+        return
+
+    # the input values used: n (truncated or zero-padded), or n // 2 + 1 for the IRFFT
+    used = b.add(b.lshr(n, i64(1)), i64(1)) if irfft else n
+    avail = intrinsic(b, "llvm.smin", length, used)
+    with kb.loop(outer, name="outer") as o:
+        with kb.loop(inner, name="inner") as i:
+            with kb.loop(n, name="load") as j:
+                inside = b.icmp_signed("<", j, avail)
+                pos = b.add(b.mul(b.add(b.mul(o, length), b.select(inside, j, i64(0))), inner), i)
+                v = read(pos)
+                line.store(j, (b.select(inside, v[0], zero[0]), b.select(inside, v[1], zero[1])))
+            if irfft:
+                # X[n - j] = conj(X[j]) for the upper half
+                with kb.loop(b.sub(n, used), name="herm") as j:
+                    dst = b.add(used, j)
+                    src = line.load(b.sub(n, dst))
+                    line.store(dst, (src[0], b.fneg(src[1])))
+            finish(lambda j: b.add(b.mul(b.add(b.mul(o, count), j), inner), i))
+
+
+# ----------------------------------------------------------------------------- TensorScatter
+
+
+def build_tensor_scatter(kb: KernelBuilder, params: tuple[int, bool, bool], types: Sequence[TensorType]) -> None:
+    """out = past; then along ``axis`` the update's rows go to rows write_index[batch] + s
+    (modulo the cache's length when ``circular``). ``params``: (axis, circular, whether the
+    write indices are given). Tensors: past, update, [write_indices], out. A linear write
+    past the cache fails with (write index, update length, batch entry)."""
+    axis, circular, has_indices = params
+    b = kb.b
+    past = kb.tensor(0, *types[0])
+    upd = kb.tensor(1, *types[1])
+    idx = kb.tensor(2, *types[2]) if has_indices else None
+    out = kb.tensor(len(types) - 1, *types[-1])
+    with kb.loop(past.numel(), name="cp") as i:
+        out.store_raw(i, past.load_raw(i))
+    cache, seq = past.dim(axis), upd.dim(axis)
+    inner = past.numel(axis + 1)
+    per_batch = past.numel(1, axis)  # prefixes per batch entry
+    with kb.loop(past.dim(0), name="batch") as bi:
+        w = i64(0)
+        if idx is not None:
+            w = idx.load(bi)
+            w = w if w.type == I64 else b.sext(w, I64)
+        if not circular:
+            bad = b.or_(b.icmp_signed("<", w, i64(0)), b.icmp_signed(">", b.add(w, seq), cache))
+            kb.fail_if(bad, STATUS_OUT_OF_RANGE, [w, seq, bi])
+        with kb.loop(per_batch, name="prefix") as p:
+            row = b.add(b.mul(bi, per_batch), p)
+            with kb.loop(seq, name="seq") as s:
+                t = b.add(w, s)
+                if circular:
+                    t = b.srem(t, cache)
+                    t = b.select(b.icmp_signed("<", t, i64(0)), b.add(t, cache), t)
+                src = b.mul(b.add(b.mul(row, seq), s), inner)
+                dst = b.mul(b.add(b.mul(row, cache), t), inner)
+                with kb.loop(inner, name="el") as e:
+                    out.store_raw(b.add(dst, e), upd.load_raw(b.add(src, e)))
+
+
+# ----------------------------------------------------------------------------- RoiAlign, MaxRoiPool
+
+
+def _batch_index(kb: KernelBuilder, raw: ir.Value, n: ir.Value) -> ir.Value:
+    """A ROI's batch index (i64), failing with (index, batch size) unless it is in [0, n)."""
+    kb.fail_if(kb.b.icmp_unsigned(">=", raw, n), STATUS_OUT_OF_RANGE, [raw, n])
+    return raw
+
+
+@dataclass(frozen=True)
+class RoiAlignPlan:
+    max: bool
+    height: int
+    width: int
+    sampling_ratio: int
+    spatial_scale: float
+    half_pixel: bool
+
+
+def build_roi_align(kb: KernelBuilder, plan: RoiAlignPlan, types: Sequence[TensorType]) -> None:
+    """Bilinear samples on a grid in each output bin of each ROI, averaged (or the largest
+    weighted corner value, as onnxruntime does in max mode). Coordinates are computed in
+    double once per sample; the channel loop is innermost. Tensors: X (N, C, H, W), rois
+    (R, 4), batch_indices (R), out (R, C, oh, ow)."""
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    rois = kb.tensor(1, *types[1])
+    bidx = kb.tensor(2, *types[2])
+    out = kb.tensor(3, *types[3])
+    acc = out.ctype
+    channels, height, width = x.dim(1), x.dim(2), x.dim(3)
+    hf, wf = b.sitofp(height, F64), b.sitofp(width, F64)
+    plane = b.mul(height, width)
+    oh, ow = i64(plan.height), i64(plan.width)
+    bins = plan.height * plan.width
+    one, zero = _f(1.0), _f(0.0)
+
+    def to_acc(v: ir.Value) -> ir.Value:
+        return b.fptrunc(v, acc) if acc != F64 else v
+
+    with kb.loop(rois.dim(0), name="roi") as r:
+        raw = bidx.load(r)
+        batch = _batch_index(kb, raw if raw.type == I64 else b.sext(raw, I64), x.dim(0))
+        offset = _f(0.5 if plan.half_pixel else 0.0)
+        coords = [b.fsub(b.fmul(convert(b, rois.load(b.add(b.mul(r, i64(4)), i64(c))), rois.dtype, FLOAT64),
+                                _f(plan.spatial_scale)), offset) for c in range(4)]
+        x0, y0 = coords[0], coords[1]
+        rw, rh = b.fsub(coords[2], x0), b.fsub(coords[3], y0)
+        if not plan.half_pixel:
+            rw, rh = intrinsic(b, "llvm.maximum", rw, one), intrinsic(b, "llvm.maximum", rh, one)
+        bin_h, bin_w = b.fdiv(rh, _f(plan.height)), b.fdiv(rw, _f(plan.width))
+        if plan.sampling_ratio > 0:
+            gh = gw = i64(plan.sampling_ratio)
+        else:
+            gh = fptosi_sat(b, intrinsic(b, "llvm.ceil", bin_h), I64)
+            gw = fptosi_sat(b, intrinsic(b, "llvm.ceil", bin_w), I64)
+        count = intrinsic(b, "llvm.smax", b.mul(gh, gw), i64(1))
+        step_h, step_w = b.fdiv(bin_h, b.sitofp(gh, F64)), b.fdiv(bin_w, b.sitofp(gw, F64))
+        src_base = b.mul(b.mul(batch, channels), plane)
+        out_base = b.mul(b.mul(r, channels), i64(bins))
+        with kb.loop(oh, name="ph") as ph:
+            with kb.loop(ow, name="pw") as pw:
+                cell = b.add(out_base, b.add(b.mul(ph, ow), pw))
+                with kb.loop(channels, name="zero") as c:
+                    out.store(b.add(cell, b.mul(c, i64(bins))), ir.Constant(acc, 0.0))
+                with kb.loop(gh, name="iy") as iy:
+                    yy = b.fadd(b.fadd(y0, b.fmul(b.sitofp(ph, F64), bin_h)),
+                                b.fmul(b.fadd(b.sitofp(iy, F64), _f(0.5)), step_h))
+                    with kb.loop(gw, name="ix") as ix:
+                        xx = b.fadd(b.fadd(x0, b.fmul(b.sitofp(pw, F64), bin_w)),
+                                    b.fmul(b.fadd(b.sitofp(ix, F64), _f(0.5)), step_w))
+                        outside = b.or_(b.or_(b.fcmp_ordered("<", yy, _f(-1.0)), b.fcmp_ordered(">", yy, hf)),
+                                        b.or_(b.fcmp_ordered("<", xx, _f(-1.0)), b.fcmp_ordered(">", xx, wf)))
+                        taps = []
+                        axes = []
+                        for v, size in ((yy, height), (xx, width)):
+                            v = intrinsic(b, "llvm.maximum", v, zero)
+                            low = fptosi_sat(b, v, I64)
+                            last = b.sub(size, i64(1))
+                            edge = b.icmp_signed(">=", low, last)
+                            low = b.select(edge, last, low)
+                            high = b.select(edge, last, b.add(low, i64(1)))
+                            v = b.select(edge, b.sitofp(last, F64), v)
+                            frac = b.fsub(v, b.sitofp(low, F64))
+                            axes.append((low, high, b.fsub(one, frac), frac))
+                        (yl, yh, wy0, wy1), (xl, xh, wx0, wx1) = axes
+                        for yi, wy in ((yl, wy0), (yh, wy1)):
+                            for xi, wx in ((xl, wx0), (xh, wx1)):
+                                w = b.select(outside, zero, b.fmul(wy, wx))
+                                pos = b.select(outside, i64(0), b.add(b.mul(yi, width), xi))
+                                taps.append((pos, to_acc(w)))
+                        first = b.and_(b.icmp_signed("==", iy, i64(0)), b.icmp_signed("==", ix, i64(0)))
+                        with kb.loop(channels, name="c") as c:
+                            src = b.add(src_base, b.mul(c, plane))
+                            terms = [b.fmul(w, x.load(b.add(src, pos))) for pos, w in taps]
+                            dst = b.add(cell, b.mul(c, i64(bins)))
+                            if plan.max:
+                                v = terms[0]
+                                for t in terms[1:]:
+                                    v = intrinsic(b, "llvm.maximum", v, t)
+                                v = b.select(first, v, intrinsic(b, "llvm.maximum", out.load(dst), v))
+                            else:
+                                pair = b.fadd(b.fadd(terms[0], terms[1]), b.fadd(terms[2], terms[3]))
+                                v = b.fadd(out.load(dst), pair)
+                            out.store(dst, v)
+                if not plan.max:
+                    inv = to_acc(b.fdiv(one, b.sitofp(count, F64)))
+                    with kb.loop(channels, name="avg") as c:
+                        dst = b.add(cell, b.mul(c, i64(bins)))
+                        out.store(dst, b.fmul(out.load(dst), inv))
+
+
+def _round_away(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """C's round (halves away from zero) without a libcall."""
+    t = intrinsic(b, "llvm.trunc", v)
+    frac = b.fsub(v, t)
+    up = b.fcmp_ordered(">=", frac, _f(0.5))
+    down = b.fcmp_ordered("<=", frac, _f(-0.5))
+    return b.select(up, b.fadd(t, _f(1.0)), b.select(down, b.fsub(t, _f(1.0)), t))
+
+
+def build_max_roi_pool(kb: KernelBuilder, params: tuple[int, int, float], types: Sequence[TensorType]) -> None:
+    """The largest value in each bin of each ROI (Caffe's and onnxruntime's geometry: ROI
+    corners rounded, bins floor/ceil of equal fractions, clamped to the input; an empty bin
+    gives 0). ``params``: (pooled height, pooled width, spatial scale). Tensors: X (N, C, H,
+    W), rois (R, 5: batch index, x1, y1, x2, y2), out (R, C, ph, pw). A batch index outside
+    [0, N) fails with (index, N)."""
+    ph_n, pw_n, scale = params
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    rois = kb.tensor(1, *types[1])
+    out = kb.tensor(2, *types[2])
+    channels, height, width = x.dim(1), x.dim(2), x.dim(3)
+    plane = b.mul(height, width)
+    bins = ph_n * pw_n
+
+    def clamp(v: ir.Value, hi: ir.Value) -> ir.Value:
+        return intrinsic(b, "llvm.smin", intrinsic(b, "llvm.smax", v, i64(0)), hi)
+
+    with kb.loop(rois.dim(0), name="roi") as r:
+        vals = [convert(b, rois.load(b.add(b.mul(r, i64(5)), i64(c))), rois.dtype, FLOAT64) for c in range(5)]
+        batch = _batch_index(kb, fptosi_sat(b, vals[0], I64), x.dim(0))
+        x1, y1, x2, y2 = (fptosi_sat(b, _round_away(b, b.fmul(v, _f(scale))), I64) for v in vals[1:])
+        rh = intrinsic(b, "llvm.smax", b.add(b.sub(y2, y1), i64(1)), i64(1))
+        rw = intrinsic(b, "llvm.smax", b.add(b.sub(x2, x1), i64(1)), i64(1))
+        bin_h = b.fdiv(b.sitofp(rh, F64), _f(ph_n))
+        bin_w = b.fdiv(b.sitofp(rw, F64), _f(pw_n))
+        src_base = b.mul(b.mul(batch, channels), plane)
+
+        def span(p: ir.Value, size: ir.Value, start: ir.Value, hi: ir.Value) -> tuple[ir.Value, ir.Value]:
+            pf = b.sitofp(p, F64)
+            lo = fptosi_sat(b, intrinsic(b, "llvm.floor", b.fmul(pf, size)), I64)
+            up = fptosi_sat(b, intrinsic(b, "llvm.ceil", b.fmul(b.fadd(pf, _f(1.0)), size)), I64)
+            return clamp(b.add(lo, start), hi), clamp(b.add(up, start), hi)
+
+        with kb.loop(i64(ph_n), name="ph") as ph:
+            hs, he = span(ph, bin_h, y1, height)
+            with kb.loop(i64(pw_n), name="pw") as pw:
+                ws, we = span(pw, bin_w, x1, width)
+                empty = b.or_(b.icmp_signed("<=", he, hs), b.icmp_signed("<=", we, ws))
+                with kb.loop(channels, name="c") as c:
+                    src = b.add(src_base, b.mul(c, plane))
+                    lowest = ir.Constant(x.ctype, -math.inf)
+
+                    def row(h: ir.Value, best: list[ir.Value]) -> list[ir.Value]:
+                        def col(w: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                            v = x.load(b.add(src, b.add(b.mul(h, width), w)))
+                            return [intrinsic(b, "llvm.maximum", acc[0], v)]
+                        return kb.carry(ws, we, best, col, name="w")
+
+                    m = kb.carry(hs, he, [lowest], row, name="h")[0]
+                    m = b.select(empty, ir.Constant(x.ctype, 0.0), m)
+                    out.store(b.add(b.mul(b.add(b.mul(r, channels), c), i64(bins)), b.add(b.mul(ph, i64(pw_n)), pw)), m)
+
+
+# ----------------------------------------------------------------------------- AffineGrid
+
+
+def build_affine_grid(kb: KernelBuilder, align: bool, types: Sequence[TensorType]) -> None:
+    """grid[n, (d,) h, w] = theta[n] @ (x_w, y_h, (z_d,) 1), the base coordinates spread
+    over [-1, 1] (pixel centers, or corners when ``align``). Computed in double. Tensors:
+    theta (N, r, r + 1), out (N, spatial..., r)."""
+    b = kb.b
+    theta = kb.tensor(0, *types[0])
+    out = kb.tensor(1, *types[1])
+    r = out.rank - 2
+    spatial = [out.dim(1 + a) for a in range(r)]
+    one = _f(1.0)
+
+    def base(i: ir.Value, size: ir.Value) -> ir.Value:
+        sf = b.sitofp(size, F64)
+        fi = b.sitofp(i, F64)
+        if align:
+            step = b.select(b.icmp_signed(">", size, i64(1)), b.fdiv(_f(2.0), b.fsub(sf, one)), _f(0.0))
+            return b.fsub(b.fmul(fi, step), one)
+        return b.fsub(b.fdiv(b.fadd(b.fmul(fi, _f(2.0)), one), sf), one)
+
+    def level(a: int, n: ir.Value, pos: ir.Value, coords: list[ir.Value]) -> None:
+        if a == r:
+            # coords are outermost first (z, y, x); theta's columns are x, y, (z), 1
+            vec = list(reversed(coords))
+            for j in range(r):
+                row = b.mul(b.add(b.mul(n, i64(r)), i64(j)), i64(r + 1))
+                total = convert(b, theta.load(b.add(row, i64(r))), theta.dtype, FLOAT64)
+                for k, v in enumerate(vec):
+                    t = convert(b, theta.load(b.add(row, i64(k))), theta.dtype, FLOAT64)
+                    total = b.fadd(total, b.fmul(t, v))
+                out.store(b.add(b.mul(pos, i64(r)), i64(j)), convert(b, total, FLOAT64, out.dtype))
+            return
+        with kb.loop(spatial[a], name=f"ax{a}") as i:
+            level(a + 1, n, b.add(b.mul(pos, spatial[a]), i), coords + [base(i, spatial[a])])
+
+    with kb.loop(out.dim(0), name="n") as n:
+        level(0, n, n, [])
+
+
+# ----------------------------------------------------------------------------- TfIdfVectorizer
+
+
+@dataclass(frozen=True)
+class TfIdfPlan:
+    """``mode``: TF, IDF or TFIDF; grams of ``min_len`` .. the table's width - 1 items, with
+    up to ``max_skip`` items skipped between them; ``rows``: the table's row count."""
+
+    mode: str
+    min_len: int
+    max_skip: int
+    rows: int
+    kernel_name: str = "tfidf"
+
+
+def build_tfidf(kb: KernelBuilder, plan: TfIdfPlan, types: Sequence[TensorType]) -> None:
+    """Counts of the table's n-grams in each row of X, weighted. A gram is k items of a row
+    ``d`` apart (d = 1 .. max_skip + 1; unigrams only with d = 1), looked up by binary search
+    in the table: sorted rows (k, item 1 .. item k, zeros), each with its output column.
+    Tensors: X ([C] or [B, C], int32 or int64), table (G, width), columns (G), weights
+    (output size, float32), out ([size] or [B, size], float32)."""
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    table = kb.tensor(1, *types[1])
+    cols = kb.tensor(2, *types[2])
+    weights = kb.tensor(3, *types[3])
+    out = kb.tensor(4, *types[4])
+    width = types[1][1][1]
+    longest = width - 1
+    size = out.dim(out.rank - 1)
+    length = x.dim(x.rank - 1)
+    rows = x.numel(0, x.rank - 1)
+    zero = ir.Constant(out.ctype, 0.0)
+    with kb.loop(out.numel(), name="zero") as i:
+        out.store(i, zero)
+
+    def item(pos: ir.Value) -> ir.Value:
+        v = x.load(pos)
+        return v if v.type == I64 else b.sext(v, I64)
+
+    with kb.loop(rows, name="row") as row:
+        base = b.mul(row, length)
+        with kb.loop(i64(plan.max_skip + 1), name="skip") as s:
+            d = b.add(s, i64(1))
+            first = i64(plan.min_len) if plan.min_len >= 2 else b.select(b.icmp_signed("==", d, i64(1)), i64(1),
+                                                                           i64(2))
+            with kb.loop(length, name="start") as start:
+                with kb.loop(b.sub(i64(longest + 1), first), name="gram") as j:
+                    k = b.add(first, j)
+                    last = b.add(start, b.mul(b.sub(k, i64(1)), d))
+                    with b.if_then(b.icmp_signed("<", last, length)):
+                        key = [k]
+                        for c in range(1, width):
+                            inside = b.icmp_signed("<=", i64(c), k)
+                            pos = b.select(inside, b.add(start, b.mul(i64(c - 1), d)), i64(0))
+                            key.append(b.select(inside, item(b.add(base, pos)), i64(0)))
+
+                        def compare(r: ir.Value) -> ir.Value:
+                            """-1, 0 or 1: table row r against the key."""
+                            result = i64(0)
+                            for c in reversed(range(width)):
+                                v = table.load(b.add(b.mul(r, i64(width)), i64(c)))
+                                here = b.select(b.icmp_signed("<", v, key[c]), i64(-1),
+                                                b.select(b.icmp_signed(">", v, key[c]), i64(1), i64(0)))
+                                result = b.select(b.icmp_signed("!=", here, i64(0)), here, result)
+                            return result
+
+                        def halve(_: ir.Value, lh: list[ir.Value]) -> list[ir.Value]:
+                            lo, hi = lh
+                            open_ = b.icmp_signed("<", lo, hi)
+                            mid = b.lshr(b.add(lo, hi), i64(1))
+                            below = b.icmp_signed("<", compare(b.select(open_, mid, i64(0))), i64(0))
+                            go_up = b.and_(open_, below)
+                            return [b.select(go_up, b.add(mid, i64(1)), lo),
+                                    b.select(b.and_(open_, b.not_(below)), mid, hi)]
+
+                        steps = i64(max(plan.rows, 1).bit_length() + 1)
+                        lo = kb.carry(i64(0), steps, [i64(0), i64(plan.rows)], halve, name="search")[0]
+                        found = b.icmp_signed("<", lo, i64(plan.rows))
+                        with b.if_then(found):
+                            with b.if_then(b.icmp_signed("==", compare(lo), i64(0))):
+                                col = cols.load(lo)
+                                at = b.add(b.mul(row, size), col)
+                                out.store(at, b.fadd(out.load(at), ir.Constant(out.ctype, 1.0)))
+    if plan.mode == "TF":
+        return
+    with kb.loop(rows, name="wrow") as row:
+        with kb.loop(size, name="wcol") as c:
+            at = b.add(b.mul(row, size), c)
+            f, w = out.load(at), weights.load(c)
+            if plan.mode == "IDF":
+                v = b.select(b.fcmp_ordered(">", f, zero), w, zero)
+            else:
+                v = b.fmul(w, f)
+            out.store(at, v)
+
+
+# ----------------------------------------------------------------------------- MelWeightMatrix
+
+
+def build_mel_weight_matrix(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
+    """Triangular filters between the mel-spaced bin edges (onnx.reference's: num_mel_bins +
+    2 edges over [lower, upper] mel spread in steps of (upper - lower) / (num_mel_bins + 2),
+    each mapped to spectrogram bin floor((dft_length + 1) * hz / sample_rate)), in double.
+    Tensors: sample_rate (int), lower_edge_hertz, upper_edge_hertz, out (bins, num_mel_bins).
+    Scalars: dft_length."""
+    b = kb.b
+    rate = kb.tensor(0, *types[0])
+    lower = kb.tensor(1, *types[1])
+    upper = kb.tensor(2, *types[2])
+    out = kb.tensor(3, *types[3])
+    dft = kb.scalar(0)
+    bins, mels = out.dim(0), out.dim(1)
+    ln10 = math.log(10.0)
+
+    def mel(hz_t: Tensor) -> ir.Value:
+        hz = convert(b, hz_t.load(i64(0)), hz_t.dtype, FLOAT64)
+        return b.fdiv(b.fmul(_f(2595.0), mathlib.log1p(b, b.fdiv(hz, _f(700.0)))), _f(ln10))
+
+    sr_raw = rate.load(i64(0))
+    sr = b.sitofp(sr_raw, F64)
+    low, high = mel(lower), mel(upper)
+    step = b.fdiv(b.fsub(high, low), b.sitofp(b.add(mels, i64(2)), F64))
+    scale = b.sitofp(b.add(dft, i64(1)), F64)
+
+    def edge(i: ir.Value) -> ir.Value:
+        m = b.fadd(b.fmul(b.sitofp(i, F64), step), low)
+        hz = b.fmul(_f(700.0), mathlib.expm1(b, b.fmul(b.fdiv(m, _f(2595.0)), _f(ln10))))
+        return fptosi_sat(b, intrinsic(b, "llvm.floor", b.fdiv(b.fmul(scale, hz), sr)), I64)
+
+    with kb.loop(out.numel(), name="zero") as i:
+        out.store(i, convert(b, _f(0.0), FLOAT64, out.dtype))
+
+    def put(j: ir.Value, i: ir.Value, v: ir.Value) -> None:
+        with b.if_then(b.icmp_unsigned("<", j, bins)):
+            out.store(b.add(b.mul(j, mels), i), convert(b, v, FLOAT64, out.dtype))
+
+    with kb.loop(mels, name="mel") as i:
+        left, center, right = edge(i), edge(b.add(i, i64(1))), edge(b.add(i, i64(2)))
+        rise, fall = b.sub(center, left), b.sub(right, center)
+        with b.if_else(b.icmp_signed("==", rise, i64(0))) as (flat, slope):
+            with flat:
+                put(center, i, _f(1.0))
+            with slope:
+                with kb.loop(b.add(b.sub(center, left), i64(1)), name="up") as k:
+                    j = b.add(left, k)
+                    put(j, i, b.fdiv(b.sitofp(k, F64), b.sitofp(rise, F64)))
+        with kb.loop(fall, name="down") as k:
+            j = b.add(center, k)
+            put(j, i, b.fdiv(b.sitofp(b.sub(right, j), F64), b.sitofp(fall, F64)))
