@@ -71,6 +71,8 @@ def assert_outputs_match(got: Mapping[str, np.ndarray], want: Mapping[str, np.nd
         g = got[name]
         assert g.shape == w.shape, f"{name}: shape {g.shape} != reference {w.shape}"
         assert g.dtype == w.dtype, f"{name}: dtype {g.dtype} != reference {w.dtype}"
+        if w.dtype.kind not in "fiub" and w.dtype.name.startswith(("bfloat", "float")):
+            g, w = g.astype(np.float32), w.astype(np.float32)  # ml_dtypes' narrow floats
         if w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
         else:

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Mapping
 
+import ml_dtypes  # noqa: F401 - gives numpy the small dtypes (bfloat16, float8_*, int4...)
 import numpy as np
 
 from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT

@@ -25,6 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXCLUSIONS = HERE / "exclusions.txt"
+NARROW_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"}
 OUTCOMES = ("pass", "unsupported", "compile error", "wrong", "run error", "crash or hang", "skipped")
 
 
@@ -80,6 +81,8 @@ def run_case(args) -> tuple[str, str]:
             for n, g, want in zip(rep.output_names, got, expected):
                 if g.shape != want.shape or g.dtype != want.dtype:
                     return "wrong", f"'{n}': got {(g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
+                if want.dtype.kind not in "fc" and want.dtype.name in NARROW_FLOATS:  # ml_dtypes' formats
+                    g, want = g.astype(np.float32), want.astype(np.float32)
                 if want.dtype.kind in "fc":
                     if not np.allclose(g, want, rtol=rtol, atol=atol, equal_nan=True):
                         return "wrong", f"'{n}': max abs diff {float(np.nanmax(np.abs(g - want))):.3g}"

@@ -11,21 +11,24 @@ descriptors at run time, except dims the compiler knows, which are emitted as co
 LLVM can specialise the loops.
 
 Elements are loaded and stored in their *compute* type (:func:`compute_type`): the storage
-type, except float16, which is stored as binary16 bits and computed as float32 (the
-conversions are plain integer IR, :mod:`.half`: wasm32 has no float16 instructions and the
-module links no compiler runtime). Bools are i8 holding 0 or 1.
+type, except the narrow floats (float16, bfloat16, float8, float4), which are stored as
+their bits and computed as float32, and int4/int2, computed as int8. The conversions
+(:func:`to_compute`, :func:`from_compute`) are plain integer IR (:mod:`.half`,
+:mod:`.minifloat`): wasm32 has no float16 instructions and the module links no compiler
+runtime. Bools are i8 holding 0 or 1.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Callable, Sequence
 
+import numpy as np
 from llvmlite import ir
 
 from .. import abi
 from ..ir.dims import Dim
-from ..ir.dtypes import DType
-from . import half
+from ..ir.dtypes import SMALL_INTS, DType
+from . import half, minifloat
 
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
@@ -35,6 +38,7 @@ F32 = ir.FloatType()
 F64 = ir.DoubleType()
 PTR = ir.PointerType()
 MAX_RANK = abi.MAX_RANK
+_LOW_BITS = SMALL_INTS  # stored in the low bits of a byte: their constants are raw codes
 _KINDS = {"ptr": PTR, "i32": I32, "i64": I64}
 
 
@@ -61,15 +65,47 @@ REDUCE_FLAGS = ("reassoc", "nsz", "contract")
 
 
 def llvm_type(dt: DType) -> ir.Type:
-    """How ``dt`` is stored."""
+    """How ``dt`` is stored: its bits (float16, bfloat16, float8 and float4 as integers)."""
     if dt.kind == "f":
-        return {2: I16, 4: F32, 8: F64}[dt.itemsize]
+        return {1: I8, 2: I16, 4: F32, 8: F64}[dt.itemsize]
     return ir.IntType(dt.bits)
 
 
 def compute_type(dt: DType) -> ir.Type:
-    """How kernels compute on ``dt``: float16 as float32, the rest as stored."""
-    return F32 if dt.kind == "f" and dt.itemsize == 2 else llvm_type(dt)
+    """How kernels compute on ``dt``: the floats narrower than float32 as float32, the
+    rest (int4 and int2 as int8) as stored."""
+    return F32 if dt.is_narrow_float else llvm_type(dt)
+
+
+def stored_constant(dt: DType, value) -> ir.Constant:
+    """``value`` as ``dt`` stores it (numpy's ``astype``), as an LLVM constant of
+    :func:`llvm_type`: the bits of the narrow floats, the low bits of int4/int2."""
+    raw = np.array(value).astype(dt.np).reshape(1)
+    t = llvm_type(dt)
+    if isinstance(t, ir.IntType):
+        return ir.Constant(t, int(raw.view(f"u{dt.itemsize}")[0]) if dt.is_float or dt in _LOW_BITS else int(raw[0]))
+    return ir.Constant(t, float(raw[0]))
+
+
+def to_compute(b: ir.IRBuilder, dt: DType, raw: ir.Value) -> ir.Value:
+    """A stored element (or vector of them) of ``dt`` in its compute type. The one place
+    that knows how each narrow format decodes."""
+    if dt.name == "float16":
+        return half.to_f32(b, raw)
+    if dt.name in minifloat.FORMATS or dt.name in minifloat.SMALL_INTS or dt.name == "bfloat16":
+        return minifloat.decode(b, dt.name, raw)
+    return raw
+
+
+def from_compute(b: ir.IRBuilder, dt: DType, value: ir.Value, saturate: bool = True) -> ir.Value:
+    """A compute value as ``dt`` stores it: rounded to nearest even (narrow floats; out of
+    range saturates to the largest finite value unless ``saturate`` is False, which only
+    float8 distinguishes), the low bits kept (int4, int2)."""
+    if dt.name == "float16":
+        return half.from_f32(b, value)
+    if dt.name in minifloat.FORMATS or dt.name in minifloat.SMALL_INTS or dt.name == "bfloat16":
+        return minifloat.encode(b, dt.name, value, saturate)
+    return value
 
 
 def i64(v: int) -> ir.Constant:
@@ -144,13 +180,10 @@ class Tensor:
 
     def load(self, index: ir.Value) -> ir.Value:
         """The element in its compute type."""
-        v = self.load_raw(index)
-        return half.to_f32(self.kb.b, v) if self.elem is I16 and self.dtype.is_float else v
+        return to_compute(self.kb.b, self.dtype, self.load_raw(index))
 
-    def store(self, index: ir.Value, value: ir.Value) -> None:
-        if self.elem is I16 and self.dtype.is_float:
-            value = half.from_f32(self.kb.b, value)
-        self.store_raw(index, value)
+    def store(self, index: ir.Value, value: ir.Value, saturate: bool = True) -> None:
+        self.store_raw(index, from_compute(self.kb.b, self.dtype, value, saturate))
 
 
 class KernelBuilder:

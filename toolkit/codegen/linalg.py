@@ -73,8 +73,10 @@ def matmul(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n:
     def plus_c(v: ir.Value, i: ir.Value, j: ir.Value) -> ir.Value:
         return v if c is None else add(v, scaled(c.load(kb, i, j), beta))
 
-    if _is_one(b.rs):
-        # b's column is contiguous: per (i, j) a dot product, vectorized as a reassociated sum
+    if _is_one(b.rs) or dt.is_narrow_float:
+        # b's column is contiguous: per (i, j) a dot product, vectorized as a reassociated sum.
+        # Narrow floats take this path always: it sums in float32 and rounds once, where the
+        # other rounds y at every step of k
         with kb.loop(m, "i") as i:
             with kb.loop(n, "j") as j:
                 def dot(s: ir.Value, kk: ir.Value) -> ir.Value:

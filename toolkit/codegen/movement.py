@@ -10,11 +10,9 @@ from typing import Sequence
 
 from llvmlite import ir
 
-import numpy as np
-
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
-from .kernel import I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64, llvm_type
+from .kernel import I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64, stored_constant
 
 TensorType = tuple[DType, Sequence[Dim]]
 
@@ -121,10 +119,7 @@ def build_fill(kb: KernelBuilder, value: float | int | bool, types: Sequence[Ten
     """Every element of tensor 0 := value (as its dtype stores it)."""
     dtype, shape = types[0]
     o = kb.tensor(0, dtype, shape)
-    # the stored bits of value in dtype (float16's binary16 bits as an i16)
-    raw = np.array(value, dtype=dtype.np).reshape(1)
-    bits = raw.view(f"u{dtype.itemsize}") if dtype.is_float and dtype.itemsize == 2 else raw
-    c = ir.Constant(llvm_type(dtype), float(bits[0]) if dtype.is_float and dtype.itemsize > 2 else int(bits[0]))
+    c = stored_constant(dtype, value)
     with kb.loop(o.numel()) as i:
         o.store_raw(i, c)
 

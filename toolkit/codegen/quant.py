@@ -19,9 +19,9 @@ from typing import Callable, Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT16, DType
-from . import half
-from .kernel import F32, I64, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic
+from ..ir.dtypes import DType
+from .kernel import F32, I64, KernelBuilder, Tensor, fptosi_sat, from_compute, i64, intrinsic
+from .kernel import to_compute as kernel_to_compute
 from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -65,8 +65,8 @@ def _to(b: ir.IRBuilder, v: ir.Value, src: DType, dst: DType) -> ir.Value:
     """``v`` converted to ``dst``'s compute type and rounded to ``dst``: float16 is computed
     in float32, so a conversion to it must round explicitly."""
     v = convert(b, v, src, dst)
-    if dst == FLOAT16 and src != FLOAT16:
-        v = half.to_f32(b, half.from_f32(b, v))
+    if dst != src and dst.is_narrow_float:
+        v = kernel_to_compute(b, dst, from_compute(b, dst, v))
     return v
 
 
@@ -100,8 +100,8 @@ def build_quantize(kb: KernelBuilder, params: tuple[QuantPlan, DType, DType, boo
         v = to_compute(x.load(pos), x.dtype)
         s = to_compute(scale.load(sidx), scale.dtype)
         q = b.fmul(v, s) if multiply else b.fdiv(v, s)
-        if compute == FLOAT16:
-            q = half.to_f32(b, half.from_f32(b, q))
+        if compute.is_narrow_float:  # computed in float32, rounded as the input's dtype would be
+            q = kernel_to_compute(b, compute, from_compute(b, compute, q))
         r = fptosi_sat(b, intrinsic(b, "llvm.rint", q), I64)
         z = _zero_point(kb, zp, plan, sidx, I64)
         if z is not None:

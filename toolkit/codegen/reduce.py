@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import BOOL, FLOAT16, FLOAT32, FLOAT64, INT64, UINT64, DType
+from ..ir.dtypes import BOOL, FLOAT32, FLOAT64, INT64, UINT64, DType
 from . import mathlib
 from .kernel import (F32, I64, STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor,
                      compute_type, fast, i64, intrinsic)
@@ -91,7 +91,7 @@ def fold(kind: str, dt: DType) -> Fold:
 def acc_dtype(kind: str, dt: DType) -> DType:
     """The dtype a reduction accumulates in: float16 in float32; ReduceL2 of integers in 64
     bits, as numpy sums the squares before the square root."""
-    if dt == FLOAT16:
+    if dt.is_narrow_float:
         return FLOAT32
     if kind == "l2" and dt.is_int:
         return INT64 if dt.is_signed else UINT64

@@ -20,7 +20,7 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from .kernel import (F32, F64, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
-                     intrinsic, llvm_type)
+                     intrinsic, llvm_type, stored_constant)
 from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -313,10 +313,7 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             ev = np.round(ev)
             info = np.iinfo(x.dtype.np)
             ev = np.clip(ev, info.min, info.max)
-        raw = np.array(ev).astype(x.dtype.np).reshape(1)
-        if x.dtype.is_float and x.dtype.itemsize == 2:
-            raw = raw.view(np.uint16)
-        ev_raw = ir.Constant(x.elem, float(raw[0]) if x.elem in (F32, F64) else int(raw[0]))
+        ev_raw = stored_constant(x.dtype, ev)
 
     def value(taps: dict[int, _Taps], x_base: ir.Value) -> ir.Value:
         """The output element (nearest: as stored; else float64)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ir.dtypes import DType
+from ..ir.dtypes import SMALL_INTS, DType
 from . import half
-from .kernel import F64, I8, compute_type, fptosi_sat, intrinsic
+from .kernel import F64, I8, I32, compute_type, fptosi_sat, intrinsic
 
 _FCMP = {"==": "==", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "!=": "!="}
 
@@ -107,7 +107,7 @@ def from_bool(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 def convert(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     """numpy's ``astype`` between compute types: floats to ints truncate and saturate (NaN is
     0) instead of trapping (ONNX leaves out-of-range values undefined); ints wrap; anything
-    to bool is ``!= 0`` (NaN is true); float64 to float16 rounds once."""
+    to bool is ``!= 0`` (NaN is true); float64 to a narrow float rounds once."""
     st, tt = compute_type(src), compute_type(dst)
     if src == dst or st == tt and src.kind == dst.kind:
         return x
@@ -118,9 +118,13 @@ def convert(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     if src.is_float and dst.is_float:
         if st == tt:
             return x
-        if dst.itemsize == 2:  # computed as float32 and rounded to binary16 when stored
-            return half.f64_to_f32_odd(b, x)
+        if dst.is_narrow_float:  # computed as float32 and rounded to its format when stored:
+            return half.f64_to_f32_odd(b, x)  # round to odd first, so the two roundings make one
         return b.fpext(x, tt) if tt == F64 else b.fptrunc(x, tt)
+    if src.is_float and dst in SMALL_INTS:
+        # int4/int2: through a wide signed integer, so the stored low bits wrap (-3 -> uint2 1)
+        wide = ir.VectorType(I32, x.type.count) if isinstance(x.type, ir.VectorType) else I32
+        return b.trunc(fptosi_sat(b, x, wide, signed=True), tt)
     if src.is_float:
         return fptosi_sat(b, x, tt, signed=dst.is_signed)
     if dst.is_float:

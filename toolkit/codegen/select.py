@@ -18,8 +18,7 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
-from . import half
-from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic
+from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, to_compute
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -198,7 +197,7 @@ def build_unique_count(kb: KernelBuilder, axis: int | None, types: Sequence[Tens
         arrays.append((keys.data, keys.ptr(n), keys.elem))
 
         def value(raw: ir.Value) -> ir.Value:
-            return half.to_f32(b, raw) if dt.is_float and dt.itemsize == 2 else raw
+            return to_compute(b, dt, raw)
 
         def before(ri: list[ir.Value], rj: list[ir.Value]) -> ir.Value:
             return less(b, dt, value(ri[1]), value(rj[1]))

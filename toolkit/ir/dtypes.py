@@ -1,13 +1,16 @@
 """The compiler's dtypes, made from the ABI table (:data:`toolkit.abi.DTYPES`), and the
 named sets ops use to say what they accept.
 
-float16 is stored as IEEE binary16 and computed in float32 by every kernel.
+float16 and bfloat16 are stored as 16 bits and computed in float32 by every kernel; the
+formats of :data:`STORAGE_ONLY` (float8, float4, int4/int2) are stored as their raw codes
+and only cast and moved (see toolkit/codegen/minifloat.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes  # noqa: F401 - gives numpy the small dtypes (bfloat16, float8_*, int4...)
 import numpy as np
 
 from .. import abi
@@ -27,6 +30,12 @@ class DType:
     @property
     def is_float(self) -> bool:
         return self.kind == "f"
+
+    @property
+    def is_narrow_float(self) -> bool:
+        """A float narrower than float32 (float16, bfloat16, float8, float4): stored as its
+        bits, computed as float32."""
+        return self.kind == "f" and self.itemsize < 4
 
     @property
     def is_int(self) -> bool:
@@ -53,9 +62,17 @@ INT8, INT16, INT32, INT64 = DTYPES["int8"], DTYPES["int16"], DTYPES["int32"], DT
 UINT8, UINT16, UINT32, UINT64 = DTYPES["uint8"], DTYPES["uint16"], DTYPES["uint32"], DTYPES["uint64"]
 BOOL = DTYPES["bool"]
 
-FLOATS = (FLOAT16, FLOAT32, FLOAT64)
+BFLOAT16 = DTYPES["bfloat16"]
+FLOAT8 = tuple(DTYPES[n] for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"))
+FLOAT4 = DTYPES["float4_e2m1fn"]
+SMALL_INTS = tuple(DTYPES[n] for n in ("int4", "uint4", "int2", "uint2"))
+# formats only stored, cast and moved (not computed on by arithmetic ops)
+STORAGE_ONLY = FLOAT8 + (FLOAT4,) + SMALL_INTS
+
+# bfloat16 computes in float32, like float16
+FLOATS = (FLOAT16, FLOAT32, FLOAT64, BFLOAT16)
 SIGNED = (INT8, INT16, INT32, INT64)
-UNSIGNED = (UINT8, UINT16, UINT32, UINT64)
+UNSIGNED = (UINT8, UINT16, UINT32, UINT64)  # the 4- and 2-bit integers are STORAGE_ONLY
 INTS = SIGNED + UNSIGNED
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + (BOOL,)

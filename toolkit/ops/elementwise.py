@@ -388,11 +388,15 @@ def _fold_syms(spec: ScalarOp, ins, shape) -> list[Any] | None:
 
 @dataclass(frozen=True)
 class Cast(CoreOp):
+    """``saturate`` (Cast-19): a value out of a float8 target's range becomes its largest
+    finite value (True) or infinity/NaN (False); other targets ignore it."""
+
     to: DType
+    saturate: bool = True
 
     @property
     def kernel_name(self) -> str:
-        return f"cast_to_{self.to.name}"
+        return f"cast_to_{self.to.name}" + ("" if self.saturate or self.to.itemsize != 1 else "_nosat")
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)

@@ -254,7 +254,7 @@ class Recurrent(CoreOp):
 def compute_dtype(dt: DType) -> DType:
     """What the kernel's scratch buffers hold: float32 for float16 inputs (kernels compute
     float16 in float32), else the input's dtype."""
-    return FLOAT32 if dt.itemsize == 2 else dt
+    return FLOAT32 if dt.is_narrow_float else dt
 
 
 __all__ = ["Recurrent", "Activation", "ActivationSpec", "Plan", "CELLS", "ACTIVATIONS"]

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define SW_FORMAT_MAJOR 3
-#define SW_FORMAT_MINOR 1
+#define SW_FORMAT_MINOR 2
 #define SW_MAX_RANK 8
 
 /* dtype codes (ONNX TensorProto) */
@@ -22,6 +22,16 @@
 #define SW_DT_FLOAT64 11 /* double, 8 byte(s) */
 #define SW_DT_UINT32 12 /* uint32_t, 4 byte(s) */
 #define SW_DT_UINT64 13 /* uint64_t, 8 byte(s) */
+#define SW_DT_BFLOAT16 16 /* uint16_t, 2 byte(s) */
+#define SW_DT_FLOAT8_E4M3FN 17 /* uint8_t, 1 byte(s) */
+#define SW_DT_FLOAT8_E4M3FNUZ 18 /* uint8_t, 1 byte(s) */
+#define SW_DT_FLOAT8_E5M2 19 /* uint8_t, 1 byte(s) */
+#define SW_DT_FLOAT8_E5M2FNUZ 20 /* uint8_t, 1 byte(s) */
+#define SW_DT_UINT4 21 /* uint8_t, 1 byte(s) */
+#define SW_DT_INT4 22 /* uint8_t, 1 byte(s) */
+#define SW_DT_FLOAT4_E2M1FN 23 /* uint8_t, 1 byte(s) */
+#define SW_DT_UINT2 25 /* uint8_t, 1 byte(s) */
+#define SW_DT_INT2 26 /* uint8_t, 1 byte(s) */
 
 /* bytes per element; 0 for a code that is not a dtype */
 static inline int64_t sw_dtype_size(int32_t code) {
@@ -38,6 +48,16 @@ static inline int64_t sw_dtype_size(int32_t code) {
     case SW_DT_FLOAT64: return 8;
     case SW_DT_UINT32: return 4;
     case SW_DT_UINT64: return 8;
+    case SW_DT_BFLOAT16: return 2;
+    case SW_DT_FLOAT8_E4M3FN: return 1;
+    case SW_DT_FLOAT8_E4M3FNUZ: return 1;
+    case SW_DT_FLOAT8_E5M2: return 1;
+    case SW_DT_FLOAT8_E5M2FNUZ: return 1;
+    case SW_DT_UINT4: return 1;
+    case SW_DT_INT4: return 1;
+    case SW_DT_FLOAT4_E2M1FN: return 1;
+    case SW_DT_UINT2: return 1;
+    case SW_DT_INT2: return 1;
     default: return 0;
   }
 }
@@ -57,6 +77,16 @@ static inline char sw_dtype_kind(int32_t code) {
     case SW_DT_FLOAT64: return 'f';
     case SW_DT_UINT32: return 'u';
     case SW_DT_UINT64: return 'u';
+    case SW_DT_BFLOAT16: return 'f';
+    case SW_DT_FLOAT8_E4M3FN: return 'f';
+    case SW_DT_FLOAT8_E4M3FNUZ: return 'f';
+    case SW_DT_FLOAT8_E5M2: return 'f';
+    case SW_DT_FLOAT8_E5M2FNUZ: return 'f';
+    case SW_DT_UINT4: return 'u';
+    case SW_DT_INT4: return 'i';
+    case SW_DT_FLOAT4_E2M1FN: return 'f';
+    case SW_DT_UINT2: return 'u';
+    case SW_DT_INT2: return 'i';
     default: return 0;
   }
 }
@@ -75,6 +105,16 @@ static inline const char* sw_dtype_name(int32_t code) {
     case SW_DT_FLOAT64: return "float64";
     case SW_DT_UINT32: return "uint32";
     case SW_DT_UINT64: return "uint64";
+    case SW_DT_BFLOAT16: return "bfloat16";
+    case SW_DT_FLOAT8_E4M3FN: return "float8_e4m3fn";
+    case SW_DT_FLOAT8_E4M3FNUZ: return "float8_e4m3fnuz";
+    case SW_DT_FLOAT8_E5M2: return "float8_e5m2";
+    case SW_DT_FLOAT8_E5M2FNUZ: return "float8_e5m2fnuz";
+    case SW_DT_UINT4: return "uint4";
+    case SW_DT_INT4: return "int4";
+    case SW_DT_FLOAT4_E2M1FN: return "float4_e2m1fn";
+    case SW_DT_UINT2: return "uint2";
+    case SW_DT_INT2: return "int2";
     default: return "unknown dtype";
   }
 }

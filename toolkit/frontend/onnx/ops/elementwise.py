@@ -100,21 +100,25 @@ def clip(ctx: TranslateContext) -> None:
 
 
 def _cast_target(ctx: TranslateContext, code) -> DType:
-    """The dtype a Cast goes to; string and the narrow floats and ints are refused here."""
+    """The dtype a Cast goes to; string (and float8 e8m0, whose ``round_mode`` symwasm does
+    not implement) are refused here."""
     if int(code) == onnx.TensorProto.STRING:
         ctx.fail("cast to string is not supported")
     return ctx.dtype(code, "cast to")
 
 
+def _saturate(ctx: TranslateContext) -> bool:
+    """Cast-19's ``saturate`` (default 1): only float8 targets read it."""
+    return bool(ctx.attr("saturate", 1)) if ctx.version >= 19 else True
+
+
 def cast(ctx: TranslateContext) -> None:
-    """Cast-19's ``saturate`` and Cast-24's ``round_mode`` only concern float8 targets,
-    which are refused with the other types symwasm does not have."""
-    ctx.emit(Cast(_cast_target(ctx, ctx.attr("to"))), [ctx.inputs[0]])
+    ctx.emit(Cast(_cast_target(ctx, ctx.attr("to")), _saturate(ctx)), [ctx.inputs[0]])
 
 
 def cast_like(ctx: TranslateContext) -> None:
     """Cast to the second input's dtype (its values are not read)."""
-    ctx.emit(Cast(ctx.value(1).dtype), [ctx.inputs[0]])
+    ctx.emit(Cast(ctx.value(1).dtype, _saturate(ctx)), [ctx.inputs[0]])
 
 
 def mod(ctx: TranslateContext) -> None:
