@@ -58,10 +58,12 @@ fuzz: env
 	PYTHONPATH=. $(PY) -m tests.fuzz.runtime_fuzz --inputs $(FUZZ_INPUTS)
 
 # the onnx package's node test cases on both targets, each in a worker process; prints a
-# per-op table and writes every outcome to tests/conformance/results.json (committed)
+# per-op table and writes every outcome to tests/conformance/results.json (committed); then
+# the wheel's nine light models on both targets (as shipped, and with a symbolic batch)
 conformance: env
 	PYTHONPATH=. $(PY) -m tests.conformance.run --jobs $(JOBS) --results tests/conformance/results.json \
 		| tee tests/conformance/RESULTS.md
+	SYMWASM_LIGHT=all $(PY) -m pytest -n $(JOBS) -q tests/test_light_models.py
 
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent

@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -125,6 +126,26 @@ def dtypes():
     return m, [feeds(3), feeds(17)], None, {}
 
 
+def small_dtypes():
+    """The small formats as raw codes: bfloat16 multiplied (computed in float32), float8
+    e4m3fn and int4 cast to and from float32."""
+    bf, f8, i4 = TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.INT4
+    nodes = [helper.make_node("Mul", ["bf", "bf"], ["bf_out"]),
+             helper.make_node("Cast", ["f8"], ["f8_as_f32"], to=F32), helper.make_node("Cast", ["x"], ["x_as_f8"], to=f8),
+             helper.make_node("Cast", ["i4"], ["i4_as_f32"], to=F32), helper.make_node("Cast", ["x"], ["x_as_i4"], to=i4)]
+    m = model("small_dtypes", nodes, [("bf", bf, ["n"]), ("f8", f8, ["n"]), ("i4", i4, ["n"]), ("x", F32, ["n"])],
+              [("bf_out", bf, ["n"]), ("f8_as_f32", F32, ["n"]), ("x_as_f8", f8, ["n"]), ("i4_as_f32", F32, ["n"]),
+               ("x_as_i4", i4, ["n"])])
+    m.opset_import[0].version = 23
+
+    def feeds(n):
+        return {"bf": RNG.uniform(-8, 8, n).astype(ml_dtypes.bfloat16),
+                "f8": RNG.uniform(-400, 400, n).astype(ml_dtypes.float8_e4m3fn),
+                "i4": RNG.integers(-8, 8, n).astype(ml_dtypes.int4), "x": RNG.uniform(-9, 9, n).astype(np.float32)}
+
+    return m, [feeds(3), feeds(17)], None, {}
+
+
 def matmul():
     """MatMul of two [n, n] float32 matrices: O(n**3) work in O(n**2) memory, so a large n is a
     long call (n = 2500 takes seconds: the cancellation tests stop one)."""
@@ -135,13 +156,14 @@ def matmul():
     return m, runs, None, errors
 
 
-FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul)}
+FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes)}  # new ones last: they share RNG
 
 
 def encode(arr) -> dict:
     arr = np.ascontiguousarray(arr)
     return {"dtype": arr.dtype.name, "shape": list(arr.shape),
-            "data": base64.b64encode(arr.astype(arr.dtype.newbyteorder("<")).tobytes()).decode()}
+            "data": base64.b64encode(arr.astype(arr.dtype.newbyteorder("<")).tobytes() if arr.dtype.kind != "V"
+                                     else arr.tobytes()).decode()}  # ml_dtypes' formats: their codes
 
 
 def run_record(ref: ReferenceEvaluator, names: list[str], feeds: dict) -> dict:

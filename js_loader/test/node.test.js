@@ -138,6 +138,19 @@ test('every dtype crosses the ABI in its typed array (float16 as its bits in a U
   });
 });
 
+test('the small dtypes cross the ABI as their raw codes (bfloat16 bits, float8 and int4 codes)', async () => {
+  const model = await loadModel(wasmPath('small_dtypes'));
+  for (const run of fixtures.small_dtypes.runs) {
+    const feeds = feedsOf(run.inputs);
+    assert.ok(feeds.bf.data instanceof Uint16Array && feeds.f8.data instanceof Uint8Array);
+    const out = await model.run(feeds);
+    assert.deepEqual([out.bf_out.dtype, out.x_as_f8.dtype, out.x_as_i4.dtype], ['bfloat16', 'float8_e4m3fn', 'int4']);
+    for (const [name, want] of Object.entries(run.expected)) {
+      assert.deepEqual([...out[name].data], [...decodeTensor(want).data], name);  // the codes, bit for bit
+    }
+  }
+});
+
 test('a feed may name its dtype: a Uint8Array as bool or uint8', async () => {
   const model = await loadModel(wasmPath('int64_ops'));
   const run = fixtures.int64_ops.runs[0];
