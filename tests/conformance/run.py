@@ -132,7 +132,12 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="a regex: only the cases whose names match")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case (compile and run)")
     ap.add_argument("--results", type=Path, help="write the outcome of every case here (JSON)")
+    ap.add_argument("--update", action="store_true",
+                    help="with --only and --results: rerun the matching cases and replace only their outcomes in the "
+                         "results file; the table and totals are then of the whole file")
     args = ap.parse_args(argv)
+    if args.update and not (args.results and args.results.exists()):
+        ap.error("--update needs an existing --results file")
     targets = args.targets.split(",")
     skip = exclusions()
     all_cases = cases(args.only)
@@ -158,6 +163,14 @@ def main(argv=None) -> int:
             if done % 100 == 0:
                 print(f"  {done}/{len(pending)} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
         pool.terminate()
+    seconds = round(time.time() - t0)
+    if args.update:  # the other cases keep their recorded outcomes
+        old = json.loads(args.results.read_text())
+        for key, entry in old["cases"].items():
+            name, t = key.rsplit(" [", 1)
+            outcome.setdefault((name, t.rstrip("]")), (entry[0], entry[1] if len(entry) > 1 else ""))
+        all_cases, seconds = cases(None), old.get("seconds", seconds)
+        targets = old.get("targets", targets)
     ops: dict[str, Counter] = defaultdict(Counter)
     op_of = {c.name: _op_of(c) for c in all_cases}
     for (name, _t), (o, _) in outcome.items():
@@ -170,10 +183,10 @@ def main(argv=None) -> int:
         print(f"| {op:<{width}} | " + " | ".join(f"{ops[op][o]:>{len(o)}}" for o in OUTCOMES) + " |")
     failed = sum(total.values()) - total["pass"]
     if args.results:
-        write_results(args.results, targets, round(time.time() - t0), total,
+        write_results(args.results, targets, seconds, total,
                       {f"{n} [{t}]": [o, d] for (n, t), (o, d) in outcome.items()})
     print(f"\n{total['pass']} passed, {failed} failed ({', '.join(f'{total[o]} {o}' for o in OUTCOMES[1:] if total[o])}) "
-          f"of {len(all_cases)} cases x {len(targets)} targets in {time.time() - t0:.0f} s")
+          f"of {len(all_cases)} cases x {len(targets)} targets in {seconds} s")
     return 0
 
 
