@@ -1,6 +1,6 @@
-"""Conv and ConvTranspose in 1-D, 2-D and 3-D, the pools (max with Indices, average, Lp,
-global), MaxUnpool and the normalizations (Instance, Group, Lp, Batch in every inference
-version, LRN) on both targets. Each model is compiled once and run with several bindings
+"""Conv and ConvTranspose in 1-D, 2-D and 3-D, DeformConv (2-D), Col2Im, the pools (max
+with Indices, average, Lp, global), MaxUnpool and the normalizations (Instance, Group,
+Lp, Batch in every inference version, LRN) on both targets. Each model is compiled once and run with several bindings
 of its symbolic batch and spatial dims.
 
 References: onnx.reference, except where it is wrong, each said at its test:
@@ -400,3 +400,118 @@ def test_lrn_3d(dtype, target):
     tol = dict(rtol=2e-3, atol=2e-3) if dtype == np.float16 else TOL
     check_model(model, target, [{"x": rand(rng, s, dtype)} for s in [(1, 4, 2, 3, 2), (2, 5, 1, 2, 3)]],
                 ref=lrn_ref, **tol)
+
+
+# ----------------------------------------------------------------------------- Col2Im
+
+
+def col2im_cols(image, block, strides, dilations, pads) -> int:
+    """How many blocks fit in the image (Col2Im's L)."""
+    r = len(image)
+    return math.prod((image[a] + pads[a] + pads[r + a] - dilations[a] * (block[a] - 1) - 1) // strides[a] + 1
+                     for a in range(r))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int32, np.int64])
+def test_col2im_constant_shapes(target, dtype):
+    # 2-D, strides, dilations and uneven pads; the batch and the number of blocks symbolic
+    image, block, attrs = (7, 6), (2, 3), dict(strides=[2, 1], dilations=[2, 1], pads=[1, 0, 2, 1])
+    cols = col2im_cols(image, block, attrs["strides"], attrs["dilations"], attrs["pads"])
+    model = make_model([helper.make_node("Col2Im", ["x", "image", "block"], ["y"], name="y", **attrs)],
+                       [vinfo("x", dtype, ["N", 3 * 6, "L"])], [vinfo("y", dtype, None)],
+                       [const("image", np.array(image, np.int64)), const("block", np.array(block, np.int64))],
+                       opset=18)
+    rng = np.random.default_rng(5)
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == np.float16 else TOL  # float16 sums in another order
+    m = check_model(model, target, [{"x": rand(rng, (n, 18, cols), dtype)} for n in (2, 1, 3)], **tol)
+    with pytest.raises(wasm_runtime.ModelError, match=r"'y' \(Col2Im\)"):
+        m.run({"x": rand(rng, (1, 18, cols + 1), dtype)})
+
+
+def test_col2im_runtime_shapes(target):
+    # 3-D, image and block sizes read at run time: each binding changes both
+    attrs = dict(strides=[1, 2, 1], dilations=[1, 1, 2], pads=[0, 1, 1, 1, 0, 0])
+    model = make_model([helper.make_node("Col2Im", ["x", "image", "block"], ["y"], name="y", **attrs)],
+                       [vinfo("x", np.float32, ["N", "CK", "L"]), vinfo("image", np.int64, [3]),
+                        vinfo("block", np.int64, [3])], [vinfo("y", np.float32, None)], opset=18)
+    rng = np.random.default_rng(6)
+
+    def case(n, c, image, block):
+        cols = col2im_cols(image, block, attrs["strides"], attrs["dilations"], attrs["pads"])
+        return {"x": rand(rng, (n, c * math.prod(block), cols)), "image": np.array(image, np.int64),
+                "block": np.array(block, np.int64)}
+
+    m = check_model(model, target, [case(2, 2, (3, 4, 5), (2, 1, 2)), case(1, 1, (1, 1, 1), (1, 1, 1)),
+                                    case(1, 3, (4, 2, 6), (3, 2, 3))], **TOL)
+    bad = case(1, 1, (3, 4, 5), (2, 1, 2))
+    with pytest.raises(wasm_runtime.ModelError, match=r"'y' \(Col2Im\).*dim 2"):
+        m.run({**bad, "x": bad["x"][:, :, 1:]})
+    with pytest.raises(wasm_runtime.ModelError, match=r"'y' \(Col2Im\).*not divisible"):
+        m.run({**bad, "x": bad["x"][:, 1:]})
+    with pytest.raises(wasm_runtime.ModelError, match=r"'y' \(Col2Im\): block_shape element 1 is 0"):
+        m.run({**bad, "block": np.array([2, 0, 2], np.int64)})
+
+
+def test_col2im_errors(target):
+    def model(dtype=np.float32, **attrs):
+        return make_model([helper.make_node("Col2Im", ["x", "image", "block"], ["y"], name="y", **attrs)],
+                          [vinfo("x", dtype, ["N", 4, 9])], [vinfo("y", dtype, None)],
+                          [const("image", np.array([4, 4], np.int64)), const("block", np.array([2, 2], np.int64))],
+                          opset=18)
+
+    with pytest.raises(CompileError, match=r"Col2Im.*pads=\[1, 1\] must be 4"):
+        build(model(pads=[1, 1]), target)
+    with pytest.raises(CompileError, match=r"Col2Im.*dtype bool"):
+        build(model(np.bool_), target)
+    with pytest.raises(CompileError, match=r"Col2Im.*dim 2 vs the blocks in the image: 9 != 4"):
+        build(model(strides=[2, 2]), target)
+
+
+# ----------------------------------------------------------------------------- DeformConv
+
+
+def test_deform_conv(target):
+    # group 2, offset_group 2 (each half of the input channels its own offsets), bias and
+    # mask, strides, dilations and pads; offsets large enough to leave the image. (H and W
+    # above 1: onnx.reference divides by H - 1 and W - 1.)
+    attrs = dict(group=2, offset_group=2, strides=[2, 1], dilations=[1, 2], pads=[1, 0, 1, 2])
+    model = make_model([helper.make_node("DeformConv", ["x", "w", "offset", "b", "mask"], ["y"], name="y",
+                                         **attrs)],
+                       [vinfo("x", np.float32, ["N", 4, "H", "W"]), vinfo("offset", np.float32, ["N", 16, "P", "Q"]),
+                        vinfo("mask", np.float32, ["N", 8, "P", "Q"])], [vinfo("y", np.float32, None)],
+                       [const("w", weights(np.random.default_rng(7), (6, 2, 2, 2))),
+                        const("b", np.array([0.5, -1, 2, 0, 1, 3], np.float32))], opset=19)
+    rng = np.random.default_rng(8)
+
+    def case(n, h, w):
+        p, q = (h + 2 - 2) // 2 + 1, (w + 2 - 3) + 1
+        return {"x": rand(rng, (n, 4, h, w)), "offset": rand(rng, (n, 16, p, q), lo=-2.5, hi=2.5),
+                "mask": rand(rng, (n, 8, p, q), lo=0, hi=1)}
+
+    m = check_model(model, target, [case(2, 4, 5), case(1, 2, 2), case(1, 6, 3)], **TOL)
+    bad = case(1, 4, 5)  # offsets and mask for one output row too many
+    bad = {**bad, "offset": bad["offset"][:, :, :1].repeat(4, axis=2), "mask": bad["mask"][:, :, :1].repeat(4, axis=2)}
+    with pytest.raises(wasm_runtime.ModelError, match=r"'y' \(DeformConv\).*offset 'offset' dim 2"):
+        m.run(bad)
+
+
+def test_deform_conv_plain(target):
+    # no bias, no mask, one offset group, opset 22, float64
+    model = make_model([helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], name="y", kernel_shape=[3, 2])],
+                       [vinfo("x", np.float64, ["N", 2, "H", "W"]), vinfo("w", np.float64, [3, 2, 3, 2]),
+                        vinfo("offset", np.float64, ["N", 12, "P", "Q"])], [vinfo("y", np.float64, None)], opset=22)
+    rng = np.random.default_rng(9)
+
+    def case(n, h, w):
+        return {"x": rand(rng, (n, 2, h, w), np.float64), "w": rand(rng, (3, 2, 3, 2), np.float64),
+                "offset": rand(rng, (n, 12, h - 2, w - 1), np.float64, lo=-1, hi=1)}
+
+    check_model(model, target, [case(1, 3, 2), case(2, 5, 4)])
+
+
+def test_deform_conv_errors(target):
+    model = make_model([helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], name="y")],
+                       [vinfo("x", np.float32, [1, 1, 3, 3, 3]), vinfo("w", np.float32, [1, 1, 2, 2, 2]),
+                        vinfo("offset", np.float32, [1, 24, 2, 2, 2])], [vinfo("y", np.float32, None)], opset=19)
+    with pytest.raises(CompileError, match=r"DeformConv.*only 2-D DeformConv"):
+        build(model, target)

@@ -1,6 +1,7 @@
 """Direct convolution and transposed convolution over any number of spatial dims (NC...),
-float32 or float64: every Conv the register-tiled 2-D kernel of :mod:`.conv` does not take
-(3-D, float64) and every ConvTranspose.
+float32, float64 or int32: every Conv the register-tiled 2-D kernel of :mod:`.conv` does
+not take (3-D, float64, the int32 products of ConvInteger and QLinearConv) and every
+ConvTranspose. int32 sums wrap as numpy's do, so they are exact whenever the result fits.
 
 Both relate two position spaces by ``b = a * stride - pad_begin + k * dilation`` per
 spatial axis: a Conv computes output ``a`` from input ``b``, a ConvTranspose spreads input
@@ -19,7 +20,7 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from .conv import Window, dims_in, inside, mac, udiv
-from .kernel import KernelBuilder, compute_type, i64
+from .kernel import I64, KernelBuilder, compute_type, fptosi_sat, i64, intrinsic
 
 TensorType = tuple[DType, Sequence[Dim]]
 
@@ -43,7 +44,12 @@ def build_conv_nd(kb: KernelBuilder, params: tuple[Window, int, bool, bool], typ
     else:
         cg, mg = w.dim(1), udiv(kb, y.dim(1), group)
     x_plane, y_plane = x.numel(2), y.numel(2)
-    zero = ir.Constant(compute_type(dt), 0.0)
+    ct = compute_type(dt)
+    integer = isinstance(ct, ir.IntType)
+    zero = ir.Constant(ct, 0 if integer else 0.0)
+
+    def multiply_add(acc: ir.Value, wv: ir.Value, xv: ir.Value) -> ir.Value:
+        return b.add(acc, b.mul(wv, xv)) if integer else mac(b, acc, wv, xv)
 
     with kb.loop(kb.mul(y.dim(0), y.dim(1)), name="nm") as nm:
         start = bt.load(b.urem(nm, y.dim(1))) if bt is not None else zero
@@ -77,7 +83,7 @@ def build_conv_nd(kb: KernelBuilder, params: tuple[Window, int, bool, bool], typ
                 a_at = kb.add(a_row, a)
                 b_at = kb.add(b_row, kb.add(kb.mul(a, i64(s)), shift))
                 y_at, x_at = (b_at, a_at) if transposed else (a_at, b_at)
-                y.store(y_at, mac(b, y.load(y_at), wv, x.load(x_at)))
+                y.store(y_at, multiply_add(y.load(y_at), wv, x.load(x_at)))
 
     with kb.loop(y.dim(0), name="n") as n, kb.loop(i64(group), name="g") as g:
         with kb.loop(mg, name="m") as m, kb.loop(cg, name="c") as c:
@@ -88,3 +94,149 @@ def build_conv_nd(kb: KernelBuilder, params: tuple[Window, int, bool, bool], typ
             w_plane = kb.mul(w_pair, i64(win.taps))
             a_base, b_base = (x_base, y_base) if transposed else (y_base, x_base)
             spatial(0, i64(0), i64(0), i64(0), (a_base, b_base, w_plane))
+
+
+def build_col2im(kb: KernelBuilder, params: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]],
+                 types: Sequence[TensorType]) -> None:
+    """ONNX Col2Im: the sum of the blocks (columns of x) back into an image, ``params``
+    (strides, dilations, pads: the N begins then the N ends). Tensors: x (N, C * K, L), y
+    (N, C, image...). Scalars: the N block sizes (K is their product), then the N counts
+    of blocks per axis (L is their product). Block ``l`` holds, at kernel offset ``k``, the
+    image element ``l * stride - pad_begin + k * dilation`` per axis (when inside)."""
+    strides, dilations, pads = params
+    r = len(strides)
+    b = kb.b
+    dt = types[0][0]
+    x = kb.tensor(0, dt, types[0][1])
+    y = kb.tensor(1, dt, types[1][1])
+    block = [kb.scalar(a) for a in range(r)]
+    counts = [kb.scalar(r + a) for a in range(r)]
+    ct = compute_type(dt)
+    zero = ir.Constant(ct, 0 if isinstance(ct, ir.IntType) else 0.0)
+    cols, plane = x.dim(2), y.numel(2)
+    k_total = i64(1)
+    for v in block:
+        k_total = kb.mul(k_total, v)
+    add = b.add if isinstance(ct, ir.IntType) else b.fadd
+
+    def blocks(axis: int, ks: list[ir.Value], l_row: ir.Value, y_row: ir.Value, x_base: ir.Value,
+               y_base: ir.Value) -> None:
+        if axis == r:
+            at = kb.add(y_base, y_row)
+            y.store(at, add(y.load(at), x.load(kb.add(x_base, l_row))))
+            return
+        s, size = strides[axis], y.dim(2 + axis)
+        shift = b.sub(kb.mul(ks[axis], i64(dilations[axis])), i64(pads[axis]))  # position = l * s + shift
+        lo, hi = inside(kb, shift, s, counts[axis], size)
+        with kb.loop(b.sub(hi, lo), name=f"l{axis}") as t:
+            pos_l = kb.add(lo, t)
+            pos_y = kb.add(kb.mul(pos_l, i64(s)), shift)
+            blocks(axis + 1, ks, kb.add(kb.mul(l_row, counts[axis]), pos_l),
+                   kb.add(kb.mul(y_row, size), pos_y), x_base, y_base)
+
+    def kernel(axis: int, ks: list[ir.Value], kk: ir.Value, nc: ir.Value, y_base: ir.Value) -> None:
+        if axis == r:
+            # x[n, c * K + kk] starts at (nc * K + kk) * L
+            blocks(0, ks, i64(0), i64(0), kb.mul(kb.add(kb.mul(nc, k_total), kk), cols), y_base)
+            return
+        with kb.loop(block[axis], name=f"k{axis}") as k:
+            kernel(axis + 1, ks + [k], kb.add(kb.mul(kk, block[axis]), k), nc, y_base)
+
+    with kb.loop(kb.mul(y.dim(0), y.dim(1)), name="nc") as nc:
+        y_base = kb.mul(nc, plane)
+        with kb.loop(plane, name="init") as i:
+            y.store(kb.add(y_base, i), zero)
+        kernel(0, [], i64(0), nc, y_base)
+
+
+def _sample_at(kb: KernelBuilder, x, plane: ir.Value, h: ir.Value, w: ir.Value, i: ir.Value, j: ir.Value,
+               zero: ir.Value) -> ir.Value:
+    """x[plane + i * w + j] when (i, j) is inside the h x w image, else 0 (nothing loaded)."""
+    b = kb.b
+    inb = b.and_(b.icmp_unsigned("<", i, h), b.icmp_unsigned("<", j, w))
+    with b.if_else(inb) as (then, otherwise):
+        with then:
+            v = x.load(kb.add(plane, kb.add(kb.mul(i, w), j)))
+            loaded = b.block
+        with otherwise:
+            skipped = b.block
+    out = b.phi(zero.type)
+    out.add_incoming(v, loaded)
+    out.add_incoming(zero, skipped)
+    return out
+
+
+def build_deform_conv(kb: KernelBuilder, params: tuple[Window, int, int, bool, bool],
+                      types: Sequence[TensorType]) -> None:
+    """ONNX DeformConv (2-D): each tap of each output position samples x at its regular
+    place (``o * stride - pad_begin + k * dilation``) moved by its offset, bilinearly,
+    zero outside the image, times its mask. ``params``: window, group, offset_group,
+    bias, mask. Tensors: x (N, C, H, W), w (M, C/group, kH, kW), offset (N, offset_group *
+    kH * kW * 2, oH, oW: per tap its (h, w) shift), [bias (M,)], [mask (N, offset_group *
+    kH * kW, oH, oW)], y (N, M, oH, oW). Each sample is taken once and feeds the output
+    channels of its group."""
+    win, group, offset_group, bias, masked = params
+    dt = types[0][0]
+    b = kb.b
+    ct = compute_type(dt)
+    x = kb.tensor(0, dt, types[0][1])
+    w = kb.tensor(1, dt, types[1][1])
+    off = kb.tensor(2, dt, types[2][1])
+    k = 3
+    bt = mt = None
+    if bias:
+        bt, k = kb.tensor(k, dt, types[k][1]), k + 1
+    if masked:
+        mt = kb.tensor(k, dt, types[k][1])
+    y = kb.tensor(len(types) - 1, dt, types[-1][1])
+    zero, one = ir.Constant(ct, 0.0), ir.Constant(ct, 1.0)
+    (kh_n, kw_n), taps = win.kernel, win.taps
+    c_n, h_n, w_n = x.dim(1), x.dim(2), x.dim(3)
+    m_n, oh_n, ow_n = y.dim(1), y.dim(2), y.dim(3)
+    out_plane = kb.mul(oh_n, ow_n)
+    cg, mg = w.dim(1), udiv(kb, m_n, group)
+    c_per_og = udiv(kb, c_n, offset_group)
+
+    with kb.loop(kb.mul(y.dim(0), m_n), name="nm") as nm:
+        start = bt.load(b.urem(nm, m_n)) if bt is not None else zero
+        base = kb.mul(nm, out_plane)
+        with kb.loop(out_plane, name="init") as i:
+            y.store(kb.add(base, i), start)
+
+    def position(o: ir.Value, axis: int, kk: int, shift: ir.Value) -> ir.Value:
+        """Where tap ``kk`` of output ``o`` samples along ``axis``: a float."""
+        regular = b.sub(kb.add(kb.mul(o, i64(win.strides[axis])), i64(kk * win.dilations[axis])),
+                        i64(win.pads[axis]))
+        return b.fadd(b.sitofp(regular, ct), shift)
+
+    with kb.loop(y.dim(0), name="n") as n, kb.loop(c_n, name="ic") as ic:
+        g = b.udiv(ic, cg)
+        c = b.urem(ic, cg)
+        og = b.udiv(ic, c_per_og)
+        x_plane = kb.mul(kb.add(kb.mul(n, c_n), ic), kb.mul(h_n, w_n))
+        for kh in range(kh_n):
+            for kw in range(kw_n):
+                tap = kb.add(kb.mul(og, i64(taps)), i64(kh * kw_n + kw))  # (offset group, tap)
+                off_h = kb.mul(kb.add(kb.mul(n, off.dim(1)), kb.mul(tap, i64(2))), out_plane)
+                off_w = kb.add(off_h, out_plane)
+                mask_at = kb.mul(kb.add(kb.mul(n, mt.dim(1)), tap), out_plane) if mt is not None else None
+                with kb.loop(oh_n, name="oh") as oh, kb.loop(ow_n, name="ow") as ow:
+                    at = kb.add(kb.mul(oh, ow_n), ow)
+                    ph = position(oh, 0, kh, off.load(kb.add(off_h, at)))
+                    pw = position(ow, 1, kw, off.load(kb.add(off_w, at)))
+                    fh, fw = intrinsic(b, "llvm.floor", ph), intrinsic(b, "llvm.floor", pw)
+                    lh, lw = b.fsub(ph, fh), b.fsub(pw, fw)
+                    h0, w0 = fptosi_sat(b, fh, I64), fptosi_sat(b, fw, I64)
+                    h1, w1 = kb.add(h0, i64(1)), kb.add(w0, i64(1))
+                    top = b.fadd(b.fmul(b.fsub(one, lw), _sample_at(kb, x, x_plane, h_n, w_n, h0, w0, zero)),
+                                 b.fmul(lw, _sample_at(kb, x, x_plane, h_n, w_n, h0, w1, zero)))
+                    bottom = b.fadd(b.fmul(b.fsub(one, lw), _sample_at(kb, x, x_plane, h_n, w_n, h1, w0, zero)),
+                                    b.fmul(lw, _sample_at(kb, x, x_plane, h_n, w_n, h1, w1, zero)))
+                    v = b.fadd(b.fmul(b.fsub(one, lh), top), b.fmul(lh, bottom))
+                    if mt is not None:
+                        v = b.fmul(v, mt.load(kb.add(mask_at, at)))
+                    with kb.loop(mg, name="m") as m:
+                        oc = kb.add(kb.mul(g, mg), m)
+                        wv = w.load(kb.add(kb.mul(kb.add(kb.mul(oc, cg), c), i64(taps)), i64(kh * kw_n + kw)))
+                        y_at = kb.add(kb.mul(kb.add(kb.mul(n, m_n), oc), out_plane), at)
+                        y.store(y_at, mac(b, y.load(y_at), wv, v))

@@ -19,7 +19,8 @@ from typing import Callable, Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import DType
+from ..ir.dtypes import FLOAT32, DType
+from . import minifloat
 from .kernel import F32, I64, KernelBuilder, Tensor, fptosi_sat, from_compute, i64, intrinsic
 from .kernel import to_compute as kernel_to_compute
 from .scalar import convert
@@ -77,21 +78,24 @@ def _zero_point(kb: KernelBuilder, zp: Tensor | None, plan: QuantPlan, sidx: ir.
     return kb.b.sext(v, to) if zp.dtype.is_signed else kb.b.zext(v, to)
 
 
-def build_quantize(kb: KernelBuilder, params: tuple[QuantPlan, DType, DType, bool],
+def build_quantize(kb: KernelBuilder, params: tuple[QuantPlan, DType, DType, bool, bool],
                    types: Sequence[TensorType]) -> None:
     """y = clamp(rint(x / scale) + zero_point) (``x * scale`` when ``multiply``: the
     requantization of an int32 accumulator by a multiplier). x and scale are converted to
     ``pre`` (ONNX's precision attribute, or the dtype numpy would divide them in), then
     divided in ``compute``, its result rounded to float16 when that is the compute dtype
-    (numpy divides float16 in float16). Tensors: x, scale, [zero point], y."""
-    plan, pre, compute, multiply = params
+    (numpy divides float16 in float16). A float8/float4 y is a saturating cast of
+    x / scale + zero point instead (rounding to nearest even; ``saturate`` False: out of
+    range gives infinity or NaN). Tensors: x, scale, [zero point], y."""
+    plan, pre, compute, multiply, saturate = params
     b = kb.b
     x = kb.tensor(0, *types[0])
     scale = kb.tensor(1, *types[1])
     zp = kb.tensor(2, *types[2]) if len(types) == 4 else None
     y = kb.tensor(len(types) - 1, *types[-1])
     info = y.dtype
-    lo, hi = (-(1 << (info.bits - 1)), (1 << (info.bits - 1)) - 1) if info.is_signed else (0, (1 << info.bits) - 1)
+    bits = minifloat.SMALL_INTS[info.name][0] if info.name in minifloat.SMALL_INTS else info.bits
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if info.is_signed else (0, (1 << bits) - 1)
 
     def to_compute(v: ir.Value, src: DType) -> ir.Value:
         return _to(b, _to(b, v, src, pre), pre, compute)
@@ -102,6 +106,12 @@ def build_quantize(kb: KernelBuilder, params: tuple[QuantPlan, DType, DType, boo
         q = b.fmul(v, s) if multiply else b.fdiv(v, s)
         if compute.is_narrow_float:  # computed in float32, rounded as the input's dtype would be
             q = kernel_to_compute(b, compute, from_compute(b, compute, q))
+        if info.is_float:  # float8/float4: the format's own rounding
+            q = _to(b, q, compute, FLOAT32)
+            if zp is not None:
+                q = b.fadd(q, _to(b, zp.load(i64(0) if plan.zp_scalar else sidx), zp.dtype, FLOAT32))
+            y.store(pos, q, saturate)
+            return
         r = fptosi_sat(b, intrinsic(b, "llvm.rint", q), I64)
         z = _zero_point(kb, zp, plan, sidx, I64)
         if z is not None:

@@ -1,6 +1,6 @@
 """Convolution, pooling and normalizations over (N, C, spatial...) tensors: Conv,
-ConvTranspose, Pool (max with or without indices, average, Lp), MaxUnpool, BatchNorm
-(inference), LRN, GroupNorm (also InstanceNormalization), LpNorm.
+ConvTranspose, DeformConv, Col2Im, Pool (max with or without indices, average, Lp), MaxUnpool,
+BatchNorm (inference), LRN, GroupNorm (also InstanceNormalization), LpNorm.
 
 Conv, ConvTranspose, the pools and MaxUnpool share one description of their window
 (:class:`SlidingWindow`, the attributes as given) and of its geometry once resolved
@@ -12,8 +12,10 @@ the kernels as run-time scalars.
 
 A float32 2-D Conv runs the register-tiled kernel of :mod:`toolkit.codegen.conv` (its
 constant weights reordered for it at compile time, a simplification); a 1-D one is
-simplified into it through views (a row of height 1). Other convolutions and every
-ConvTranspose run the direct N-D kernel of :mod:`toolkit.codegen.conv_nd`.
+simplified into it through views (a row of height 1). Other convolutions (float64, 3-D,
+the int32 ones ConvInteger and QLinearConv become) and every ConvTranspose run the direct
+N-D kernel of :mod:`toolkit.codegen.conv_nd`, which also holds DeformConv's (2-D) and
+Col2Im's (whose block sizes may be read at run time).
 """
 from __future__ import annotations
 
@@ -24,14 +26,21 @@ from ..codegen import conv_nd as CN
 from ..codegen import conv_pool as CP
 from ..ir import dims as D
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT64, UINT8, DType
+from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
 from ..ir.graph import Graph, Node, Value
 from .base import CoreOp, InferContext, replace_node, run_infer
 from .shape import ViewAs
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 CONV_DTYPES = (FLOAT32, FLOAT64)
+CONV_INT = INT32  # the zero-centred products of ConvInteger and QLinearConv
 F16_F32 = (FLOAT16, FLOAT32)
+
+
+def window_count(size: Dim, begin: Dim, end: Dim, extent: Dim, stride: int) -> Dim:
+    """How many windows spanning ``extent`` fit, ``stride`` apart, along a dim of ``size``
+    padded by ``begin`` and ``end``."""
+    return D.floordiv(size + begin + end - extent, stride) + 1
 
 
 @dataclass(frozen=True)
@@ -84,15 +93,14 @@ class SlidingWindow:
                 b, e = (half, total - half) if self.auto_pad == "SAME_UPPER" else (total - half, half)
             elif self.auto_pad == "VALID":
                 b, e = 0, 0
-                o = D.floordiv(size - ext, s) + 1
+                o = window_count(size, 0, 0, ext, s)
             else:
                 b, e = self.pads[a], self.pads[self.rank + a]
-                span = size + b + e - ext
                 if ceil_mode:
                     # the last window must start inside the input or its leading pad
-                    o = D.minimum(D.ceildiv(span, s) + 1, D.ceildiv(size + b, s))
+                    o = D.minimum(D.ceildiv(size + b + e - ext, s) + 1, D.ceildiv(size + b, s))
                 else:
-                    o = D.floordiv(span, s) + 1
+                    o = window_count(size, b, e, ext, s)
             if isinstance(o, int) and o < 0:
                 ctx.fail(f"spatial dim {a} of size {size} is too small for a window of {ext} with pads {b}+{e} "
                          f"(output size {o})")
@@ -166,9 +174,10 @@ def _check_same(ctx: InferContext, values, what: str) -> DType:
 
 @dataclass(frozen=True)
 class Conv(CoreOp):
-    """Inputs: X (N, C, spatial...), W (M, C/group, k...), [B (M,)]. ``packed``: W is laid
-    out by :func:`toolkit.codegen.conv.pack_weights` (done at compile time for constant
-    weights of the 2-D kernel)."""
+    """Inputs: X (N, C, spatial...), W (M, C/group, k...), [B (M,)], all float32, all
+    float64 or all int32 (exact integer sums, for ConvInteger and QLinearConv). ``packed``:
+    W is laid out by :func:`toolkit.codegen.conv.pack_weights` (done at compile time for
+    constant weights of the 2-D kernel)."""
 
     window: SlidingWindow
     group: int = 1
@@ -176,7 +185,7 @@ class Conv(CoreOp):
 
     def infer(self, ctx: InferContext) -> None:
         x, w, bias = ctx.input(0), ctx.input(1), ctx.optional(2)
-        ctx.check_dtype(x, CONV_DTYPES)
+        ctx.check_dtype(x, CONV_DTYPES + (CONV_INT,))
         _check_same(ctx, [x, w], "weight")
         _check_same(ctx, [x, bias], "bias")
         if w.rank != x.rank:
@@ -311,6 +320,133 @@ class ConvTranspose(CoreOp):
         ins = [lw.tensor(i) for i in node.inputs[:3] if i]
         lw.call(CN.build_conv_nd, (win, self.group, True, bias), ins + [lw.alloc(y.name)],
                 [lw.slot(d) for d in C.symbolic(win.pads)])
+
+
+@dataclass(frozen=True)
+class DeformConv(CoreOp):
+    """Deformable 2-D convolution. Inputs: X (N, C, H, W), W (M, C/group, kH, kW), offset
+    (N, offset_group * kH * kW * 2, oH, oW), [B (M,)], [mask (N, offset_group * kH * kW, oH,
+    oW)]."""
+
+    window: SlidingWindow
+    group: int = 1
+    offset_group: int = 1
+
+    def infer(self, ctx: InferContext) -> None:
+        x, w, offset, bias, mask = ctx.input(0), ctx.input(1), ctx.input(2), ctx.optional(3), ctx.optional(4)
+        ctx.check_dtype(x, CONV_DTYPES)
+        for what, v in (("weight", w), ("offset", offset), ("bias", bias), ("mask", mask)):
+            _check_same(ctx, [x, v], what)
+        if x.rank != 4:
+            ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; only 2-D DeformConv (N, C, H, W) is "
+                     f"supported")
+        if w.rank != 4 or tuple(w.shape[2:]) != self.window.kernel:
+            ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}; expected (M, C/group, "
+                     f"{', '.join(map(str, self.window.kernel))})")
+        m = w.shape[0]
+        _check_group(ctx, self.group, m, "output")
+        ctx.require_eq(x.shape[1], D.mul(w.shape[1], self.group),
+                       f"input '{x.name}' channels vs weight '{w.name}' dim 1 times group {self.group}")
+        if self.offset_group < 1:
+            ctx.fail(f"offset_group={self.offset_group} must be positive")
+        ctx.require_eq(D.mod(x.shape[1], self.offset_group), 0,
+                       f"input '{x.name}' channels modulo offset_group {self.offset_group}")
+        _check_bias(ctx, bias, m, w)
+        win, out = self.window.resolve(ctx, x)
+        taps = self.offset_group * win.taps
+        for v, per_tap, what in ((offset, 2, "offset"), (mask, 1, "mask")):
+            if v is None:
+                continue
+            want = (x.shape[0], taps * per_tap) + out
+            if v.rank != 4:
+                ctx.fail(f"{what} '{v.name}' has shape {D.fmt_shape(v.shape)}, expected {D.fmt_shape(want)}")
+            for a, (d, e) in enumerate(zip(v.shape, want)):
+                ctx.require_eq(d, e, f"{what} '{v.name}' dim {a}")
+        ctx.info = win
+        ctx.set_output(0, x.dtype, (x.shape[0], m) + out)
+
+    def lower(self, lw, node) -> None:
+        x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
+        win: C.Window = node.info
+        _check_output_size(lw, x, y, win)
+        bias = len(node.inputs) > 3 and bool(node.inputs[3])
+        mask = len(node.inputs) > 4 and bool(node.inputs[4])
+        ins = [lw.tensor(i) for i in node.inputs[:5] if i]
+        lw.call(CN.build_deform_conv, (win, self.group, self.offset_group, bias, mask), ins + [lw.alloc(y.name)])
+
+
+# ----------------------------------------------------------------------------- Col2Im
+
+
+COL2IM_DTYPES = FLOATS + (INT32, INT64)
+
+
+@dataclass(frozen=True)
+class Col2Im(CoreOp):
+    """Inputs: x (N, C * K, L), image_shape, block_shape (N-element shape tensors; K is the
+    product of the block sizes, L the number of blocks the window geometry fits in the
+    image). Output (N, C, image...). Shape tensors known at compile time fix the dims;
+    otherwise they are read at run time, and every check waits for them (lower)."""
+
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
+
+    def infer(self, ctx: InferContext) -> None:
+        x, image, block = ctx.input(0), ctx.input(1), ctx.input(2)
+        ctx.check_dtype(x, COL2IM_DTYPES)
+        if x.rank != 3:
+            ctx.fail(f"input '{x.name}' has shape {D.fmt_shape(x.shape)}; expected (N, C * block size, blocks)")
+        r = ctx.shape_length(image, "image_shape")
+        if ctx.shape_length(block, "block_shape") != r:
+            ctx.fail(f"block_shape '{block.name}' must have {r} elements, as image_shape '{image.name}'")
+        for name, vals in (("strides", self.strides), ("dilations", self.dilations)):
+            if len(vals) != r or min(vals, default=1) < 1:
+                ctx.fail(f"{name}={list(vals)} must be {r} positive integers")
+        if len(self.pads) != 2 * r or min(self.pads, default=0) < 0:
+            ctx.fail(f"pads={list(self.pads)} must be {2 * r} non-negative integers")
+        img, blk = image.int_contents(), block.int_contents()
+        runtime = img is None or blk is None
+        img = img if img is not None else tuple(ctx.fresh("col2im_image") for _ in range(r))
+        blk = blk if blk is not None else tuple(ctx.fresh("col2im_block") for _ in range(r))
+        for a, k in enumerate(blk):
+            if isinstance(k, int) and k < 1:
+                ctx.fail(f"block_shape '{block.name}' element {a} is {k}; block sizes must be positive")
+        counts = tuple(window_count(img[a], self.pads[a], self.pads[r + a], self.dilations[a] * (blk[a] - 1) + 1,
+                                    self.strides[a]) for a in range(r))
+        for a, c in enumerate(counts):
+            if isinstance(c, int) and c < 0:
+                ctx.fail(f"image dim {a} ({img[a]}) is too small for a block of {blk[a]} with pads "
+                         f"{self.pads[a]} + {self.pads[r + a]}")
+        taps = D.product(blk)
+        if not runtime:
+            if isinstance(taps, int):
+                ctx.require_eq(D.mod(x.shape[1], taps), 0, f"input '{x.name}' dim 1 modulo the block size {taps}")
+            ctx.require_eq(x.shape[2], D.product(counts), f"input '{x.name}' dim 2 vs the blocks in the image")
+        ctx.info = (runtime, blk, counts)
+        ctx.set_output(0, x.dtype, (x.shape[0], D.div_exact(x.shape[1], taps)) + tuple(img))
+
+    def lower(self, lw, node) -> None:
+        x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
+        runtime, blk, counts = node.info
+        if runtime:
+            lw.define_dims(y.shape[2:], lw.values_of(node.inputs[1]))
+            lw.define_dims(blk, lw.values_of(node.inputs[2]))  # the output's channels divide by them (lw.slot)
+            one = lw.const_slot(1)
+            for a, k in enumerate(blk):
+                lw.check_le(one, lw.slot(k), f"{lw.context()}: block_shape element {a} is {{1}}; block sizes "
+                                             f"must be positive")
+            for a, c in enumerate(counts):
+                lw.check_le(lw.const_slot(0), lw.slot(c), f"{lw.context()}: image dim {a} is too small for "
+                                                          f"its block ({{1}} blocks)")
+            lw.check_eq(lw.slot(x.shape[2]), lw.slot(D.product(counts)),
+                        f"{lw.context()}: input '{x.name}' dim 2 = {{0}} does not equal the {{1}} blocks the "
+                        f"image holds")
+        else:
+            for a, c in enumerate(counts):
+                lw.check_nonnegative(c, f"{lw.context()}: image dim {a} is too small for its block ({{1}} blocks)")
+        lw.call(CN.build_col2im, (self.strides, self.dilations, self.pads),
+                [lw.tensor(x.name), lw.alloc(y.name)], [lw.slot(d) for d in tuple(blk) + tuple(counts)])
 
 
 # ----------------------------------------------------------------------------- pooling

@@ -17,11 +17,13 @@ import numpy as np
 from ..codegen import quant as K
 from ..codegen.quant import QuantPlan
 from ..ir import dims as D
-from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, UINT8, UINT16, DType, dtype_of_numpy
+from ..ir.dtypes import (FLOAT4, FLOAT8, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, SMALL_INTS, UINT8, UINT16, DType,
+                         dtype_of_numpy)
 from ..ir.graph import Value
 from .base import CoreOp, InferContext
 
-QUANTIZED = (UINT8, INT8, UINT16, INT16)
+# float8/float4 quantize by a saturating cast; int4/int2 by rounding and clamping to their range
+QUANTIZED = (UINT8, INT8, UINT16, INT16) + SMALL_INTS + FLOAT8 + (FLOAT4,)
 DEQUANTIZABLE = QUANTIZED + (INT32,)
 QUANTIZE_INPUTS = (FLOAT16, FLOAT32, INT32)
 SCALES = (FLOAT16, FLOAT32)
@@ -78,13 +80,14 @@ class Quantize(CoreOp):
     block: int = 0
     precision: DType | None = None
     multiply: bool = False
+    saturate: bool = True  # float8 outputs: out of range saturates (else infinity or NaN)
 
     def infer(self, ctx: InferContext) -> None:
         x, scale, zp = ctx.input(0), ctx.input(1), ctx.optional(2)
         ctx.check_dtype(x, QUANTIZE_INPUTS)
         ctx.check_dtype(scale, QUANTIZE_INPUTS)
         if self.out not in QUANTIZED:
-            ctx.fail(f"output dtype {self.out} is not one of uint8, int8, uint16, int16")
+            ctx.fail(f"output dtype {self.out} is not one of {', '.join(d.name for d in QUANTIZED)}")
         if zp is not None and zp.dtype != self.out:
             ctx.fail(f"zero point '{zp.name}' has dtype {zp.dtype}; the output's is {self.out}")
         plan = quant_plan(ctx, x, scale, zp, self.axis, self.block)
@@ -94,7 +97,7 @@ class Quantize(CoreOp):
             pre = self.precision
         # true division: integers divide in float64
         compute = dtype_of_numpy(np.result_type(pre.np, np.float16))
-        ctx.info = (plan, pre, compute, self.multiply)
+        ctx.info = (plan, pre, compute, self.multiply, self.saturate)
         ctx.set_output(0, self.out, x.shape)
 
     def lower(self, lw, node) -> None:

@@ -1,19 +1,21 @@
-"""Convolution, pooling and normalization ONNX ops -> Conv, ConvTranspose, Pool, MaxUnpool,
-Reduce (the global pools), BatchNorm, LRN, GroupNorm, LpNorm.
+"""Convolution, pooling and normalization ONNX ops -> Conv, ConvTranspose, DeformConv,
+Col2Im, Pool, MaxUnpool, Reduce (the global pools), BatchNorm, LRN, GroupNorm, LpNorm.
 
 Versions: MaxPool gains Indices and storage_order at 8, ceil_mode and dilations at 10,
 int8/uint8 at 12; AveragePool ceil_mode at 10 and dilations at 19; LpPool's p is a float
 before 2, and it gains ceil_mode and dilations at 18; BatchNormalization loses ``spatial``
 at 9 and gains training mode at 14 (refused: symwasm compiles inference); GroupNormalization
 scales per group at 18 and per channel from 21. Later versions add dtypes only.
+DeformConv (19, 22) is supported in 2-D only, as onnx.reference and onnxruntime implement
+it; Col2Im (18) in any rank, its image and block shapes known or read at run time.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ....ir.dims import fmt_shape
-from ....ops.conv import (LRN, BatchNorm, Conv, ConvTranspose, GroupNorm, LpNorm, MaxUnpool, Pool,
-                          SlidingWindow)
+from ....ops.conv import (LRN, BatchNorm, Col2Im, Conv, ConvTranspose, DeformConv, GroupNorm, LpNorm,
+                          MaxUnpool, Pool, SlidingWindow)
 from ....ops.elementwise import Elementwise
 from ....ops.reduce import Reduce
 from ..translate import TranslateContext
@@ -25,25 +27,37 @@ def _window(ctx: TranslateContext, kernel: tuple[int, ...]) -> SlidingWindow:
                          ctx.ints("pads") or (0,) * (2 * n), ctx.attr("auto_pad", "NOTSET") or "NOTSET")
 
 
-def _kernel_of_weight(ctx: TranslateContext) -> tuple[int, ...]:
-    """kernel_shape, or the weight's spatial dims, which must then be static."""
-    w = ctx.value(1)
+def conv_window(ctx: TranslateContext, w_index: int = 1) -> SlidingWindow:
+    """The window of a convolution whose weight is input ``w_index``: its kernel is
+    kernel_shape, or the weight's spatial dims, which must then be static."""
+    w = ctx.value(w_index)
     kernel = ctx.ints("kernel_shape")
     if kernel is None:
         if not all(isinstance(k, int) for k in w.shape[2:]):
             ctx.fail(f"weight '{w.name}' has kernel dims {fmt_shape(w.shape[2:])}; they must be known "
                      f"at compile time")
         kernel = tuple(int(k) for k in w.shape[2:])
-    return kernel
+    return _window(ctx, kernel)
 
 
 def conv(ctx: TranslateContext) -> None:
-    ctx.emit(Conv(_window(ctx, _kernel_of_weight(ctx)), int(ctx.attr("group", 1))))
+    ctx.emit(Conv(conv_window(ctx), int(ctx.attr("group", 1))))
 
 
 def conv_transpose(ctx: TranslateContext) -> None:
-    ctx.emit(ConvTranspose(_window(ctx, _kernel_of_weight(ctx)), int(ctx.attr("group", 1)),
+    ctx.emit(ConvTranspose(conv_window(ctx), int(ctx.attr("group", 1)),
                            ctx.ints("output_padding") or (), ctx.ints("output_shape") or ()))
+
+
+def deform_conv(ctx: TranslateContext) -> None:
+    ctx.emit(DeformConv(conv_window(ctx), int(ctx.attr("group", 1)), int(ctx.attr("offset_group", 1))))
+
+
+def col2im(ctx: TranslateContext) -> None:
+    image = ctx.value(1)
+    n = image.shape[0] if image.rank == 1 and isinstance(image.shape[0], int) else 0
+    ctx.emit(Col2Im(ctx.ints("strides") or (1,) * n, ctx.ints("dilations") or (1,) * n,
+                    ctx.ints("pads") or (0,) * (2 * n)))
 
 
 def _pool_kernel(ctx: TranslateContext) -> tuple[int, ...]:
@@ -131,6 +145,8 @@ def lp_norm(ctx: TranslateContext) -> None:
 def register(r) -> None:
     r.add("Conv", (1, 11, 22), conv)
     r.add("ConvTranspose", (1, 11, 22), conv_transpose)
+    r.add("Col2Im", (18,), col2im)
+    r.add("DeformConv", (19, 22), deform_conv)
     r.add("MaxPool", (1, 8, 10, 11, 12, 22), pool)
     r.add("AveragePool", (7, 10, 11, 19, 22), pool)
     r.add("LpPool", (2, 11, 18, 22), pool)

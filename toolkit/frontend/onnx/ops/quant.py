@@ -1,5 +1,6 @@
-"""Quantization ONNX ops -> Quantize, Dequantize, DynamicQuantize (toolkit.ops.quant), and the
-integer products MatMulInteger and QLinearMatMul as MatMul over int32.
+"""Quantization ONNX ops -> Quantize, Dequantize, DynamicQuantize (toolkit.ops.quant), the
+integer products MatMulInteger and QLinearMatMul as MatMul over int32, and ConvInteger and
+QLinearConv as Conv over int32.
 
 Versions: QuantizeLinear and DequantizeLinear 13 add ``axis`` (per-axis scales); 19 adds
 float8 types and ``saturate`` (float8 only); 21 adds int16/uint16, int4 and
@@ -15,17 +16,25 @@ compile time. A 1-D ``a_zero_point`` of more than one element is per row of a (t
 meaning, not numpy broadcasting). QLinearMatMul then requantizes the int32 product with
 the multiplier ``a_scale * b_scale / y_scale`` (computed in the scales' dtype, applied in
 float64 as onnx.reference does), per tensor or per column of b.
+
+ConvInteger and QLinearConv are the same over Conv: x and w centred in int32 (so padding
+stands for x's zero point, as the spec says), the int32 Conv (exact sums) plus
+QLinearConv's int32 bias, and QLinearConv requantizes per tensor or per output channel
+(a 1-D ``w_scale``; a 1-D ``w_zero_point`` is per output channel too). x's scale and zero
+point, and y's, are per tensor.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ....ir.dtypes import FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, UINT8, UINT16, DType
+from ....ir.dtypes import FLOAT4, FLOAT8, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, SMALL_INTS, UINT8, UINT16, DType
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
 from ....ops.quant import Dequantize, DynamicQuantize, Quantize
+from ....ops.conv import Conv
 from ....ops.shape import ViewAs
 from ..translate import TranslateContext
+from .conv import conv_window
 
 EIGHT_BIT = (UINT8, INT8)
 
@@ -40,8 +49,17 @@ def _zero_point_dtype(ctx: TranslateContext, i: int, allowed: tuple[DType, ...])
     return v.dtype
 
 
+def _quantized_types(version: int) -> tuple[DType, ...]:
+    """What QuantizeLinear-``version`` makes and DequantizeLinear reads (besides int32)."""
+    if version < 19:
+        return EIGHT_BIT
+    if version < 21:
+        return EIGHT_BIT + FLOAT8
+    return (UINT8, INT8, UINT16, INT16) + FLOAT8 + SMALL_INTS + (FLOAT4,)
+
+
 def quantize_linear(ctx: TranslateContext) -> None:
-    allowed = EIGHT_BIT if ctx.version < 21 else (UINT8, INT8, UINT16, INT16)
+    allowed = _quantized_types(ctx.version)
     out = _zero_point_dtype(ctx, 2, allowed)
     code = int(ctx.attr("output_dtype", 0)) if ctx.version >= 21 else 0
     if code:
@@ -57,11 +75,12 @@ def quantize_linear(ctx: TranslateContext) -> None:
         if precision not in (FLOAT16, FLOAT32, INT32):
             ctx.fail(f"precision {precision} is not one of float16, float32, int32")
     block = int(ctx.attr("block_size", 0)) if ctx.version >= 21 else 0
-    ctx.emit(Quantize(out or UINT8, int(ctx.attr("axis", 1)), block, precision))
+    saturate = bool(ctx.attr("saturate", 1)) if ctx.version >= 19 else True
+    ctx.emit(Quantize(out or UINT8, int(ctx.attr("axis", 1)), block, precision, saturate=saturate))
 
 
 def dequantize_linear(ctx: TranslateContext) -> None:
-    allowed = EIGHT_BIT + (INT32,) if ctx.version < 21 else (UINT8, INT8, UINT16, INT16, INT32)
+    allowed = _quantized_types(ctx.version) + (INT32,)
     x = ctx.value(0)
     if x.dtype not in allowed:
         ctx.fail(f"x '{x.name}' has dtype {x.dtype}; {ctx.op_type}-{ctx.version} takes "
@@ -79,21 +98,28 @@ def dynamic_quantize_linear(ctx: TranslateContext) -> None:
 # ----------------------------------------------------------------------------- integer products
 
 
-def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, per_row: bool) -> str:
-    """Input ``i`` as int32 minus its zero point (input ``zi``, if given). ``per_row``: a 1-D
-    zero point of several elements is one per row (viewed as a column)."""
+def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, ones: int) -> str:
+    """Input ``i`` as int32 minus its zero point (input ``zi``, if given). ``ones`` > 0: a
+    1-D zero point of several elements applies along the dim ``ones`` dims from the end
+    (viewed as (n, 1, ...) with ``ones`` ones): per row of a matrix, per output channel of a
+    convolution's weight."""
     v = ctx.value(i)
     if v.dtype not in EIGHT_BIT:
         ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.op_type} takes uint8, int8")
     zp = ctx.value(zi) if zi is not None and ctx.has(zi) else None
     if zp is not None and zp.dtype != v.dtype:
         ctx.fail(f"zero point '{zp.name}' has dtype {zp.dtype}; '{v.name}' has {v.dtype}")
-    column = zp is not None and per_row and zp.rank == 1 and zp.shape[0] != 1 and v.rank >= 2
+    column = zp is not None and ones > 0 and zp.rank == 1 and zp.shape[0] != 1 and v.rank > ones
+    if column:
+        n = v.shape[v.rank - 1 - ones]
+        if isinstance(n, int) and isinstance(zp.shape[0], int) and n != zp.shape[0]:
+            ctx.fail(f"zero point '{zp.name}' has {zp.shape[0]} elements; '{v.name}' {v.describe()} has {n} "
+                     f"along dim {v.rank - 1 - ones}")
     if v.const is not None and (zp is None or zp.const is not None):
         arr = v.const.astype(np.int32)
         if zp is not None:
             z = zp.const.astype(np.int32)
-            arr = arr - (z.reshape(-1, 1) if column else z)
+            arr = arr - (z.reshape((-1,) + (1,) * ones) if column else z)
         return ctx.constant(what, arr)
     wide = ctx.tmp(f"{what} int32")
     ctx.emit(Cast(INT32), [v.name], [wide])
@@ -103,7 +129,7 @@ def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, per_row:
     ctx.emit(Cast(INT32), [zp.name], [z])
     if column:
         col = ctx.tmp(f"{what} zero point column")
-        ctx.emit(ViewAs((zp.shape[0], 1)), [z], [col])
+        ctx.emit(ViewAs((zp.shape[0],) + (1,) * ones), [z], [col])
         z = col
     out = ctx.tmp(what)
     ctx.emit(Elementwise("sub"), [wide, z], [out])
@@ -111,7 +137,7 @@ def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, per_row:
 
 
 def _int_product(ctx: TranslateContext, a: int, az: int, b: int, bz: int, out: str) -> None:
-    ctx.emit(MatMul(), [_centered(ctx, a, az, "a centred", True), _centered(ctx, b, bz, "b centred", False)], [out])
+    ctx.emit(MatMul(), [_centered(ctx, a, az, "a centred", 1), _centered(ctx, b, bz, "b centred", 0)], [out])
 
 
 def matmul_integer(ctx: TranslateContext) -> None:
@@ -120,6 +146,8 @@ def matmul_integer(ctx: TranslateContext) -> None:
 
 def _one_element(ctx: TranslateContext, i: int, what: str) -> None:
     v = ctx.value(i)
+    if v is None:
+        ctx.fail(f"input {what} is required")
     if v.numel != 1:
         ctx.fail(f"{what} '{v.name}' has shape {v.describe()}; it must have one element (per tensor)")
 
@@ -155,9 +183,48 @@ def qlinear_matmul(ctx: TranslateContext) -> None:
     ctx.emit(Quantize(out, -1, precision=FLOAT64, multiply=True), [acc, mult, ctx.inputs[7]], ctx.outputs[:1])
 
 
+def _int_conv(ctx: TranslateContext, x: int, xz: int, w: int, wz: int, bias: str, out: str) -> None:
+    """The int32 convolution of x and w centred on their zero points, plus ``bias`` (if
+    any)."""
+    if ctx.has(xz):
+        _one_element(ctx, xz, "x_zero_point")
+    if ctx.has(wz) and ctx.value(wz).rank > 1:
+        ctx.fail(f"w_zero_point '{ctx.value(wz).name}' has shape {ctx.value(wz).describe()}; it must be a "
+                 f"scalar or 1-D (per output channel)")
+    wv = ctx.value(w)
+    ins = [_centered(ctx, x, xz, "x centred", 0), _centered(ctx, w, wz, "w centred", max(wv.rank - 1, 0))]
+    ctx.emit(Conv(conv_window(ctx, w), int(ctx.attr("group", 1))), ins + ([bias] if bias else []), [out])
+
+
+def conv_integer(ctx: TranslateContext) -> None:
+    # inputs: x, w, [x_zero_point], [w_zero_point]
+    _int_conv(ctx, 0, 2, 1, 3, "", ctx.outputs[0])
+
+
+def qlinear_conv(ctx: TranslateContext) -> None:
+    # inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, [B]
+    _one_element(ctx, 1, "x_scale")
+    _one_element(ctx, 6, "y_scale")
+    _one_element(ctx, 7, "y_zero_point")
+    w_scale = ctx.value(4)
+    if w_scale.rank > 1:
+        ctx.fail(f"w_scale '{w_scale.name}' has shape {w_scale.describe()}; it must be a scalar or 1-D "
+                 f"(per output channel)")
+    out = _zero_point_dtype(ctx, 7, EIGHT_BIT)
+    bias = ctx.inputs[8] if ctx.has(8) else ""
+    if bias and ctx.value(8).dtype != INT32:
+        ctx.fail(f"bias '{bias}' has dtype {ctx.value(8).dtype}; QLinearConv takes int32")
+    acc = ctx.tmp("int32 convolution")
+    _int_conv(ctx, 0, 2, 3, 5, bias, acc)
+    mult = _multiplier(ctx, 1, 4, 6)
+    ctx.emit(Quantize(out, 1, precision=FLOAT64, multiply=True), [acc, mult, ctx.inputs[7]], ctx.outputs[:1])
+
+
 def register(r) -> None:
     r.add("QuantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28), quantize_linear)
     r.add("DequantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28), dequantize_linear)
     r.add("DynamicQuantizeLinear", (11,), dynamic_quantize_linear)
     r.add("MatMulInteger", (10,), matmul_integer)
     r.add("QLinearMatMul", (10, 21), qlinear_matmul)
+    r.add("ConvInteger", (10,), conv_integer)
+    r.add("QLinearConv", (10,), qlinear_conv)
