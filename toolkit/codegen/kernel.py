@@ -77,6 +77,9 @@ def compute_type(dt: DType) -> ir.Type:
     return F32 if dt.is_narrow_float else llvm_type(dt)
 
 
+_MINIFLOAT = {"bfloat16", *minifloat.FORMATS, *minifloat.SMALL_INTS}  # the formats minifloat converts
+
+
 def stored_constant(dt: DType, value) -> ir.Constant:
     """``value`` as ``dt`` stores it (numpy's ``astype``), as an LLVM constant of
     :func:`llvm_type`: the bits of the narrow floats, the low bits of int4/int2."""
@@ -92,7 +95,7 @@ def to_compute(b: ir.IRBuilder, dt: DType, raw: ir.Value) -> ir.Value:
     that knows how each narrow format decodes."""
     if dt.name == "float16":
         return half.to_f32(b, raw)
-    if dt.name in minifloat.FORMATS or dt.name in minifloat.SMALL_INTS or dt.name == "bfloat16":
+    if dt.name in _MINIFLOAT:
         return minifloat.decode(b, dt.name, raw)
     return raw
 
@@ -103,7 +106,7 @@ def from_compute(b: ir.IRBuilder, dt: DType, value: ir.Value, saturate: bool = T
     float8 distinguishes), the low bits kept (int4, int2)."""
     if dt.name == "float16":
         return half.from_f32(b, value)
-    if dt.name in minifloat.FORMATS or dt.name in minifloat.SMALL_INTS or dt.name == "bfloat16":
+    if dt.name in _MINIFLOAT:
         return minifloat.encode(b, dt.name, value, saturate)
     return value
 

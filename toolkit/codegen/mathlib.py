@@ -240,16 +240,20 @@ def _tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _copysign(b, res, x)
 
 
-def _sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """1 / (1 + e**-x), without overflow for large |x|."""
-    _check_f32(x)
+def _sigmoid_with(b: ir.IRBuilder, x: ir.Value, exp) -> ir.Value:
+    """1 / (1 + e**-x), without overflow for large |x|, with ``exp`` of x's precision."""
     ty = x.type
     one = _c(ty, 1.0)
     # e = e^-|x| never overflows; sigmoid(x) = 1/(1+e) for x > 0 and e/(1+e) otherwise,
     # which keeps relative accuracy in the exponentially small tail.
-    e = _exp_f32(b, b.fneg(_fabs(b, x)))
+    e = exp(b, b.fneg(_fabs(b, x)))
     num = b.select(b.fcmp_ordered(">", x, _c(ty, 0.0)), one, e)
     return b.fdiv(num, b.fadd(one, e))
+
+
+def _sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    _check_f32(x)
+    return _sigmoid_with(b, x, _exp_f32)
 
 
 def _erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -668,11 +672,7 @@ def _erf64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def _sigmoid64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    ty = x.type
-    one = _c(ty, 1.0)
-    e = _exp64(b, b.fneg(_fabs(b, x)))
-    num = b.select(b.fcmp_ordered(">", x, _c(ty, 0.0)), one, e)
-    return b.fdiv(num, b.fadd(one, e))
+    return _sigmoid_with(b, x, _exp64)
 
 
 def _softplus64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

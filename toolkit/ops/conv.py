@@ -188,12 +188,7 @@ class Conv(CoreOp):
         ctx.check_dtype(x, CONV_DTYPES + (CONV_INT,))
         _check_same(ctx, [x, w], "weight")
         _check_same(ctx, [x, bias], "bias")
-        if w.rank != x.rank:
-            ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank {x.rank} (M, C/group, "
-                     f"kernel...)")
-        if tuple(w.shape[2:]) != self.window.kernel:
-            ctx.fail(f"kernel_shape={list(self.window.kernel)} does not match weight '{w.name}' "
-                     f"{D.fmt_shape(w.shape)}")
+        _check_weight(ctx, x, w, self.window, "M, C/group")
         m = w.shape[0]
         _check_group(ctx, self.group, m, "output")
         ctx.require_eq(x.shape[1], D.mul(w.shape[1], self.group),
@@ -263,6 +258,15 @@ class Conv(CoreOp):
                 outputs=len(tmp) + 1)
 
 
+def _check_weight(ctx: InferContext, x: Value, w: Value, window: "SlidingWindow", layout: str) -> None:
+    """w has x's rank, laid out as (``layout``, kernel...), with the window's kernel."""
+    if w.rank != x.rank:
+        ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank {x.rank} ({layout}, "
+                 f"kernel...)")
+    if tuple(w.shape[2:]) != window.kernel:
+        ctx.fail(f"kernel_shape={list(window.kernel)} does not match weight '{w.name}' {D.fmt_shape(w.shape)}")
+
+
 def _check_group(ctx: InferContext, group: int, channels: Dim, what: str) -> None:
     """``group`` is positive and divides the weight's ``channels`` (its dim 0)."""
     w = ctx.input(1)
@@ -297,12 +301,7 @@ class ConvTranspose(CoreOp):
         ctx.check_dtype(x, CONV_DTYPES)
         _check_same(ctx, [x, w], "weight")
         _check_same(ctx, [x, bias], "bias")
-        if w.rank != x.rank:
-            ctx.fail(f"weight '{w.name}' has shape {D.fmt_shape(w.shape)}, expected rank {x.rank} (C, M/group, "
-                     f"kernel...)")
-        if tuple(w.shape[2:]) != self.window.kernel:
-            ctx.fail(f"kernel_shape={list(self.window.kernel)} does not match weight '{w.name}' "
-                     f"{D.fmt_shape(w.shape)}")
+        _check_weight(ctx, x, w, self.window, "C, M/group")
         _check_group(ctx, self.group, w.shape[0], "input")
         ctx.require_eq(x.shape[1], w.shape[0], f"input '{x.name}' channels vs weight '{w.name}' dim 0")
         m = D.mul(w.shape[1], self.group)

@@ -167,16 +167,23 @@ def _multiplier(ctx: TranslateContext, a_scale: int, b_scale: int, y_scale: int)
     return mult
 
 
-def qlinear_matmul(ctx: TranslateContext) -> None:
-    # inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
-    _one_element(ctx, 1, "a_scale")
+def _qlinear_scales(ctx: TranslateContext, first: str, second: str, per: str) -> DType:
+    """The checks QLinearMatMul and QLinearConv share on their scales and output zero point
+    (inputs 1, 4, 6, 7: the first operand's scale, the second's, y_scale, y_zero_point);
+    returns the output dtype."""
+    _one_element(ctx, 1, f"{first}_scale")
     _one_element(ctx, 6, "y_scale")
     _one_element(ctx, 7, "y_zero_point")
-    b_scale = ctx.value(4)
-    if b_scale.rank > 1:
-        ctx.fail(f"b_scale '{b_scale.name}' has shape {b_scale.describe()}; it must be a scalar or 1-D "
-                 f"(per column of b)")
-    out = _zero_point_dtype(ctx, 7, EIGHT_BIT)
+    scale = ctx.value(4)
+    if scale.rank > 1:
+        ctx.fail(f"{second}_scale '{scale.name}' has shape {scale.describe()}; it must be a scalar or 1-D "
+                 f"(per {per})")
+    return _zero_point_dtype(ctx, 7, EIGHT_BIT)
+
+
+def qlinear_matmul(ctx: TranslateContext) -> None:
+    # inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
+    out = _qlinear_scales(ctx, "a", "b", "column of b")
     acc = ctx.tmp("int32 product")
     _int_product(ctx, 0, 2, 3, 5, acc)
     mult = _multiplier(ctx, 1, 4, 6)
@@ -203,14 +210,7 @@ def conv_integer(ctx: TranslateContext) -> None:
 
 def qlinear_conv(ctx: TranslateContext) -> None:
     # inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, [B]
-    _one_element(ctx, 1, "x_scale")
-    _one_element(ctx, 6, "y_scale")
-    _one_element(ctx, 7, "y_zero_point")
-    w_scale = ctx.value(4)
-    if w_scale.rank > 1:
-        ctx.fail(f"w_scale '{w_scale.name}' has shape {w_scale.describe()}; it must be a scalar or 1-D "
-                 f"(per output channel)")
-    out = _zero_point_dtype(ctx, 7, EIGHT_BIT)
+    out = _qlinear_scales(ctx, "x", "w", "output channel")
     bias = ctx.inputs[8] if ctx.has(8) else ""
     if bias and ctx.value(8).dtype != INT32:
         ctx.fail(f"bias '{bias}' has dtype {ctx.value(8).dtype}; QLinearConv takes int32")
