@@ -27,7 +27,9 @@ _INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionar
 class Node:
     """Base of interned atoms and polynomials. Compare with ``is``; equal means same."""
 
-    __slots__ = ("key", "__weakref__")
+    # the text and hash are computed once: nodes are immutable, and a nested expression's
+    # text is its sort key, asked for at every arithmetic step
+    __slots__ = ("key", "_hash", "_text", "__weakref__")
     key: tuple
 
     def __new__(cls, key: tuple):
@@ -35,11 +37,22 @@ class Node:
         if obj is None:
             obj = object.__new__(cls)
             obj.key = key
+            obj._hash = hash(key)
+            obj._text = None
             _INTERN[key] = obj
         return obj
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        return self._hash
+
+    def __str__(self) -> str:
+        text = self._text
+        if text is None:
+            text = self._text = self._render()
+        return text
+
+    def _render(self) -> str:
+        raise NotImplementedError
 
     def __eq__(self, other) -> bool:
         return self is other
@@ -75,7 +88,7 @@ class Sym(Atom):
     lo = property(lambda self: self.key[3])
     hi = property(lambda self: self.key[4])
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         return self.name
 
 
@@ -90,7 +103,7 @@ class _Op(Atom):
     op = property(lambda self: self.key[0])
     args = property(lambda self: self.key[1])
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         a = self.args
         if self.op == "floordiv":
             return f"({a[0]} // {a[1]})"
@@ -143,7 +156,7 @@ class Expr(Node):
     def __mod__(self, o: int) -> Dim:
         return mod(self, o)
 
-    def __str__(self) -> str:
+    def _render(self) -> str:
         parts = []
         for mono, coef in self.terms:
             body = "*".join(_atom_str(a) for a in mono)
@@ -378,9 +391,27 @@ def ifzero(v: Dim, d: Dim) -> Dim:
     v, d = as_dim(v), as_dim(d)
     if isinstance(v, int):
         return v if v != 0 else d
-    if v is d or d == 0 or bounds(v)[0] >= 1:
+    if v is d or d == 0 or bounds(v)[0] >= 1 or _vanishes_with(d, v):
         return v
     return _op("ifzero", v, d)
+
+
+def _vanishes_with(d: Dim, v: Dim) -> bool:
+    """True when ``v`` is one monomial and every term of ``d`` has it as a factor, so that
+    ``v == 0`` forces ``d == 0`` (``ifzero(batch, batch*seq)`` is ``batch``)."""
+    tv = _terms(as_dim(v))
+    if len(tv) != 1:
+        return False
+    (mv, _), = tv.items()
+    if not mv:
+        return False
+    for m in _terms(as_dim(d)):
+        rest = list(m)
+        for a in mv:
+            if a not in rest:
+                return False
+            rest.remove(a)
+    return True
 
 
 class BroadcastError(ValueError):
@@ -404,14 +435,18 @@ def bcast(a: Dim, b: Dim) -> Dim:
         return a
     if isinstance(b, int):
         return b
-    lo_a, _ = bounds(a)
-    lo_b, _ = bounds(b)
-    if lo_a >= 2:
-        return a
-    if lo_b >= 2:
-        return b
-    x, y = sorted((a, b), key=str)
-    return _op("bcast", x, y)
+    # bcast is associative and idempotent: bcast(a, bcast(a, e)) is bcast(a, e), with the
+    # same run-time failures, so nested broadcasts of the same dims do not grow
+    args: list[Dim] = []
+    for x in _flatten("bcast", (a, b)):
+        if x not in args:
+            args.append(x)
+    if len(args) == 1:
+        return args[0]
+    for x in args:
+        if bounds(x)[0] >= 2:
+            return x
+    return _op("bcast", *sorted(args, key=str))
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -425,6 +460,17 @@ def bounds(d: Dim) -> tuple[int, int | None]:
     """A conservative closed interval ``[lo, hi]`` (``hi`` None for unbounded)."""
     if isinstance(d, int):
         return d, d
+    got = _BOUNDS.get(d)
+    if got is None:
+        got = _BOUNDS[d] = _bounds(d)
+    return got
+
+
+# node -> bounds; weak, like the intern table (a node's bounds never change)
+_BOUNDS: "weakref.WeakKeyDictionary[Node, tuple[int, int | None]]" = weakref.WeakKeyDictionary()
+
+
+def _bounds(d: Node) -> tuple[int, int | None]:
     if isinstance(d, Sym):
         return d.lo, d.hi
     if isinstance(d, _Op):
@@ -488,10 +534,12 @@ def provably_le(a: Dim, b: Dim) -> bool:
 
 def free_symbols(d: Dim) -> set[Sym]:
     out: set[Sym] = set()
+    seen: set[int] = set()  # expressions share subexpressions: visit each node once
 
     def walk(x):
-        if isinstance(x, int):
+        if isinstance(x, int) or id(x) in seen:
             return
+        seen.add(id(x))
         if isinstance(x, Sym):
             out.add(x)
         elif isinstance(x, _Op):
@@ -506,23 +554,32 @@ def free_symbols(d: Dim) -> set[Sym]:
     return out
 
 
-def substitute(d: Dim, fn: Callable[[Sym], Dim | None]) -> Dim:
-    """Rebuild ``d`` with each symbol ``s`` replaced by ``fn(s)`` (kept when None)."""
+def substitute(d: Dim, fn: Callable[[Sym], Dim | None], memo: dict | None = None) -> Dim:
+    """Rebuild ``d`` with each symbol ``s`` replaced by ``fn(s)`` (kept when None). ``memo``
+    (node -> result) shares the work between calls with the same ``fn``; a subexpression
+    that occurs many times is rebuilt once."""
     if isinstance(d, int):
         return d
+    if memo is None:
+        memo = {}
+    done = memo.get(d)
+    if done is not None:
+        return done
     if isinstance(d, Sym):
         r = fn(d)
-        return atom_expr(d) if r is None else as_dim(r)
-    if isinstance(d, _Op):
-        args = [substitute(a, fn) for a in d.args]
-        return _rebuild(d.op, args)
-    total: Dim = 0
-    for mono, coef in d.terms:
-        term: Dim = coef
-        for a in mono:
-            term = mul(term, substitute(a, fn))
-        total = add(total, term)
-    return total
+        out = atom_expr(d) if r is None else as_dim(r)
+    elif isinstance(d, _Op):
+        out = _rebuild(d.op, [substitute(a, fn, memo) for a in d.args])
+    else:
+        total: Dim = 0
+        for mono, coef in d.terms:
+            term: Dim = coef
+            for a in mono:
+                term = mul(term, substitute(a, fn, memo))
+            total = add(total, term)
+        out = total
+    memo[d] = out
+    return out
 
 
 def _rebuild(op: str, args: list[Dim]) -> Dim:

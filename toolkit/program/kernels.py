@@ -31,6 +31,7 @@ def canonical(obj: Any) -> Any:
     (ranges and kinds kept). Walks tuples, lists (made tuples), frozen dataclasses and dims;
     other values are kept as they are."""
     mapping: dict[D.Sym, D.Expr] = {}
+    memo: dict = {}  # one renaming for the whole walk, so rebuilt subexpressions are shared
 
     def rename(s: D.Sym) -> D.Expr:
         if s not in mapping:
@@ -42,7 +43,7 @@ def canonical(obj: Any) -> Any:
             # visit symbols in a fixed order first, so renaming does not depend on names
             for s in _ordered_symbols(x):
                 rename(s)
-            return D.substitute(x, rename)
+            return D.substitute(x, rename, memo)
         if isinstance(x, (tuple, list)):
             return tuple(walk(y) for y in x)
         if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, DType):
@@ -74,10 +75,12 @@ def signature(types_c: Sequence[TensorType]) -> tuple[int, ...]:
 def _ordered_symbols(d: D.Expr) -> list[D.Sym]:
     """The symbols of ``d`` in its canonical term order (atoms sorted by text)."""
     out: list[D.Sym] = []
+    seen: set[int] = set()
 
     def visit(x) -> None:
-        if isinstance(x, int):
+        if isinstance(x, int) or id(x) in seen:
             return
+        seen.add(id(x))
         if isinstance(x, D.Sym):
             if x not in out:
                 out.append(x)

@@ -535,8 +535,12 @@ class Lowerer:
 def _div_atoms(d: Dim) -> list[Dim]:
     """The exact-division atoms inside ``d`` (``seq / 4``), innermost first."""
     out: list[Dim] = []
+    seen: set[int] = set()  # shared subexpressions are walked once
 
     def walk(x) -> None:
+        if id(x) in seen:
+            return
+        seen.add(id(x))
         if isinstance(x, D.Expr):
             for mono, _ in x.terms:
                 for a in mono:
