@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench clean abi fuzz conformance
+.PHONY: all env demo test lint bench clean abi fuzz conformance zoo-models
 
 all: demo
 
@@ -68,6 +68,16 @@ conformance: env
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+# the zoo of exported models in tests/models/zoo is committed, and `make test` only reads it;
+# this rebuilds it with torch, transformers and onnxruntime's quantizer, in a dev environment
+# of its own (torch 2.13.0 is a CPU build where a local wheel exists, else PyPI's CUDA build)
+ZOO_VENV := .venv-zoo
+ZOO_PACKAGES := torch==2.13.0 transformers==5.23.0 onnx==1.19.1 onnxruntime==1.32.0 onnxscript==0.7.2 numpy
+zoo-models:
+	[ -x $(ZOO_VENV)/bin/python ] || $(PYTHON) -m venv $(ZOO_VENV)
+	$(ZOO_VENV)/bin/python -m pip install -q $(ZOO_PACKAGES)
+	$(ZOO_VENV)/bin/python tests/models/generate.py $(ZOO_ARGS)
 
 clean:
 	rm -rf $(BUILD) .pytest_cache

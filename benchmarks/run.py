@@ -76,8 +76,33 @@ def build_models(script: Path, cache: Path) -> dict[str, Any]:
     return json.loads(manifest.read_text())
 
 
+ZOO = REPO / "tests" / "models" / "zoo"
+
+
+def zoo_models() -> dict[str, Any]:
+    """The zoo of exported models (tests/models/zoo/zoo.json) as a benchmark manifest: one
+    configuration per binding of the model's dynamic dims, fed the inputs stored with it
+    (token ids must be in range, so seeded normals would not do)."""
+    zoo = json.loads((ZOO / "zoo.json").read_text())
+    out = {}
+    for name, info in zoo.items():
+        arrays = np.load(ZOO / f"{name}.npz")
+        configs = []
+        for k, binding in enumerate(info["bindings"]):
+            configs.append({"name": "".join(f"{d[0]}{v}" for d, v in binding.items()),
+                            "inputs": {i: list(arrays[f"{k}/in/{i}"].shape) for i in info["inputs"]},
+                            "symbols": binding, "feeds": [f"{name}.npz", k]})
+        out[name] = {"file": info["file"], "configs": configs}
+    return out
+
+
 def make_inputs(model_path: Path, model: str, cfg: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Seeded inputs with the config's shapes and the model's declared dtypes."""
+    """Seeded inputs with the config's shapes and the model's declared dtypes, or the stored
+    inputs a zoo configuration names."""
+    if "feeds" in cfg:
+        file, k = cfg["feeds"]
+        arrays = np.load(model_path.parent / file)
+        return {i: arrays[f"{k}/in/{i}"] for i in cfg["inputs"]}
     graph = onnx.load(str(model_path), load_external_data=False).graph
     dtypes = {i.name: onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
               for i in graph.input}
@@ -492,6 +517,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--models-dir", type=Path,
                     help="model cache (default: OUT_DIR/bench_models); rebuilt when models.json "
                          "is missing or make_models.py changed")
+    ap.add_argument("--zoo", action="store_true",
+                    help="benchmark the zoo of exported models in tests/models/zoo (every "
+                         "binding the manifest lists) instead of the shared model set; writes "
+                         "zoo_results.{md,json}")
     ap.add_argument("--models-script", type=Path,
                     default=REPO.parent / "shared" / "benchmarks" / "make_models.py",
                     help="model generator (default: <repo>/../shared/benchmarks/make_models.py)")
@@ -517,7 +546,10 @@ def pick(flag: str, value: str, allowed: Any) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Builds the models, measures every selected model and peer, writes the report."""
     args = parse_args(argv)
-    manifest = build_models(args.models_script.resolve(), args.models_dir)
+    if args.zoo:
+        manifest, args.models_dir = zoo_models(), ZOO
+    else:
+        manifest = build_models(args.models_script.resolve(), args.models_dir)
     models = pick("--models", args.models, manifest) if args.models else list(manifest)
     opts = Options(repeat=args.repeat, warmup_s=args.warmup, min_time_s=args.min_time)
     peers = make_peers(args.peers)
@@ -533,10 +565,11 @@ def main(argv: list[str] | None = None) -> None:
     machine = machine_info(records)
     text = report(records, args.peers, machine, opts)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench_results.md").write_text(text)
-    (args.out_dir / "bench_results.json").write_text(to_json(records, machine, opts))
+    stem = "zoo_results" if args.zoo else "bench_results"
+    (args.out_dir / f"{stem}.md").write_text(text)
+    (args.out_dir / f"{stem}.json").write_text(to_json(records, machine, opts))
     print(text)
-    progress(f"wrote {args.out_dir / 'bench_results.md'} and bench_results.json")
+    progress(f"wrote {args.out_dir / (stem + '.md')} and {stem}.json")
 
 
 if __name__ == "__main__":
