@@ -59,11 +59,12 @@ fuzz: env
 
 # the onnx package's node test cases on both targets, each in a worker process; prints a
 # per-op table and writes every outcome to tests/conformance/results.json (committed); then
-# the wheel's nine light models on both targets (as shipped, and with a symbolic batch)
+# the wheel's nine light models on both targets (as shipped, and with a symbolic batch), and the
+# zoo of exported models (tests/models/zoo; `make test` runs it too)
 conformance: env
 	PYTHONPATH=. $(PY) -m tests.conformance.run --jobs $(JOBS) --results tests/conformance/results.json \
 		| tee tests/conformance/RESULTS.md
-	SYMWASM_LIGHT=all $(PY) -m pytest -n $(JOBS) -q tests/test_light_models.py
+	SYMWASM_LIGHT=all $(PY) -m pytest -n $(JOBS) -q tests/test_light_models.py tests/test_zoo.py
 
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent
