@@ -248,8 +248,6 @@ def test_resize_compile_errors():
     x = [vinfo("x", F32, [1, 1, "h", "w"])]
     y = [vinfo("y", F32, None)]
     cases = [
-        (resize(["x", "", "s"], "y", mode="linear", antialias=1), 19, [floats("s", 1, 1, 0.5, 0.5)],
-         r"node 'y' \(Resize\): antialias=1 is not supported"),
         (resize(["x", "", "s", "z"], "y"), 19, [floats("s", 1, 1, 2, 2), ints("z", 1, 1, 4, 4)],
          r"node 'y' \(Resize\): give either scales or sizes, not both"),
         (resize(["x", "", "s"], "y"), 19, [floats("s", 1, 2, 2)],
@@ -270,3 +268,114 @@ def test_resize_compile_errors():
     six = make_model([resize(["x", "", "s"], "y", mode="cubic")], [vinfo("x", F32, [2] * 6), vinfo("s", F32, [6])],
                      y, opset=19)
     compile_error(six, r"node 'y' \(Resize\): cubic resampling of 6 axes at once is not supported")
+
+
+ANTIALIAS_COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric")
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialias_1d(mode, target):
+    """Antialiased downsampling of one axis: constant scales (taps known now), run-time
+    scales and sizes (taps counted at run time), every coordinate mode; down to 1 output
+    (taps spanning the whole axis, more than 8 of them) and to none."""
+    nodes, names = [], []
+    for c in ANTIALIAS_COORDS:
+        for kind, ins in (("k", ["x", "", "k"]), ("s", ["x", "", "s"]), ("z", ["x", "", "", "z"])):
+            names.append(f"{c}_{kind}")
+            nodes.append(resize(ins, names[-1], mode=mode, antialias=1, coordinate_transformation_mode=c))
+    model = make_model(nodes, [vinfo("x", F32, ["l"]), vinfo("s", F32, [1]), vinfo("z", I64, [1])],
+                       [vinfo(k, F32, None) for k in names], [floats("k", 0.375)], opset=19)
+
+    def feeds(n, scale, size):
+        return {"x": rand(RNG, (n,)), "s": np.array([scale], F32), "z": np.array([size], I64)}
+
+    # the last binding has no output at all: its taps are not counted (0)
+    r = compile_checked(model, target, [feeds(11, 0.3, 4), feeds(20, 0.05, 1), feeds(7, 0.85, 5), feeds(3, 2.5, 8),
+                                        feeds(2, 1e-20, 0)])
+    assert shape_of(r, "half_pixel_k") == "((3*l // 8),)"
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialias_2d(mode, target):
+    """Two axes downsampled at once, by constant and run-time scales and sizes (stretched
+    and keeping the aspect ratio), with exclude_outside, another cubic coefficient and
+    tf_crop_and_resize; one compiled module, run at two bindings of its symbolic dims."""
+    aa = {"mode": mode, "antialias": 1}
+    nodes = [resize(["x", "", "k"], "by_k", **aa),
+             resize(["x", "", "s"], "by_s", **aa),
+             resize(["x", "", "", "z"], "by_z", **aa),
+             resize(["x", "", "", "kz"], "by_kz", **aa),
+             resize(["x", "", "", "z2"], "aspect", axes=[3, 2], keep_aspect_ratio_policy="not_larger", **aa),
+             resize(["x", "", "s"], "excl", exclude_outside=1, cubic_coeff_a=-0.5, **aa),
+             resize(["x", "r", "s"], "crop", coordinate_transformation_mode="tf_crop_and_resize",
+                    extrapolation_value=2.5, **aa)]
+    outs = [n.output[0] for n in nodes]
+    model = make_model(nodes, [vinfo("x", F32, [1, "c", "h", "w"]), vinfo("s", F32, [4]), vinfo("z", I64, [4]),
+                               vinfo("z2", I64, [2]), vinfo("r", F32, [8])],
+                       [vinfo(k, F32, None) for k in outs],
+                       [floats("k", 1, 1, 0.5, 0.375), ints("kz", 1, 2, 3, 4)], opset=19)
+
+    def feeds(shape, scales, sizes, aspect, roi):
+        return {"x": rand(RNG, shape), "s": np.array(scales, F32), "z": np.array(sizes, I64),
+                "z2": np.array(aspect, I64), "r": np.array(roi, F32)}
+
+    r = compile_checked(model, target, [
+        feeds((1, 2, 9, 12), [1, 1, 0.5, 0.25], [1, 2, 4, 5], [3, 7], [0, 0, 0.1, -0.2, 1, 1, 0.9, 1.1]),
+        feeds((1, 3, 16, 7), [1, 1, 0.3, 0.7], [1, 1, 3, 6], [5, 2], [0, 0, 0, 0.2, 1, 1, 1, 0.6]),
+    ])
+    assert shape_of(r, "by_k") == "(1, c, (h // 2), (3*w // 8))"
+    assert shape_of(r, "by_kz") == "(1, 2, 3, 4)"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.uint8, np.float16])
+def test_resize_antialias_dtypes(dtype, target):
+    """float64 follows onnx.reference's arithmetic (float32 cubic weights, normalized in
+    float32 or float64 as numpy does) to within a few ulps; integers round half to even and
+    saturate."""
+    nodes = [resize(["x", "", "s"], m, mode=m, antialias=1) for m in ("linear", "cubic")]
+    model = make_model(nodes, [vinfo("x", dtype, ["h", "w"]), vinfo("s", F32, [2])],
+                       [vinfo(m, dtype, None) for m in ("linear", "cubic")], opset=19)
+    lo, hi = (0, 256) if dtype == np.uint8 else (-50, 50)
+
+    def feeds(shape, scales):
+        x = rand(RNG, shape, dtype, lo, hi)
+        if dtype == np.uint8:
+            x[::3] = 255  # cubic overshoots past 255 and below 0 next to these
+        return {"x": x, "s": np.array(scales, F32)}
+
+    tol = {np.float64: {"rtol": 1e-12, "atol": 1e-12}, np.float16: {"rtol": 2e-3, "atol": 2e-3}}.get(dtype, {})
+    check_model(model, target, [feeds((9, 10), [0.7, 0.45]), feeds((13, 5), [0.2, 0.6]),
+                                feeds((4, 6), [0.75, 0.34])], **tol)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialias_upsampling_changes_nothing(mode, target):
+    """Upsampling (scale >= 1, and scale 1 with a run-time scale: copied through) with
+    antialias=1 gives what it gives without, and both what onnx.reference gives; a
+    downsampled axis beside an upsampled one is antialiased alone. (Equal up to float32
+    rounding: the reference computes antialiased cubic weights by another float32 formula.)"""
+    nodes = [resize(["x", "", "s"], "aa", mode=mode, antialias=1), resize(["x", "", "s"], "plain", mode=mode),
+             resize(["x", "", "", "z"], "aa_z", mode=mode, antialias=1), resize(["x", "", "", "z"], "plain_z", mode=mode)]
+    model = make_model(nodes, [vinfo("x", F32, ["h", "w"]), vinfo("s", F32, [2]), vinfo("z", I64, [2])],
+                       [vinfo(k, F32, None) for k in ("aa", "plain", "aa_z", "plain_z")], opset=19)
+    m = check_model(model, target, [
+        {"x": rand(RNG, (3, 4)), "s": np.array([2, 1.5], F32), "z": np.array([7, 5], I64)},
+        {"x": rand(RNG, (5, 2)), "s": np.array([1, 3.25], F32), "z": np.array([5, 9], I64)},
+        {"x": rand(RNG, (6, 3)), "s": np.array([0.5, 2], F32), "z": np.array([4, 3], I64)},
+    ])
+    for scales, sizes in (([2, 1.5], [7, 5]), ([1, 3.25], [5, 9])):
+        got = m.run({"x": rand(RNG, (4, 3)), "s": np.array(scales, F32), "z": np.array(sizes, I64)})
+        np.testing.assert_allclose(got["aa"], got["plain"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got["aa_z"], got["plain_z"], rtol=1e-5, atol=1e-5)
+
+
+def test_resize_antialias_nearest_is_ignored(target):
+    """antialias applies to linear and cubic only: nearest with antialias=1 is plain nearest
+    (onnx.reference refuses it, so the reference is the model without it)."""
+    def model(antialias):
+        return make_model([resize(["x", "", "s"], "y", antialias=antialias)],
+                          [vinfo("x", F32, ["h", "w"]), vinfo("s", F32, [2])], [vinfo("y", F32, None)], opset=19)
+
+    plain = model(0)
+    check_model(model(1), target, [{"x": rand(RNG, (6, 5)), "s": np.array([0.5, 0.4], F32)}],
+                ref=lambda _, feeds: reference(plain, feeds))

@@ -8,6 +8,14 @@ clipped to the dtype's finite range, integers rounded half to even and saturated
 copies the chosen element as stored. An axis whose scale turns out to be 1 with an
 unchanged size (and, for tf_crop_and_resize, the whole roi) is copied through, as the
 reference skips it.
+
+Antialiasing (linear and cubic) stretches the kernel by 1 / min(scale, 1), so an output
+reads a number of taps that depends on the scale: each resized axis gets a weights table,
+a scratch tensor (output dim, taps) that the kernel fills once per call before resampling,
+and each output sums its row in a loop. The taps are known at compile time when the scale
+is, else :func:`build_resize_taps` computes them before the tables are allocated. (numpy
+sums 8 or more taps along the last axis pairwise; this kernel sums them in order, so the
+float64 sums may differ from the reference's in their last bits.)
 """
 from __future__ import annotations
 
@@ -28,6 +36,25 @@ TensorType = tuple[DType, Sequence[Dim]]
 
 def f64(v: float) -> ir.Constant:
     return ir.Constant(F64, float(v))
+
+
+# the half-width of the unstretched kernel: inputs nearer than this to x have a weight
+SUPPORT = {"linear": 1, "cubic": 2}
+
+
+def antialias_taps(mode: str, scale: float) -> int:
+    """The taps of one output of an antialiased axis, as onnx.reference counts them:
+    ``2 - 2 * (floor(-support / min(scale, 1)) + 1)``, in float64 (``scale`` is the
+    float64 value of the float32 scale, or output dim / input dim for sizes)."""
+    return 2 - 2 * int(np.floor(-SUPPORT[mode] / min(scale, 1.0)) + 1)
+
+
+def _taps_of(b: ir.IRBuilder, mode: str, scale: ir.Value) -> ir.Value:
+    """:func:`antialias_taps` in IR (i64), for a positive scale (infinite: 1). A scale so
+    small that the count overflows saturates; callers give such an axis no outputs."""
+    s = b.select(b.fcmp_ordered("<", scale, f64(1.0)), scale, f64(1.0))
+    start = fptosi_sat(b, b.fadd(intrinsic(b, "llvm.floor", b.fdiv(f64(-SUPPORT[mode]), s)), f64(1.0)), I64)
+    return b.sub(i64(2), b.mul(i64(2), start))
 
 
 # ----------------------------------------------------------------------------- output dims
@@ -83,6 +110,41 @@ def build_resize_dims(kb: KernelBuilder, plan: DimsPlan, types: Sequence[TensorT
         kb.set_scalar(2 * i + 1, b.bitcast(scale, I64))
 
 
+@dataclass(frozen=True)
+class TapsPlan:
+    """The taps of antialiased axes whose scale is known only at run time. ``from_bits``:
+    per axis, whether its scale is the float64 bits in a scalar (else output dim / input
+    dim, as for sizes)."""
+
+    mode: str
+    axes: tuple[int, ...]
+    from_bits: tuple[bool, ...]
+
+    @property
+    def kernel_name(self) -> str:
+        return f"resize_taps_{self.mode}"
+
+
+def build_resize_taps(kb: KernelBuilder, plan: TapsPlan, types: Sequence[TensorType]) -> None:
+    """Per entry ``j`` of ``axes``: scalar ``2j + 1`` := :func:`antialias_taps` of its scale,
+    0 when its output dim (scalar ``2j``) is 0 (a scale too small to count taps for makes
+    no output; any output bounds the count by a few times the input dim). The scale bits
+    of the ``from_bits`` axes follow, in order. Tensors: x."""
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    k = len(plan.axes)
+    bits = 2 * k
+    for j, (a, from_bits) in enumerate(zip(plan.axes, plan.from_bits)):
+        n_out = kb.scalar(2 * j)
+        if from_bits:
+            scale = b.bitcast(kb.scalar(bits), F64)
+            bits += 1
+        else:
+            scale = b.fdiv(b.sitofp(n_out, F64), b.sitofp(x.dim(a), F64))
+        taps = _taps_of(b, plan.mode, scale)
+        kb.set_scalar(2 * j + 1, b.select(b.icmp_signed(">", n_out, i64(0)), taps, i64(0)))
+
+
 # ----------------------------------------------------------------------------- resampling
 
 
@@ -98,12 +160,13 @@ class ResizedAxis:
     roi: int | None = None
 
 
-def leaves(mode: str, axes: Sequence[ResizedAxis]) -> int:
+def leaves(mode: str, axes: Sequence[ResizedAxis], antialias: bool = False) -> int:
     """How many reads one output element's code holds (each axis whose scale may be 1 at
-    run time adds a branch with one read)."""
+    run time adds a branch with one read; an antialiased axis reads in a loop)."""
     n = 1
     for a in axes:
-        n *= {"nearest": 1, "linear": 2, "cubic": 4}[mode] + (mode != "nearest" and a.scale in (None, 1.0))
+        reads = 1 if antialias or mode == "nearest" else {"linear": 2, "cubic": 4}[mode]
+        n *= reads + (mode != "nearest" and a.scale in (None, 1.0))
     return n
 
 
@@ -117,10 +180,11 @@ class ResizePlan:
     extrapolation: float
     axes: tuple[ResizedAxis, ...]  # in the order they are resized
     roi_half: int
+    antialias: bool = False  # linear and cubic: one weights table per axis
 
     @property
     def kernel_name(self) -> str:
-        return f"resize_{self.mode}"
+        return f"resize_{self.mode}" + ("_antialias" if self.antialias else "")
 
 
 @dataclass
@@ -135,6 +199,8 @@ class _Axis:
     width: ir.Value  # scale * input dim: the reference's (fractional) output width
     roi: tuple[ir.Value, ir.Value] | None
     ident: ir.Value | None  # i1: this axis is copied through
+    table: Tensor | None = None  # antialias: the weights, (output dim, taps)
+    start: ir.Value | None = None  # antialias: the first tap's offset from the pixel left of x
 
 
 @dataclass
@@ -146,6 +212,8 @@ class _Taps:
     ident: ir.Value | None
     outside: ir.Value | None  # i1: tf_crop_and_resize extrapolates here
     y: ir.Value  # the output position (the input position when the axis is copied through)
+    first: ir.Value | None = None  # antialias: the first tap's (unclamped) input position
+    row: ir.Value | None = None  # antialias: where the weights start in the table
 
 
 def _coordinate(b: ir.IRBuilder, plan: ResizePlan, ax: _Axis, y: ir.Value) -> ir.Value:
@@ -208,12 +276,107 @@ def _cubic(b: ir.IRBuilder, r: ir.Value, a: float) -> list[ir.Value]:
     return [outer(b.fadd(r, f64(1.0))), inner(r), inner(rc), outer(b.fadd(rc, f64(1.0)))]
 
 
+def _left(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The input position left of ``x`` (i64) and ``x``'s distance from it: the reference
+    prefers the pixel left of x, so at an integer x the distance is 1, not 0."""
+    fl = intrinsic(b, "llvm.floor", x)
+    ratio = b.fsub(x, fl)
+    is_int = b.fcmp_ordered("==", ratio, f64(0.0))
+    return fptosi_sat(b, b.select(is_int, b.fsub(fl, f64(1.0)), fl), I64), b.select(is_int, f64(1.0), ratio)
+
+
+def _antialias_cubic(b: ir.IRBuilder, d: ir.Value, a: float) -> tuple[ir.Value, ir.Value]:
+    """onnx.reference's antialiased cubic weight at stretched distance ``d`` (float64), and
+    whether it is its Python ``0.0`` (distance 2 or more) rather than a float32: x, x**2 and
+    x**3 are float64, rounded to float32 where they meet the float32 ``A``."""
+    a32 = np.float32(a)
+
+    def c(v) -> ir.Constant:
+        return ir.Constant(F32, float(np.float32(v)))
+
+    x = intrinsic(b, "llvm.fabs", d)
+    x2 = b.fmul(x, x)
+    x3 = b.fmul(x, x2)
+    x1_, x2_, x3_ = (b.fptrunc(v, F32) for v in (x, x2, x3))
+    # (A + 2) * x3 - (A + 3) * x2 + 1, for x <= 1
+    near = b.fadd(b.fsub(b.fmul(c(a32 + np.float32(2)), x3_), b.fmul(c(a32 + np.float32(3)), x2_)), c(1.0))
+    # A * x3 - 5A * x2 + 8A * x - 4A, for 1 < x < 2
+    far = b.fmul(c(a32), x3_)
+    far = b.fsub(far, b.fmul(c(np.float32(5) * a32), x2_))
+    far = b.fadd(far, b.fmul(c(np.float32(8) * a32), x1_))
+    far = b.fsub(far, c(np.float32(4) * a32))
+    zero = b.fcmp_unordered(">=", x, f64(2.0))
+    v = b.select(b.fcmp_ordered("<=", x, f64(1.0)), near, far)
+    return b.select(zero, f64(0.0), b.fpext(v, F64)), zero
+
+
+def _fill_weights(kb: KernelBuilder, plan: ResizePlan, ax: _Axis) -> None:
+    """Fill ``ax.table``: row ``y`` holds the weights of output ``y``'s taps, as
+    onnx.reference computes them (its ``_linear_coeffs_antialias`` and
+    ``_cubic_coeffs_antialias``, then exclude_outside). Linear is float64 throughout. Cubic
+    weights are float32 and so is their sum; they are divided by it in float64 when one of
+    them is the Python 0.0 (numpy then makes the array float64), else in float32."""
+    b = kb.b
+    table, n, start = ax.table, ax.table.dim(1), ax.start
+    s = b.select(b.fcmp_ordered("<", ax.scale, f64(1.0)), ax.scale, f64(1.0))
+    cubic = plan.mode == "cubic"
+    with kb.loop(table.dim(0), name="wy") as y:
+        x = _coordinate(b, plan, ax, b.sitofp(y, F64))
+        left, ratio = _left(b, x)
+        row = b.mul(y, n)
+
+        def raw(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            d = b.fmul(b.fsub(b.sitofp(b.add(start, t), F64), ratio), s)
+            if cubic:
+                w, zero = _antialias_cubic(b, d, plan.cubic_a)
+                table.store(b.add(row, t), w)
+                return [b.fadd(vals[0], b.fptrunc(w, F32)), b.or_(vals[1], zero)]
+            w = b.fsub(f64(1.0), intrinsic(b, "llvm.fabs", d))
+            w = b.select(b.fcmp_ordered(">", w, f64(1.0)), f64(1.0), b.select(b.fcmp_ordered("<", w, f64(0.0)),
+                                                                             f64(0.0), w))
+            table.store(b.add(row, t), w)
+            return [b.fadd(vals[0], w)]
+
+        if cubic:
+            total, any_zero = kb.carry(i64(0), n, [ir.Constant(F32, 0.0), ir.Constant(ir.IntType(1), 0)], raw,
+                                       name="wsum")
+        else:
+            (total,) = kb.carry(i64(0), n, [f64(0.0)], raw, name="wsum")
+        first = b.add(left, start)
+
+        def normalize(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            at = b.add(row, t)
+            w = table.load(at)
+            if cubic:
+                wide = b.fdiv(w, b.fpext(total, F64))
+                w = b.select(any_zero, wide, b.fpext(b.fdiv(b.fptrunc(w, F32), total), F64))
+            else:
+                w = b.fdiv(w, total)
+            if not plan.exclude_outside:
+                table.store(at, w)
+                return []
+            w = b.select(b.icmp_unsigned("<", b.add(first, t), ax.n_in), w, f64(0.0))
+            table.store(at, w)
+            return [b.fadd(vals[0], w)]
+
+        if not plan.exclude_outside:
+            kb.carry(i64(0), n, [], normalize, name="wnorm")
+        else:
+            (kept,) = kb.carry(i64(0), n, [f64(0.0)], normalize, name="wnorm")
+            kept = b.select(b.fcmp_ordered("==", kept, f64(0.0)), f64(1.0), kept)
+
+            def rescale(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+                at = b.add(row, t)
+                table.store(at, b.fdiv(table.load(at), kept))
+                return []
+
+            kb.carry(i64(0), n, [], rescale, name="wexcl")
+
+
 def _taps(kb: KernelBuilder, plan: ResizePlan, ax: _Axis, y: ir.Value) -> _Taps:
     b = kb.b
     yd = b.sitofp(y, F64)
     x = _coordinate(b, plan, ax, yd)
-    fl = intrinsic(b, "llvm.floor", x)
-    ratio = b.fsub(x, fl)
     top = b.sub(ax.n_in, i64(1))
 
     def clamp(v: ir.Value) -> ir.Value:
@@ -226,6 +389,8 @@ def _taps(kb: KernelBuilder, plan: ResizePlan, ax: _Axis, y: ir.Value) -> _Taps:
     if plan.coord == "tf_crop_and_resize":
         outside = b.or_(b.fcmp_ordered("<", x, f64(0.0)), b.fcmp_ordered(">", x, b.fsub(ax.d_in, f64(1.0))))
     if plan.mode == "nearest":
+        fl = intrinsic(b, "llvm.floor", x)
+        ratio = b.fsub(x, fl)
         nm = plan.nearest_mode
         up = b.fadd(fl, f64(1.0))
         if nm == "round_prefer_floor":
@@ -239,10 +404,9 @@ def _taps(kb: KernelBuilder, plan: ResizePlan, ax: _Axis, y: ir.Value) -> _Taps:
         else:  # simple (Resize-10, as onnxruntime): up when downsampling, else down
             pos = b.select(b.fcmp_ordered("<", ax.scale, f64(1.0)), intrinsic(b, "llvm.ceil", x), fl)
         return _Taps([clamp(to_int(pos))], [], None, outside, y)
-    # the reference prefers the pixel left of x: at an integer x the ratio is 1, not 0
-    is_int = b.fcmp_ordered("==", ratio, f64(0.0))
-    ratio = b.select(is_int, f64(1.0), ratio)
-    left = to_int(b.select(is_int, b.fsub(fl, f64(1.0)), fl))
+    left, ratio = _left(b, x)
+    if ax.table is not None:
+        return _Taps([], [], ax.ident, outside, y, b.add(left, ax.start), b.mul(y, ax.table.dim(1)))
     if plan.mode == "linear":
         first, weights = left, [b.fsub(f64(1.0), ratio), ratio]
     else:
@@ -275,11 +439,13 @@ def _store_value(kb: KernelBuilder, o: Tensor, at: ir.Value, v: ir.Value) -> Non
 
 def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType]) -> None:
     """out = Resize(x). Scalars: the float64 bits of each run-time scale (``ResizedAxis.slot``).
-    Tensors: x, [roi (tf_crop_and_resize)], out. Fails (details: axis, output dim) when an
-    empty axis is resized to a non-empty one."""
+    Tensors: x, [roi (tf_crop_and_resize)], [antialias: a float64 weights table (output
+    dim, taps) per entry of ``axes``, which the kernel fills], out. Fails (details: axis,
+    output dim) when an empty axis is resized to a non-empty one."""
     b = kb.b
     x = kb.tensor(0, *types[0])
     roi_t = kb.tensor(1, *types[1]) if plan.coord == "tf_crop_and_resize" else None
+    first_table = 1 + (roi_t is not None)
     o = kb.tensor(len(types) - 1, *types[-1])
     xs, os_ = x.strides(), o.strides()
     axes: dict[int, _Axis] = {}
@@ -304,7 +470,13 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             if roi is not None:
                 ident = b.and_(ident, b.and_(b.fcmp_ordered("==", roi[0], ir.Constant(roi[0].type, 0.0)),
                                              b.fcmp_ordered("==", roi[1], ir.Constant(roi[1].type, 1.0))))
-        axes[a] = _Axis(spec, n_in, d_in, d_out, scale, b.fmul(scale, d_in), roi, ident)
+        table = start = None
+        if plan.antialias:
+            table = kb.tensor(first_table + len(axes), *types[first_table + len(axes)])
+            start = b.sub(i64(1), b.ashr(table.dim(1), i64(1)))  # the taps are 2 - 2 * start
+        axes[a] = _Axis(spec, n_in, d_in, d_out, scale, b.fmul(scale, d_in), roi, ident, table, start)
+        if table is not None:
+            _fill_weights(kb, plan, axes[a])
     order = [spec.axis for spec in plan.axes]
 
     if plan.mode == "nearest":
@@ -337,6 +509,16 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             t = taps[a]
 
             def interpolate() -> ir.Value:
+                if t.first is not None:
+                    table, top = axes[a].table, b.sub(axes[a].n_in, i64(1))
+
+                    def tap(k: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+                        i = intrinsic(b, "llvm.smax", i64(0), intrinsic(b, "llvm.smin", b.add(t.first, k), top))
+                        v = level(j - 1, kb.add(off, kb.mul(i, xs[a])))
+                        return [b.fadd(vals[0], b.fmul(v, table.load(b.add(t.row, k))))]
+
+                    # -0.0 + v is v for every v: the sum starts with the first product
+                    return kb.carry(i64(0), table.dim(1), [f64(-0.0)], tap, name=f"tap{a}")[0]
                 terms = [level(j - 1, kb.add(off, kb.mul(i, xs[a]))) for i in t.index]
                 acc = b.fmul(terms[0], t.weight[0])
                 for term, w in zip(terms[1:], t.weight[1:]):

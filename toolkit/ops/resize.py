@@ -8,10 +8,16 @@ known only at run time, and aspect-ratio sizes over symbolic dims, give fresh da
 symbols that a kernel computes in float64 before the output is allocated; run-time sizes
 are loaded as they are. Which axes actually resample is decided now where possible: an
 axis with scale 1 and an unchanged dim is copied through, as onnx.reference does.
+
+Antialiasing (linear and cubic) gives each resized axis a weights table of (output dim,
+taps), where the taps grow as the scale shrinks: a number now when the scale is known now
+(or is the ratio of static sizes), else a fresh symbol a kernel computes from the run-time
+scale before the tables are allocated.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -19,7 +25,7 @@ import numpy as np
 from ..codegen import resize as R
 from ..ir import dims as D
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOATS, NUMERIC
+from ..ir.dtypes import FLOAT64, FLOATS, NUMERIC
 from ..ir.graph import CompileError, Graph, Node
 from .base import CoreOp, InferContext, replace_node
 from .shape import Identity, normalize_axes
@@ -39,7 +45,8 @@ class AxisPlan:
     """One axis that scales or sizes are given for: ``i`` indexes them (and the roi);
     ``out`` is its output dim; ``how`` says where its scale comes from: "scale" (``scale``,
     known now), "ratio" (output dim / input dim, at run time), "kernel" (the dims kernel);
-    ``resized`` is False for an axis known to be copied through."""
+    ``resized`` is False for an axis known to be copied through; ``taps``: antialias only,
+    the taps of each output (see codegen.resize.antialias_taps)."""
 
     axis: int
     i: int
@@ -47,6 +54,7 @@ class AxisPlan:
     how: str
     scale: float | None = None
     resized: bool = True
+    taps: Dim | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,7 @@ class Resize(CoreOp):
     extrapolation: float = 0.0
     policy: str = "stretch"
     axes: tuple[int, ...] | None = None
+    antialias: bool = False  # linear and cubic only: stretch the kernel when downsampling
 
     def _check_params(self, ctx: InferContext) -> None:
         for what, v, allowed in (("mode", self.mode, MODES), ("coordinate_transformation_mode", self.coord, COORD_MODES),
@@ -147,8 +156,17 @@ class Resize(CoreOp):
                 copied = roi_known is not None and roi_known[p.i] == 0 and roi_known[k + p.i] == 1
             if copied:
                 plans[j] = AxisPlan(p.axis, p.i, p.out, p.how, p.scale, resized=False)
+            elif self.antialias:
+                plans[j] = replace(p, taps=self._taps(ctx, p, x.shape[p.axis]))
         ctx.info = ResizeInfo(tuple(plans), dims_kernel, load_sizes)
         ctx.set_output(0, x.dtype, shape)
+
+    def _taps(self, ctx: InferContext, p: AxisPlan, d: Dim) -> Dim:
+        """The taps of each output of an antialiased axis: known now when its scale is."""
+        scale = p.scale if p.how == "scale" else None
+        if p.how == "ratio" and isinstance(p.out, int) and isinstance(d, int):
+            scale = p.out / d if d else math.inf
+        return ctx.fresh("resize_taps") if scale is None else R.antialias_taps(self.mode, scale)
 
     @staticmethod
     def _float_vector(ctx: InferContext, v, what: str, n: int) -> None:
@@ -190,22 +208,43 @@ class Resize(CoreOp):
             for p in info.axes:
                 lw.check_nonnegative(p.out, f"{lw.context()}: sizes[{p.i}] ({p.out}) is {{1}}; "
                                             f"sizes must not be negative")
+        if self.antialias:
+            self._count_taps(lw, node, bits)
         scalars = []
         resized = []
+        tables = []
         tf_crop = self.coord == "tf_crop_and_resize"
         for p in info.axes:
             if not p.resized:
                 continue
+            if self.antialias:
+                tables.append(lw.scratch(f"antialias weights of axis {p.axis}", FLOAT64, (p.out, p.taps)))
             slot = None
             if p.axis in bits:
                 slot = len(scalars)
                 scalars.append(bits[p.axis])
             resized.append(R.ResizedAxis(p.axis, p.scale if p.how == "scale" else None, slot,
                                          p.i if tf_crop else None))
-        if R.leaves(self.mode, resized) > MAX_LEAVES:
+        if R.leaves(self.mode, resized, self.antialias) > MAX_LEAVES:
             raise CompileError(f"{lw.context()}: {self.mode} resampling of {len(resized)} axes at once is not "
                                f"supported (at most {MAX_LEAVES} reads per output element)")
         plan = R.ResizePlan(self.mode, self.coord, self.nearest_mode, self.cubic_a, self.exclude_outside,
-                            self.extrapolation, tuple(resized), len(info.axes))
-        tensors = [lw.tensor(x.name)] + ([lw.tensor(node.inputs[1])] if tf_crop else []) + [lw.alloc(out.name)]
+                            self.extrapolation, tuple(resized), len(info.axes), self.antialias)
+        tensors = [lw.tensor(x.name)] + ([lw.tensor(node.inputs[1])] if tf_crop else []) + tables + \
+            [lw.alloc(out.name)]
         lw.call(R.build_resize, plan, tensors, scalars, error="cannot resize axis {0} of size 0 to size {1}")
+
+    def _count_taps(self, lw, node, bits: dict) -> None:
+        """Define the taps of the antialiased axes whose scale is known only at run time:
+        from the scale's bits (``bits``: axis -> slot), else from output dim / input dim."""
+        todo = [p for p in node.info.axes if p.resized and not isinstance(p.taps, int)]
+        if not todo:
+            return
+        slots = []
+        for p in todo:
+            slots += [lw.slot(p.out), lw.result_slot(str(p.taps))]
+        slots += [bits[p.axis] for p in todo if p.axis in bits]
+        plan = R.TapsPlan(self.mode, tuple(p.axis for p in todo), tuple(p.axis in bits for p in todo))
+        lw.call(R.build_resize_taps, plan, [lw.tensor(node.inputs[0])], slots, outputs=0)
+        for j, p in enumerate(todo):
+            lw.define(p.taps, slots[2 * j + 1])

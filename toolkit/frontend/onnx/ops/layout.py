@@ -7,8 +7,8 @@ attribute, from 13 as an input; 18 adds num_outputs, whose parts are ceil(dim / 
 smaller last one (before 18 the parts must be equal). Resize-10 is Upsample's meaning
 (asymmetric coordinates; nearest rounds down when upsampling and up when downsampling);
 11 adds roi, sizes and the coordinate, nearest and cubic attributes (and
-tf_half_pixel_for_nn, gone at 13); 18 adds axes, keep_aspect_ratio_policy and antialias;
-19 half_pixel_symmetric.
+tf_half_pixel_for_nn, gone at 13); 18 adds axes, keep_aspect_ratio_policy and antialias
+(which only linear and cubic use: nearest ignores it); 19 half_pixel_symmetric.
 
 Parameters that are tensors may be run-time values. One whose length is symbolic is viewed
 with the length the op needs, so a wrong length fails at run time naming the node.
@@ -111,8 +111,7 @@ def resize(ctx: TranslateContext) -> None:
     if coord not in COORD_MODES or (coord == "tf_half_pixel_for_nn" and ctx.version >= 13) or \
             (coord == "half_pixel_symmetric" and ctx.version < 19):
         ctx.fail(f"coordinate_transformation_mode '{coord}' does not exist in Resize-{ctx.version}")
-    if int(ctx.attr("antialias", 0)) and mode != "nearest":
-        ctx.fail("antialias=1 is not supported (linear and cubic without antialiasing are)")
+    antialias = ctx.version >= 18 and bool(ctx.attr("antialias", 0)) and mode != "nearest"
     axes = ctx.ints("axes") if ctx.version >= 18 else None
     k = len(axes) if axes is not None else x.rank
     scales, sizes = _float_input(ctx, 2), _float_input(ctx, 3)
@@ -132,7 +131,7 @@ def resize(ctx: TranslateContext) -> None:
     ctx.emit(Resize(mode, coord, ctx.attr("nearest_mode", "round_prefer_floor"),
                     float(ctx.attr("cubic_coeff_a", -0.75)), bool(ctx.attr("exclude_outside", 0)),
                     float(ctx.attr("extrapolation_value", 0.0)), ctx.attr("keep_aspect_ratio_policy", "stretch"),
-                    axes), [x.name, roi, scales, sizes])
+                    axes, antialias), [x.name, roi, scales, sizes])
 
 
 def register(r) -> None:
