@@ -1,7 +1,10 @@
 """Direct convolution and transposed convolution over any number of spatial dims (NC...),
-float32, float64 or int32: every Conv the register-tiled 2-D kernel of :mod:`.conv` does
-not take (3-D, float64, the int32 products of ConvInteger and QLinearConv) and every
-ConvTranspose. int32 sums wrap as numpy's do, so they are exact whenever the result fits.
+any float dtype or int32: every Conv the register-tiled 2-D kernel of :mod:`.conv` does
+not take (3-D, float64, float16, bfloat16, the int32 products of ConvInteger and
+QLinearConv) and every ConvTranspose. int32 sums wrap as numpy's do, so they are exact
+whenever the result fits. float16 and bfloat16 sum in a float32 scratch buffer shaped like
+the output, rounded into the output once at the end: summing in the output itself would
+round every partial sum to the narrow format.
 
 Both relate two position spaces by ``b = a * stride - pad_begin + k * dilation`` per
 spatial axis: a Conv computes output ``a`` from input ``b``, a ConvTranspose spreads input
@@ -18,7 +21,7 @@ from collections.abc import Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import DType
+from ..ir.dtypes import FLOAT32, DType
 from .conv import Window, dims_in, inside, mac, udiv
 from .kernel import I64, KernelBuilder, compute_type, fptosi_sat, i64, intrinsic
 
@@ -28,14 +31,16 @@ TensorType = tuple[DType, Sequence[Dim]]
 def build_conv_nd(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:
     """y = conv(x, w) (+ bias), or its transpose, for ``params`` (window, group,
     transposed, bias). Tensors: x (N, C, ...), w ((M, C/group, k...), transposed (C,
-    M/group, k...)), [bias (M,)], y (N, M, ...). Scalars: the symbolic pads."""
+    M/group, k...)), [bias (M,)], [the float32 sums, y's shape: for a narrow float dtype,
+    see :func:`sums_dtype`], y (N, M, ...). Scalars: the symbolic pads."""
     win, group, transposed, bias = params
     dt = types[0][0]
     b = kb.b
     x = kb.tensor(0, dt, types[0][1])
     w = kb.tensor(1, dt, types[1][1])
     bt = kb.tensor(2, dt, types[2][1]) if bias else None
-    y = kb.tensor(len(types) - 1, dt, types[-1][1])
+    out = kb.tensor(len(types) - 1, dt, types[-1][1])
+    y = kb.tensor(len(types) - 2, FLOAT32, types[-2][1]) if sums_dtype(dt) is not None else out
     pads = dims_in(kb, win.pads)
     r = win.rank
     a_t, b_t = (x, y) if transposed else (y, x)  # a: where the loops run; b: where the taps land
@@ -94,6 +99,16 @@ def build_conv_nd(kb: KernelBuilder, params: tuple[Window, int, bool, bool], typ
             w_plane = kb.mul(w_pair, i64(win.taps))
             a_base, b_base = (x_base, y_base) if transposed else (y_base, x_base)
             spatial(0, i64(0), i64(0), i64(0), (a_base, b_base, w_plane))
+
+    if y is not out:
+        with kb.loop(out.numel(), name="round") as i:
+            out.store(i, y.load(i))
+
+
+def sums_dtype(dt: DType) -> DType | None:
+    """The dtype of the scratch buffer a conv of ``dt`` sums in, or None when it sums in its
+    output: float32 for the narrow floats."""
+    return FLOAT32 if dt.is_narrow_float else None
 
 
 def build_col2im(kb: KernelBuilder, params: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]],

@@ -9,6 +9,7 @@ from typing import Sequence
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from .kernel import I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fptosi_sat, i64, intrinsic
+from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
 
@@ -53,16 +54,19 @@ def build_nonzero(kb: KernelBuilder, params: None, types: Sequence[TensorType]) 
     level(0, [], i64(0))
 
 
-def _scalar(kb: KernelBuilder, index: int, dtype: DType) -> ir.Value:
-    return kb.tensor(index, dtype, ()).load(i64(0))
+def _scalar(kb: KernelBuilder, index: int, dtype: DType, work: DType | None = None) -> ir.Value:
+    """Tensor ``index``'s one element, converted to ``work``'s compute type if given."""
+    v = kb.tensor(index, dtype, ()).load(i64(0))
+    return v if work is None else convert(kb.b, v, dtype, work)
 
 
-def build_range_count(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
-    """scalars[0] := max(0, ceil((limit - start) / delta)); fails when delta is 0. Tensors:
-    start, limit, delta (scalars of one dtype)."""
+def build_range_count(kb: KernelBuilder, params: DType, types: Sequence[TensorType]) -> None:
+    """scalars[0] := max(0, ceil((limit - start) / delta)) computed in ``params`` (the
+    inputs' dtype, or what float16 and bfloat16 compute in); fails when delta is 0.
+    Tensors: start, limit, delta (scalars of one dtype)."""
     b = kb.b
     dtype = types[0][0]
-    start, limit, delta = (_scalar(kb, k, dtype) for k in range(3))
+    start, limit, delta = (_scalar(kb, k, dtype, params) for k in range(3))
     if dtype.is_float:
         kb.fail_if(b.fcmp_ordered("==", delta, ir.Constant(delta.type, 0.0)), STATUS_INVALID_INPUT)
         q = b.fdiv(b.fsub(limit, start), delta)
@@ -85,17 +89,18 @@ def build_range_count(kb: KernelBuilder, params: None, types: Sequence[TensorTyp
     kb.set_scalar(0, b.select(b.icmp_signed("<", n, i64(0)), i64(0), n))
 
 
-def build_range_fill(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
-    """out[i] := start + i * delta. Tensors: start, limit, delta, out."""
+def build_range_fill(kb: KernelBuilder, params: DType, types: Sequence[TensorType]) -> None:
+    """out[i] := start + i * delta, computed in ``params`` (as :func:`build_range_count`)
+    and rounded once to out's dtype. Tensors: start, limit, delta, out."""
     b = kb.b
     dtype = types[0][0]
-    start = _scalar(kb, 0, dtype)
-    delta = _scalar(kb, 2, dtype)
+    start = _scalar(kb, 0, dtype, params)
+    delta = _scalar(kb, 2, dtype, params)
     o = kb.tensor(3, *types[3])
-    t = compute_type(dtype)
+    t = compute_type(params)
     with kb.loop(o.dim(0)) as i:
         if dtype.is_float:
-            o.store(i, b.fadd(start, b.fmul(b.sitofp(i, t), delta)))
+            o.store(i, convert(b, b.fadd(start, b.fmul(b.sitofp(i, t), delta)), params, dtype))
         else:
             ii = b.trunc(i, t) if t != I64 else i
             o.store(i, b.add(start, b.mul(ii, delta)))

@@ -12,10 +12,11 @@ the kernels as run-time scalars.
 
 A float32 2-D Conv runs the register-tiled kernel of :mod:`toolkit.codegen.conv` (its
 constant weights reordered for it at compile time, a simplification); a 1-D one is
-simplified into it through views (a row of height 1). Other convolutions (float64, 3-D,
-the int32 ones ConvInteger and QLinearConv become) and every ConvTranspose run the direct
-N-D kernel of :mod:`toolkit.codegen.conv_nd`, which also holds DeformConv's (2-D) and
-Col2Im's (whose block sizes may be read at run time).
+simplified into it through views (a row of height 1). Other convolutions (float64,
+float16, bfloat16, 3-D, the int32 ones ConvInteger and QLinearConv become) and every
+ConvTranspose run the direct N-D kernel of :mod:`toolkit.codegen.conv_nd` (float16 and
+bfloat16 summed in float32), which also holds DeformConv's (2-D) and Col2Im's (whose
+block sizes may be read at run time).
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from .base import CoreOp, InferContext, replace_node, run_infer
 from .shape import ViewAs
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
-CONV_DTYPES = (FLOAT32, FLOAT64)
+CONV_DTYPES = FLOATS  # Conv and ConvTranspose
+DEFORM_DTYPES = (FLOAT32, FLOAT64)
 CONV_INT = INT32  # the zero-centred products of ConvInteger and QLinearConv
 F16_F32 = (FLOAT16, FLOAT32)
 
@@ -174,8 +176,8 @@ def _check_same(ctx: InferContext, values, what: str) -> DType:
 
 @dataclass(frozen=True)
 class Conv(CoreOp):
-    """Inputs: X (N, C, spatial...), W (M, C/group, k...), [B (M,)], all float32, all
-    float64 or all int32 (exact integer sums, for ConvInteger and QLinearConv). ``packed``:
+    """Inputs: X (N, C, spatial...), W (M, C/group, k...), [B (M,)], all of one float dtype
+    or all int32 (exact integer sums, for ConvInteger and QLinearConv). ``packed``:
     W is laid out by :func:`toolkit.codegen.conv.pack_weights` (done at compile time for
     constant weights of the 2-D kernel)."""
 
@@ -250,7 +252,7 @@ class Conv(CoreOp):
         ins = [lw.tensor(i) for i in node.inputs[:3] if i]
         pads = [lw.slot(d) for d in C.symbolic(win.pads)]
         if not self._tiled(x):
-            lw.call(CN.build_conv_nd, (win, self.group, False, bias), ins + [lw.alloc(y.name)], pads)
+            _call_conv_nd(lw, (win, self.group, False, bias), ins, y, pads)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)
         tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []
@@ -317,8 +319,15 @@ class ConvTranspose(CoreOp):
         _check_output_size(lw, x, y, win)
         bias = len(node.inputs) > 2 and bool(node.inputs[2])
         ins = [lw.tensor(i) for i in node.inputs[:3] if i]
-        lw.call(CN.build_conv_nd, (win, self.group, True, bias), ins + [lw.alloc(y.name)],
-                [lw.slot(d) for d in C.symbolic(win.pads)])
+        _call_conv_nd(lw, (win, self.group, True, bias), ins, y, [lw.slot(d) for d in C.symbolic(win.pads)])
+
+
+def _call_conv_nd(lw, params, ins, y: Value, pads) -> None:
+    """The direct N-D kernel on tensors ``ins`` into a new ``y``, with the float32 scratch it
+    sums a narrow float in."""
+    sums = CN.sums_dtype(y.dtype)
+    tmp = [lw.scratch("float32 sums", sums, y.shape)] if sums is not None else []
+    lw.call(CN.build_conv_nd, params, ins + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
 
 
 @dataclass(frozen=True)
@@ -333,7 +342,7 @@ class DeformConv(CoreOp):
 
     def infer(self, ctx: InferContext) -> None:
         x, w, offset, bias, mask = ctx.input(0), ctx.input(1), ctx.input(2), ctx.optional(3), ctx.optional(4)
-        ctx.check_dtype(x, CONV_DTYPES)
+        ctx.check_dtype(x, DEFORM_DTYPES)
         for what, v in (("weight", w), ("offset", offset), ("bias", bias), ("mask", mask)):
             _check_same(ctx, [x, v], what)
         if x.rank != 4:

@@ -17,11 +17,12 @@ import numpy as np
 
 from ..codegen import datadep as K
 from ..ir import dims as D
-from ..ir.dtypes import ALL, FLOAT32, FLOAT64, INT16, INT32, INT64
+from ..ir.dtypes import ALL, BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT16, INT32, INT64, DType
 from ..ir.graph import SYM_LIMIT
 from .base import CoreOp, InferContext
 
-RANGE_DTYPES = (FLOAT32, FLOAT64, INT16, INT32, INT64)
+RANGE_DTYPES = (FLOAT32, FLOAT64, INT16, INT32, INT64, FLOAT16, BFLOAT16)
+RANGE_STASH = (FLOAT32, FLOAT64)
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,16 @@ def _float_length(start, limit, delta) -> int | None:
 
 @dataclass(frozen=True)
 class Range(CoreOp):
+    """``start + i * delta`` for i below ``max(0, ceil((limit - start) / delta))``, all
+    computed in the inputs' dtype, except float16 and bfloat16, which compute in ``stash``
+    (Range-27's stash_type: float32 or float64) and round each element once."""
+
+    stash: DType = FLOAT32
+
     def infer(self, ctx: InferContext) -> None:
         start, limit, delta = ctx.input(0), ctx.input(1), ctx.input(2)
+        if self.stash not in RANGE_STASH:
+            ctx.fail(f"stash_type {self.stash} is not supported (float32 or float64)")
         for v in (start, limit, delta):
             ctx.check_dtype(v, RANGE_DTYPES)
             if v.dtype != start.dtype:
@@ -90,10 +99,11 @@ class Range(CoreOp):
         out = lw.value(node.outputs[0])
         n = out.shape[0]
         regs = [lw.tensor(i) for i in node.inputs[:3]]
+        work = self.stash if out.dtype.is_narrow_float else out.dtype
         atom = n.atom() if isinstance(n, D.Expr) else None
         if not lw.is_defined(n) and isinstance(atom, D.Sym) and atom.kind == "data":
             slot = lw.result_slot(str(n))
-            lw.call(K.build_range_count, None, regs, [slot], error="delta is 0, so the length is undefined",
+            lw.call(K.build_range_count, work, regs, [slot], error="delta is 0, so the length is undefined",
                     outputs=0)
             lw.define(n, slot)
-        lw.call(K.build_range_fill, None, regs + [lw.alloc(out.name)])
+        lw.call(K.build_range_fill, work, regs + [lw.alloc(out.name)])

@@ -10,10 +10,13 @@ def nonzero(ctx: TranslateContext) -> None:
 
 
 def range_(ctx: TranslateContext) -> None:
+    # Range-27 adds float16 and bfloat16, computed in stash_type (float32 by default)
+    if ctx.version >= 27 and ctx.value(0).dtype.is_narrow_float:
+        ctx.emit(Range(ctx.dtype(ctx.attr("stash_type", 1), "stash_type")))
+        return
     ctx.emit(Range())
 
 
 def register(r) -> None:
     r.add("NonZero", (9, 13), nonzero)
-    # Range-27 adds stash_type, which only matters for float16 and bfloat16 (not supported)
     r.add("Range", (11, 27), range_)

@@ -1,13 +1,26 @@
 """Neural-network ONNX ops -> MatMul, Gemm, Softmax, LogSoftmax, Hardmax, LayerNorm;
 Dropout (inference: an identity, and a mask of ones when asked for).
 
+Dropout-12 takes training_mode as an input. Training with a ratio other than 0 drops at
+random, which symwasm does not do: refused at compile time when both are known, otherwise
+checked at run time. There the flag "training and ratio != 0" becomes the length of a
+Range (0 or 1, a data-dependent dim) that a Checks node requires to be 0, so a run that
+asks for random dropping fails naming the node instead of returning the input.
+
 Softmax, LogSoftmax and Hardmax before version 13 normalize the input flattened to 2-D at
 ``axis`` (default 1): over all the trailing dims at once. Each becomes Flatten, the op over
 axis 1 and a view back, unless ``axis`` is the last dim, where both meanings agree.
 """
 from __future__ import annotations
 
-from ....ir.dtypes import BOOL
+import numpy as np
+
+from ....ir import dims as D
+from ....ir.dtypes import BOOL, FLOATS, INT64
+from ....ir.graph import Check
+from ....ops.base import Checks
+from ....ops.datadep import Range
+from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import Gemm, MatMul
 from ....ops.reduce import Hardmax, LayerNorm, LogSoftmax, Softmax
 from ....ops.shape import Fill, Flatten, Identity, ShapeOf, ViewAs
@@ -54,19 +67,57 @@ def layer_norm(ctx: TranslateContext) -> None:
     ctx.emit(LayerNorm(int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5))))
 
 
+DROPOUT_RATIO = 0.5  # Dropout-12's default ratio
+
+
 def dropout(ctx: TranslateContext) -> None:
     if ctx.version >= 12 and ctx.has(2):
-        mode = ctx.value(2)
-        vals = mode.int_contents()
-        if vals is None:
-            ctx.fail(f"training_mode '{mode.name}' must be a constant (symwasm compiles inference)")
-        if any(vals):
-            ctx.fail(f"training_mode '{mode.name}' is true; only inference (an identity) is supported")
+        _refuse_training(ctx)
     ctx.emit(Identity(), ctx.inputs[:1], ctx.outputs[:1])
     if len(ctx.outputs) > 1 and ctx.outputs[1]:
         shape = ctx.tmp("shape")
         ctx.emit(ShapeOf(), ctx.inputs[:1], [shape])
         ctx.emit(Fill(True, BOOL), [shape], [ctx.outputs[1]])
+
+
+def _refuse_training(ctx: TranslateContext) -> None:
+    """Dropout-12's output is its input unless training_mode (input 2) is true and ratio
+    (input 1) is not 0: refuse that now when both are known, else check it at run time."""
+    mode, ratio = ctx.value(2), ctx.value(1)
+    if mode.dtype != BOOL:
+        ctx.fail(f"training_mode '{mode.name}' has dtype {mode.dtype}; it must be bool")
+    if ratio is not None and ratio.dtype not in FLOATS:
+        ctx.fail(f"ratio '{ratio.name}' has dtype {ratio.dtype}; it must be a float")
+    for v, what in ((mode, "training_mode"), (ratio, "ratio")):
+        if v is not None and D.product(v.shape) != 1:
+            ctx.fail(f"{what} '{v.name}' must be a scalar, has shape {D.fmt_shape(v.shape)}")
+    training = mode.int_contents()
+    rate = DROPOUT_RATIO if ratio is None else (float(ratio.const.reshape(-1)[0]) if ratio.const is not None
+                                                else None)
+    if (training is not None and not training[0]) or rate == 0:
+        return
+    named = "ratio (the default)" if ratio is None else f"ratio '{ratio.name}'"
+    said_ratio = f"{named} is {rate:g}" if rate is not None else f"{named} is not 0"
+    reason = "training-mode dropout (random) is not supported; symwasm compiles inference"
+    if training is not None and rate is not None:
+        ctx.fail(f"training_mode '{mode.name}' is true and {said_ratio}: {reason}")
+    flags = [] if training is not None else [mode.name]
+    if rate is None:
+        zero, nonzero = ctx.tmp("ratio_is_0"), ctx.tmp("ratio_not_0")
+        ctx.emit(Elementwise("equal"), [ratio.name, ctx.constant("0", np.zeros((), ratio.dtype.np))], [zero])
+        ctx.emit(Elementwise("not"), [zero], [nonzero])  # NaN counts as not 0
+        flags.append(nonzero)
+    refused = flags[0]
+    if len(flags) == 2:
+        refused = ctx.tmp("refused")
+        ctx.emit(Elementwise("and"), flags, [refused])
+    count, drops = ctx.tmp("refused_count"), ctx.tmp("refused_range")
+    ctx.emit(Cast(INT64), [refused], [count])
+    ctx.emit(Range(), [ctx.constant("0", np.int64(0)), count, ctx.constant("1", np.int64(1))], [drops])
+    checks = ctx.emit(Checks(), [], [])
+    checks.checks = [Check("eq", ctx.graph.values[drops].shape[0], 0,
+                           f"{ctx.label()}: at run time, training_mode '{mode.name}' is true and {said_ratio}: "
+                           f"{reason}")]
 
 
 def register(r) -> None:
