@@ -4,11 +4,11 @@ both targets, at several bindings of its symbolic dims from one module, against
 onnx.reference (which runs its own implementation of the op, not the function)."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, parser
 
 from toolkit.compiler import compile_model
 from toolkit.ir.graph import CompileError
-from util import check_model, make_model, rand, vinfo
+from util import check_model, make_model, rand, reference, vinfo
 
 
 def test_rms_normalization(target):
@@ -57,3 +57,79 @@ def test_error_inside_a_function_names_the_node(tmp_path):
     with pytest.raises(CompileError) as e:
         compile_model(m, tmp_path / "m.wasm")
     assert "node 'rms' (RMSNormalization)" in str(e.value)
+
+
+def _linear_attention_feeds(rng, b: int, t: int) -> dict:
+    h_q, h_kv, d_k, d_v = 4, 2, 4, 3
+    key = rand(rng, (b, t, h_kv, d_k))
+    key /= np.linalg.norm(key, axis=-1, keepdims=True)  # the delta rule is stable for unit keys
+    return {"q": rand(rng, (b, t, h_q * d_k)), "k": key.reshape(b, t, h_kv * d_k), "v": rand(rng, (b, t, h_kv * d_v)),
+            "past": rand(rng, (b, h_kv, d_k, d_v), lo=-1, hi=1),
+            "decay": rand(rng, (b, t, h_kv * d_k), lo=-0.3, hi=0), "beta": rand(rng, (b, t, h_kv), lo=0, hi=1)}
+
+
+def test_linear_attention_symbolic_sequence(target):
+    """LinearAttention-27 (gated delta rule, grouped heads, a past state): its function runs
+    the recurrence as a Scan whose body reads values of the function (a constant, the scale),
+    so they must keep their expanded names inside it. The model's own output is called
+    'state_out', as a value of that body is: the body's values live under the node's name."""
+    rng = np.random.default_rng(4)
+    m = make_model([helper.make_node("LinearAttention", ["q", "k", "v", "past", "decay", "beta"], ["y", "state_out"],
+                                     q_num_heads=4, kv_num_heads=2, name="la")],
+                   [vinfo("q", np.float32, ["b", "t", 16]), vinfo("k", np.float32, ["b", "t", 8]),
+                    vinfo("v", np.float32, ["b", "t", 6]), vinfo("past", np.float32, ["b", 2, 4, 3]),
+                    vinfo("decay", np.float32, ["b", "t", 8]), vinfo("beta", np.float32, ["b", "t", 2])],
+                   [vinfo("y", np.float32, None), vinfo("state_out", np.float32, None)], opset=27)
+    check_model(m, target, [_linear_attention_feeds(rng, b, t) for b, t in [(1, 3), (2, 7)]], rtol=1e-4, atol=1e-5)
+
+
+# A function whose Loop body (and the If nested in it) read the function's values (two, xs),
+# shadow one of them (the body's carried input is called x, as the function's input is) and
+# refer to the function's attribute (@scale). It is written for opset 12, and so is its
+# body: Unsqueeze and Squeeze take their axes as attributes there (as inputs from opset 13).
+# The Loop has a condition (always true) because onnx.reference runs no iteration without one.
+CUSTOM = parser.parse_function('''
+<domain: "local", opset_import: ["" : 12]>
+Custom <scale> (x, n) => (y, trace)
+{
+   two = Constant <value_float: float = 2.0> ()
+   one = Constant <value_int: int = 1> ()
+   go = Constant <value: tensor = bool {1}> ()
+   xs = Mul (x, two)
+   y, trace = Loop (n, go, x) <body: graph = body (int64 i, bool c, float[N] x) => (bool c_out, float[N] x_out,
+                                                                                      float[N] item) {
+      c_out = Identity (c)
+      s = Constant <value_float: float = @scale> ()
+      sx = Mul (x, s)
+      row = Unsqueeze <axes: ints = [0]> (sx)
+      flat = Squeeze <axes: ints = [0]> (row)
+      x_out = Add (flat, xs)
+      later = Greater (i, one)
+      item = If (later) <then_branch: graph = then_g () => (float[N] t) { t = Sub (x_out, two) },
+                         else_branch: graph = else_g () => (float[N] e) { e = Mul (x, xs) }>
+   }>
+}
+''')
+
+
+def test_function_subgraph_reads_outer_values(target, monkeypatch):
+    """Subgraphs inside a function body: names they do not define are the function's
+    (renamed with it), names they define shadow the function's, and attribute references
+    inside them take the node's attributes. The importer expands only the standard ops'
+    functions, and LinearAttention is the one of those with a subgraph that symwasm does
+    not translate itself: here its body is replaced by the hand-made one. The reference
+    runs the same function as a model-local function in onnx.reference."""
+    from toolkit.frontend.onnx import importer
+
+    monkeypatch.setattr(importer, "_function_body", lambda graph, n, opset, label: (CUSTOM, 12))
+    inputs = [vinfo("x", np.float32, ["m"]), vinfo("n", np.int64, [])]
+    outputs = [vinfo("y", np.float32, None), vinfo("trace", np.float32, None)]
+    m = make_model([helper.make_node("LinearAttention", ["x", "n"], ["y", "trace"], scale=0.5, q_num_heads=1,
+                                     kv_num_heads=1, name="custom")], inputs, outputs, opset=27)
+    ref = make_model([helper.make_node("Custom", ["x", "n"], ["y", "trace"], domain="local", scale=0.5)],
+                     inputs, outputs, opset=12)
+    ref.opset_import.append(helper.make_opsetid("local", 1))
+    ref.functions.append(CUSTOM)
+    rng = np.random.default_rng(5)
+    feeds = [{"x": rand(rng, (k,)), "n": np.array(k + 1, np.int64)} for k in (2, 5)]
+    check_model(m, target, feeds, ref=lambda _, f: reference(ref, f))

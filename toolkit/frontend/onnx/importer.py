@@ -301,7 +301,8 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str
                      fn: onnx.FunctionProto, fn_opset: int) -> None:
     """Import ``n`` as the nodes of its ONNX function ``fn``: the function's inputs and
     outputs are the node's, its own values get names under the node's, and attributes that
-    refer to the function's (``ref_attr_name``) take the node's values or its defaults."""
+    refer to the function's (``ref_attr_name``) take the node's values or its defaults, in
+    the subgraphs of its nodes too (:func:`_bind_subgraph`)."""
     schema = onnx.defs.get_schema(n.op_type, opset, n.domain or "")
     given = {a.name: a for a in n.attribute}
     for aname, spec in schema.attributes.items():
@@ -319,33 +320,82 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str
     def new_name(x: str) -> str:
         return rename.get(x, prefix + x if x else "")
 
-    for k, sub in enumerate(fn.node):
-        m = onnx.NodeProto()
-        m.CopyFrom(sub)
-        m.name = f"{prefix}{sub.name or sub.op_type + '_' + str(k)}"
-        m.ClearField("input")
-        m.input.extend(new_name(x) for x in sub.input)
-        m.ClearField("output")
-        m.output.extend(new_name(x) for x in sub.output)
-        m.ClearField("attribute")
-        for a in sub.attribute:
-            if a.ref_attr_name:
-                if a.ref_attr_name in given:
-                    b = onnx.AttributeProto()
-                    b.CopyFrom(given[a.ref_attr_name])
-                    b.name = a.name
-                    m.attribute.append(b)
-            elif a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                raise CompileError(f"{label}: its ONNX function has a subgraph attribute (not supported)")
-            else:
-                m.attribute.append(a)
-        try:
-            _import_node(graph, reg, m, k, fn_opset)
-        except CompileError as e:
-            raise CompileError(f"{label}, expanded from its ONNX function: {e}") from None
+    # the subgraphs of the function's nodes are imported at graph.opset (import_region):
+    # it is the function's while its nodes are
+    model_opset, graph.opset = graph.opset, fn_opset
+    try:
+        for k, sub in enumerate(fn.node):
+            m = onnx.NodeProto()
+            m.CopyFrom(sub)
+            m.name = f"{prefix}{sub.name or sub.op_type + '_' + str(k)}"
+            m.ClearField("input")
+            m.input.extend(new_name(x) for x in sub.input)
+            m.ClearField("output")
+            m.output.extend(new_name(x) for x in sub.output)
+            m.ClearField("attribute")
+            m.attribute.extend(_bind_attributes(sub.attribute, given, new_name, m.name))
+            try:
+                _import_node(graph, reg, m, k, fn_opset)
+            except CompileError as e:
+                raise CompileError(f"{label}, expanded from its ONNX function: {e}") from None
+    finally:
+        graph.opset = model_opset
     for o in n.output:
         if o and o not in graph.values:
             raise CompileError(f"{label}: output '{o}' is not produced by its ONNX function")
+
+
+def _bind_attributes(attrs, given: dict, outer, scope: str) -> list[onnx.AttributeProto]:
+    """The attributes of a function body's node (named ``scope`` once expanded): each that
+    refers to a function attribute takes ``given``'s value (and is left out when the node
+    gives none and it has no default); each subgraph is bound by :func:`_bind_subgraph`, its
+    own values named under ``scope/<attribute>/``, the function's through ``outer``."""
+    out = []
+    for a in attrs:
+        b = onnx.AttributeProto()
+        if a.ref_attr_name:
+            if a.ref_attr_name not in given:
+                continue
+            b.CopyFrom(given[a.ref_attr_name])
+            b.name = a.name
+        else:
+            b.CopyFrom(a)
+            if a.type == onnx.AttributeProto.GRAPH:
+                b.g.CopyFrom(_bind_subgraph(a.g, given, outer, f"{scope}/{a.name}/"))
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                b.ClearField("graphs")
+                b.graphs.extend(_bind_subgraph(g, given, outer, f"{scope}/{a.name}.{j}/")
+                                for j, g in enumerate(a.graphs))
+        out.append(b)
+    return out
+
+
+def _bind_subgraph(gp: onnx.GraphProto, given: dict, outer, prefix: str) -> onnx.GraphProto:
+    """A copy of ``gp``, a subgraph inside a function body, for its expansion: the names it
+    defines (inputs, initializers, node outputs) go under ``prefix``, so they cannot meet
+    the model's; a name it uses without defining is the enclosing scope's, renamed by
+    ``outer`` (a name the subgraph defines shadows the enclosing one). Its nodes' references
+    to the function's attributes take ``given``'s values, in nested subgraphs too."""
+    defined = {i.name for i in gp.input} | {t.name for t in gp.initializer} | \
+        {o for nd in gp.node for o in nd.output if o}
+
+    def name(x: str) -> str:
+        if not x:
+            return ""
+        return prefix + x if x in defined else outer(x)
+
+    gp = onnx.GraphProto.FromString(gp.SerializeToString())
+    for coll in (gp.input, gp.output, gp.initializer, gp.value_info):
+        for x in coll:
+            x.name = name(x.name)
+    for k, nd in enumerate(gp.node):
+        nd.name = f"{prefix}{nd.name or nd.op_type + '_' + str(k)}"
+        nd.input[:] = [name(i) for i in nd.input]
+        nd.output[:] = [name(o) for o in nd.output]
+        attrs = _bind_attributes(nd.attribute, given, name, nd.name)
+        nd.ClearField("attribute")
+        nd.attribute.extend(attrs)
+    return gp
 
 
 def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: str) -> Region:
