@@ -173,14 +173,6 @@ def test_batch_norm_runtime_params(rank, target):
     check_model(model, target, feeds, rtol=1e-5, atol=1e-5)
 
 
-def test_batch_norm_training_outputs_rejected():
-    model = image_model([helper.make_node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y", "rm", "rv"],
-                                          name="bn", training_mode=1)], 2,
-                        [const("s", np.ones(2, np.float32))], outputs=("y", "rm", "rv"))
-    with pytest.raises(CompileError, match=r"node 'bn' \(BatchNormalization\): training_mode=1"):
-        build(model, "native")
-
-
 def test_dropout(target):
     """Inference: the data passes through; the mask, when asked for, is all true."""
     rng = np.random.default_rng(40)

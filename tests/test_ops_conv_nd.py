@@ -372,15 +372,6 @@ def batch_norm_ref(model, fd):
     return {"y": ((x - mu) / np.sqrt(v + 1e-3) * s + b).astype(fd["x"].dtype)}
 
 
-def test_batch_norm_training_mode_rejected():
-    model = make_model([helper.make_node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y"], name="bn",
-                                         training_mode=1)],
-                       [vinfo("x", np.float32, ["N", 2, 3])], [vinfo("y", np.float32, None)],
-                       [const("s", np.ones(2, np.float32))], opset=15)
-    with pytest.raises(CompileError, match=r"node 'bn' \(BatchNormalization\): training_mode=1 is not supported"):
-        build(model, "native")
-
-
 def lrn_ref(model, fd, size=3, alpha=0.01, beta=0.6, bias=2.0):
     """The ONNX formula in float64: onnx.reference sums over the batch dim instead of the
     channels (tests/test_old_opsets.py), onnxruntime takes rank 4 only."""

@@ -6,7 +6,8 @@ condition is known at compile time (a constant, or a comparison of dims that fol
 replaced by the branch it takes. A Loop body is imported with its carried values' initial
 shapes; each dim the body changes becomes a fresh symbol and the body is imported again,
 until the shapes settle. Scan is a Loop over the scanned axis whose body starts by
-gathering the iteration's slice of each scanned input.
+gathering the iteration's slice of each scanned input; Scan-8, whose inputs and outputs
+have a leading batch axis, is a Loop over the batch around that one.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import numpy as np
 from ....ir import dims as D
 from ....abi import MAX_RANK
 from ....ir.dtypes import BOOL, INT64
-from ....ir.graph import Node, Region, Value, captures
-from ....ops.base import run_infer
+from ....ir.graph import Check, Node, Region, Value, captures
+from ....ops.base import Checks, run_infer
 from ....ops.control import If, Loop
 from ....ops.elementwise import Elementwise
 from ....ops.movement import Gather, Slice, Transpose
@@ -197,21 +198,29 @@ def loop(ctx: TranslateContext) -> None:
 # ----------------------------------------------------------------------------- Scan
 
 
-def scan(ctx: TranslateContext) -> None:
-    graph = ctx.graph
-    gp = ctx.attr("body")
+def _scan_arity(ctx: TranslateContext, gp, values: list[Value | None]) -> tuple[int, int, int]:
+    """(states, scan inputs, scan outputs) of a Scan whose state and scan inputs are ``values``."""
     n_in = int(ctx.attr("num_scan_inputs"))
-    values = [ctx.value(i) for i in range(len(ctx.inputs))]
     if any(v is None for v in values):
         ctx.fail("an input is missing")
     n_state = len(values) - n_in
     if n_in < 1 or n_state < 0:
         ctx.fail(f"num_scan_inputs is {n_in}, with {len(values)} inputs")
-    states, scanned = values[:n_state], values[n_state:]
     n_out = len(gp.output) - n_state
     if len(gp.input) != len(values) or n_out < 0 or len(ctx.outputs) != n_state + n_out:
         ctx.fail(f"the body takes {len(gp.input)} inputs and yields {len(gp.output)}; the node has "
                  f"{n_state} states, {n_in} scan inputs and {len(ctx.outputs)} outputs")
+    return n_state, n_in, n_out
+
+
+def _output_names(ctx: TranslateContext, outputs: list[str]) -> list[str]:
+    return [o or ctx.graph.fresh_name(f"{ctx.name}/unused{k}") for k, o in enumerate(outputs)]
+
+
+def scan(ctx: TranslateContext) -> None:
+    gp = ctx.attr("body")
+    values = [ctx.value(i) for i in range(len(ctx.inputs))]
+    n_state, n_in, n_out = _scan_arity(ctx, gp, values)
     in_axes = list(ctx.ints("scan_input_axes") or [0] * n_in)
     in_dirs = list(ctx.ints("scan_input_directions") or [0] * n_in)
     out_axes = list(ctx.ints("scan_output_axes") or [0] * n_out)
@@ -219,6 +228,16 @@ def scan(ctx: TranslateContext) -> None:
     if not (len(in_axes) == len(in_dirs) == n_in and len(out_axes) == len(out_dirs) == n_out):
         ctx.fail("scan_input_axes/directions and scan_output_axes/directions need one entry per scan "
                  "input and output")
+    _scan_loop(ctx, gp, values[:n_state], values[n_state:], in_axes, in_dirs, out_axes, out_dirs,
+               _output_names(ctx, ctx.outputs))
+
+
+def _scan_loop(ctx: TranslateContext, gp, states: list[Value], scanned: list[Value], in_axes: list[int],
+               in_dirs: list[int], out_axes: list[int], out_dirs: list[int], final: list[str]) -> None:
+    """Scan-9's meaning as a Loop (and the Slices and Transposes that place its scan
+    outputs), emitted into the current node list, writing ``final``."""
+    graph = ctx.graph
+    n_state, n_out = len(states), len(out_axes)
     axes = []
     for v, a in zip(scanned, in_axes):
         if not -v.rank <= a < v.rank:
@@ -258,14 +277,14 @@ def scan(ctx: TranslateContext) -> None:
 
     region, shapes, local = _settle(ctx, states, importer, "state")
     # scan outputs stacked along a new first axis, then reversed and moved where asked
-    outputs = list(ctx.outputs[:n_state])
+    outputs = list(final[:n_state])
     for j in range(n_out):
-        o = ctx.outputs[n_state + j]
+        o = final[n_state + j]
         outputs.append(o if not out_dirs[j] and out_axes[j] == 0 else graph.fresh_name(f"{o}/stacked"))
     types = _loop_outputs(ctx, region, states, shapes, local, n, outputs)
     _emit_loop(ctx, region, n_state, types, [trip, ""] + [v.name for v in states], outputs)
     for j in range(n_out):
-        src, dst = outputs[n_state + j], ctx.outputs[n_state + j]
+        src, dst = outputs[n_state + j], final[n_state + j]
         if src == dst:
             continue
         rank = graph.values[src].rank
@@ -285,7 +304,67 @@ def scan(ctx: TranslateContext) -> None:
             ctx.emit(Transpose(tuple(perm)), [src], [dst])
 
 
+def scan_8(ctx: TranslateContext) -> None:
+    """Scan-8 batches: every input and output has a leading batch axis the body does not
+    see, and the scanned axis is 1. It becomes a Loop over the batch whose body takes the
+    batch element of each input and runs Scan-9's Loop on them; the outer Loop stacks its
+    results along axis 0, which is the batch axis of every output."""
+    graph = ctx.graph
+    gp = ctx.attr("body")
+    if ctx.has(0):
+        ctx.fail(f"sequence_lens ('{ctx.inputs[0]}') is not supported: symwasm's Scan-8 scans the whole "
+                 f"sequence axis of every batch element (omit it, or use Scan-9 and up)")
+    values = [ctx.value(i) for i in range(1, len(ctx.inputs))]
+    n_state, n_in, n_out = _scan_arity(ctx, gp, values)
+    dirs = list(ctx.ints("directions") or [0] * n_in)
+    if len(dirs) != n_in:
+        ctx.fail(f"directions has {len(dirs)} entries; it needs one per scan input ({n_in})")
+    for k, v in enumerate(values):
+        least = 1 if k < n_state else 2
+        if v.rank < least:
+            what = "state" if k < n_state else "scan input"
+            ctx.fail(f"{what} '{v.name}' has shape {D.fmt_shape(v.shape)}; Scan-8 needs a leading batch axis"
+                     + (" and a sequence axis" if least == 2 else ""))
+    scanned = values[n_state:]
+    batch = scanned[0].shape[0]
+    checks = []
+    for v in values:
+        d = v.shape[0]
+        if d == batch:
+            continue
+        what = f"'{v.name}' batch size (dim 0) vs '{scanned[0].name}'"
+        if isinstance(d, int) and isinstance(batch, int):
+            ctx.fail(f"{what}: {d} != {batch}")
+        checks.append(Check("eq", d, batch, f"{ctx.label()}: {what}: {d} = {{0}} does not equal {batch} = {{1}}"))
+    if checks:
+        ctx.emit(Checks(), [], []).checks = checks
+
+    before = set(graph.scope.symbols)
+    it, cd = graph.fresh_name(f"{ctx.name}/batch"), graph.fresh_name(f"{ctx.name}/batch_cond")
+    graph.add_value(Value(it, INT64, ()))
+    graph.add_value(Value(cd, BOOL, ()))
+    outputs = _output_names(ctx, ctx.outputs)
+    items = [graph.fresh_name(f"{o}/batch_item") for o in outputs]
+    outer_nodes, graph.nodes = graph.nodes, []
+    try:
+        elements = []
+        for v in values:
+            element = graph.fresh_name(f"{v.name}/batch_element")
+            ctx.emit(Gather(axis=0), [v.name, it], [element])
+            elements.append(graph.values[element])
+        _scan_loop(ctx, gp, elements[:n_state], elements[n_state:], [0] * n_in, dirs, [0] * n_out, [0] * n_out,
+                   items)
+    finally:
+        body_nodes, graph.nodes = graph.nodes, outer_nodes
+    region = Region([it, cd], body_nodes, [cd] + items)
+    types = _loop_outputs(ctx, region, [], [], _new_symbols(ctx, before), batch, outputs)
+    trip = ctx.tmp("batch_size")
+    ctx.emit(ShapeOf(start=0, end=1), [scanned[0].name], [trip])
+    _emit_loop(ctx, region, 0, types, [trip, ""], outputs)
+
+
 def register(r) -> None:
     r.add("If", VERSIONS, if_, foldable=False)
     r.add("Loop", VERSIONS, loop, foldable=False)
+    r.add("Scan", (8,), scan_8, foldable=False)
     r.add("Scan", (9, 11, 16, 19, 21, 23, 24, 25), scan, foldable=False)

@@ -4,7 +4,8 @@ Col2Im, Pool, MaxUnpool, Reduce (the global pools), BatchNorm, LRN, GroupNorm, L
 Versions: MaxPool gains Indices and storage_order at 8, ceil_mode and dilations at 10,
 int8/uint8 at 12; AveragePool ceil_mode at 10 and dilations at 19; LpPool's p is a float
 before 2, and it gains ceil_mode and dilations at 18; BatchNormalization loses ``spatial``
-at 9 and gains training mode at 14 (refused: symwasm compiles inference); GroupNormalization
+at 9 and gains training mode at 14 (Y by the batch's statistics, composed of core ops; the
+training outputs of 7 and 9 are refused, their meaning being loose); GroupNormalization
 scales per group at 18 and per channel from 21. Later versions add dtypes only.
 DeformConv (19, 22) is supported in 2-D only, as onnx.reference and onnxruntime implement
 it; Col2Im (18) in any rank, its image and block shapes known or read at run time.
@@ -14,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.dims import fmt_shape
+from ....ir.dtypes import BFLOAT16, FLOAT16, FLOAT32
 from ....ops.conv import (LRN, BatchNorm, Col2Im, Conv, ConvTranspose, DeformConv, GroupNorm, LpNorm,
                           MaxUnpool, Pool, SlidingWindow)
-from ....ops.elementwise import Elementwise
+from ....ops.elementwise import Cast, Elementwise
 from ....ops.reduce import Reduce
+from ....ops.shape import Squeeze
 from ..translate import TranslateContext
 
 
@@ -109,14 +112,55 @@ def global_lp_pool(ctx: TranslateContext) -> None:
 def batch_norm(ctx: TranslateContext) -> None:
     if ctx.version < 9 and int(ctx.attr("spatial", 1)) != 1:
         ctx.fail("spatial=0 (per-element statistics) is not supported")
-    if int(ctx.attr("training_mode", 0)):
-        ctx.fail("training_mode=1 is not supported (inference only: symwasm does not update running "
-                 "statistics)")
+    training = ctx.version >= 14 and int(ctx.attr("training_mode", 0))
     extra = [o for o in ctx.outputs[1:] if o]
-    if extra:
+    if extra and ctx.version < 14:
+        ctx.fail(f"outputs {', '.join(repr(o) for o in extra)} are BatchNormalization-{ctx.version}'s training "
+                 f"outputs, which are not supported: the spec leaves open which statistics normalize Y and "
+                 f"what saved_var holds (BatchNormalization-14's training_mode defines them)")
+    if extra and not training:
         ctx.fail(f"outputs {', '.join(repr(o) for o in extra)} exist only in training mode; "
                  f"inference computes Y alone")
+    if training:
+        _batch_norm_training(ctx)
+        return
     ctx.emit(BatchNorm(float(ctx.attr("epsilon", 1e-5))), ctx.inputs[:5], ctx.outputs[:1])
+
+
+def _batch_norm_training(ctx: TranslateContext) -> None:
+    """Y normalized by the batch's own statistics over every axis but the channel axis (the
+    population variance), and the running statistics blended with them by momentum. The
+    statistics of float16 and bfloat16 inputs are computed in float32, as
+    BatchNormalization-15 says; the running ones have input_mean's dtype (T2)."""
+    x, mean_in, var_in = ctx.value(0), ctx.value(3), ctx.value(4)
+    if x.rank < 2:
+        ctx.fail(f"input '{x.name}' has shape {x.describe()}; expected (N, C, ...)")
+    axes = (0,) + tuple(range(2, x.rank))
+    data = x.name
+    if x.dtype in (FLOAT16, BFLOAT16):
+        data = ctx.tmp("float32")
+        ctx.emit(Cast(FLOAT32), [x.name], [data])
+    mean_kept, centred, squared, mean, var = (ctx.tmp(w) for w in ("mean_kept", "centred", "squared", "mean", "var"))
+    ctx.emit(Reduce("mean", axes, True), [data], [mean_kept])
+    ctx.emit(Elementwise("sub"), [data, mean_kept], [centred])
+    ctx.emit(Elementwise("mul"), [centred, centred], [squared])
+    ctx.emit(Reduce("mean", axes, False), [squared], [var])
+    ctx.emit(Squeeze(axes), [mean_kept], [mean])
+    ctx.emit(BatchNorm(float(ctx.attr("epsilon", 1e-5))), [x.name] + ctx.inputs[1:3] + [mean, var], ctx.outputs[:1])
+    momentum = float(ctx.attr("momentum", 0.9))
+    for k, (given, current) in enumerate(((mean_in, mean), (var_in, var)), start=1):
+        if k >= len(ctx.outputs) or not ctx.outputs[k]:
+            continue
+        dt = given.dtype
+        if ctx.graph.values[current].dtype != dt:
+            cast = ctx.tmp("cast")
+            ctx.emit(Cast(dt), [current], [cast])
+            current = cast
+        kept, added = ctx.tmp("kept"), ctx.tmp("added")
+        ctx.emit(Elementwise("mul"), [given.name, ctx.constant("momentum", np.array(momentum, dt.np))], [kept])
+        ctx.emit(Elementwise("mul"), [current, ctx.constant("1-momentum", np.array(1 - momentum, dt.np))],
+                 [added])
+        ctx.emit(Elementwise("add"), [kept, added], [ctx.outputs[k]])
 
 
 def lrn(ctx: TranslateContext) -> None:
