@@ -155,6 +155,13 @@ function checkMetadata(metadata, label) {
     const items = metadata[key];
     if (!Array.isArray(items)) throw loadError(label, `the metadata has no list of ${key}`);
     for (const d of items) {
+      if (d !== null && typeof d === 'object' && typeof d.name === 'string' && typeof d.dtype === 'string'
+        && !Object.hasOwn(DTYPES, d.dtype)) {
+        // a dtype a later minor format added: this loader cannot hand it over
+        const version = Array.isArray(metadata.format_version) ? metadata.format_version.join('.') : '0.0';
+        throw loadError(label, `${key.slice(0, -1)} '${d.name}' has dtype ${d.dtype}, which this host does not know `
+          + `(the module is format ${version}, this host reads ${FORMAT_VERSION.join('.')}); load it with a newer symwasm`);
+      }
       if (!(d !== null && typeof d === 'object' && typeof d.name === 'string' && Object.hasOwn(DTYPES, d.dtype)
         && Array.isArray(d.shape))) {
         throw loadError(label, `the metadata's ${key} entry ${JSON.stringify(d).slice(0, 80)} is not {name, dtype, shape}`);

@@ -26,7 +26,8 @@ from pathlib import Path
 # 3.0: kernel signatures, outputs and a cancel flag; a program checksum; metadata-check exports
 # 3.1: MOVE, COPY and APPEND (control flow); ARENA and ALLOC_AT (the dynamic arena)
 # 3.2: the small formats: bfloat16, float8 (4 kinds), float4, int4/uint4, int2/uint2
-FORMAT_VERSION = (3, 2)
+# 3.3: float8 e8m0 (the MX scale format)
+FORMAT_VERSION = (3, 3)
 MAX_RANK = 8
 
 
@@ -56,8 +57,9 @@ DTYPES: tuple[DTypeSpec, ...] = (
     DTypeSpec("uint64", 13, 8, "u", "uint64_t", "BigUint64Array"),
     # the small formats hold their raw codes, as ml_dtypes (and so numpy) holds them:
     # bfloat16 the high half of a float32; float8 and float4 one code per byte (float4 and
-    # the 4- and 2-bit integers in the low bits). Kernels compute on them as float32 (or
-    # int8/uint8 for the small integers); toolkit/codegen/minifloat.py converts.
+    # the 4- and 2-bit integers in the low bits; float8 e8m0 is an exponent alone: 2**(code
+    # - 127), no sign, no zero, 0xFF NaN). Kernels compute on them as float32 (or int8/uint8
+    # for the small integers); toolkit/codegen/minifloat.py converts.
     DTypeSpec("bfloat16", 16, 2, "f", "uint16_t", "Uint16Array"),
     DTypeSpec("float8_e4m3fn", 17, 1, "f", "uint8_t", "Uint8Array"),
     DTypeSpec("float8_e4m3fnuz", 18, 1, "f", "uint8_t", "Uint8Array"),
@@ -66,6 +68,7 @@ DTYPES: tuple[DTypeSpec, ...] = (
     DTypeSpec("uint4", 21, 1, "u", "uint8_t", "Uint8Array"),
     DTypeSpec("int4", 22, 1, "i", "uint8_t", "Uint8Array"),
     DTypeSpec("float4_e2m1fn", 23, 1, "f", "uint8_t", "Uint8Array"),
+    DTypeSpec("float8_e8m0fnu", 24, 1, "f", "uint8_t", "Uint8Array"),
     DTypeSpec("uint2", 25, 1, "u", "uint8_t", "Uint8Array"),
     DTypeSpec("int2", 26, 1, "i", "uint8_t", "Uint8Array"),
 )

@@ -367,6 +367,13 @@ def check_metadata(metadata: dict) -> None:
         if not isinstance(items, list):
             raise ValueError(f"the metadata has no list of {key}")
         for d in items:
+            if isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("dtype"), str) \
+                    and d["dtype"] not in DTYPES:
+                # a dtype a later minor format added: this host cannot hand it over
+                version = ".".join(map(str, metadata.get("format_version") or (0, 0)))
+                raise ValueError(f"{key[:-1]} '{d['name']}' has dtype {d['dtype']}, which this host does not know "
+                                 f"(the module is format {version}, this host reads "
+                                 f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}); load it with a newer symwasm")
             if not (isinstance(d, dict) and isinstance(d.get("name"), str) and d.get("dtype") in DTYPES
                     and isinstance(d.get("shape"), list)):
                 raise ValueError(f"the metadata's {key} entry {d!r:.80} is not {{name, dtype, shape}}")

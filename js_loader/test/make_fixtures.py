@@ -146,6 +146,22 @@ def small_dtypes():
     return m, [feeds(3), feeds(17)], None, {}
 
 
+def e8m0():
+    """float8 e8m0 (format 3.3) as raw codes: float32 cast to it (rounding up) and its codes
+    cast back to float32."""
+    e8 = TensorProto.FLOAT8E8M0
+    m = model("e8m0", [helper.make_node("Cast", ["x"], ["x_as_e8m0"], to=e8),
+                       helper.make_node("Cast", ["q"], ["q_as_f32"], to=F32)],
+              [("x", F32, ["n"]), ("q", e8, ["m"])], [("x_as_e8m0", e8, ["n"]), ("q_as_f32", F32, ["m"])])
+    m.opset_import[0].version = 25
+
+    def feeds(n):
+        return {"x": np.exp2(RNG.uniform(-130, 130, n)).astype(np.float32),
+                "q": RNG.integers(0, 256, n + 1).astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)}
+
+    return m, [feeds(3), feeds(17)], None, {}
+
+
 def matmul():
     """MatMul of two [n, n] float32 matrices: O(n**3) work in O(n**2) memory, so a large n is a
     long call (n = 2500 takes seconds: the cancellation tests stop one)."""
@@ -156,7 +172,8 @@ def matmul():
     return m, runs, None, errors
 
 
-FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes)}  # new ones last: they share RNG
+FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
+                                    e8m0)}  # new ones last: they share RNG
 
 
 def encode(arr) -> dict:

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 
-import { SIGNATURES } from '../abi.js';
+import { DTYPES, SIGNATURES } from '../abi.js';
 import { evaluateFormula, FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, WorkerModel } from '../index.js';
 import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
 import { longFeeds } from '../test-support/cancel.js';
@@ -138,15 +138,18 @@ test('every dtype crosses the ABI in its typed array (float16 as its bits in a U
   });
 });
 
-test('the small dtypes cross the ABI as their raw codes (bfloat16 bits, float8 and int4 codes)', async () => {
-  const model = await loadModel(wasmPath('small_dtypes'));
-  for (const run of fixtures.small_dtypes.runs) {
-    const feeds = feedsOf(run.inputs);
-    assert.ok(feeds.bf.data instanceof Uint16Array && feeds.f8.data instanceof Uint8Array);
-    const out = await model.run(feeds);
-    assert.deepEqual([out.bf_out.dtype, out.x_as_f8.dtype, out.x_as_i4.dtype], ['bfloat16', 'float8_e4m3fn', 'int4']);
-    for (const [name, want] of Object.entries(run.expected)) {
-      assert.deepEqual([...out[name].data], [...decodeTensor(want).data], name);  // the codes, bit for bit
+test('the small dtypes cross the ABI as their raw codes (bfloat16 bits, float8, e8m0 and int4 codes)', async () => {
+  const small = { bf_out: 'bfloat16', x_as_f8: 'float8_e4m3fn', x_as_i4: 'int4', x_as_e8m0: 'float8_e8m0fnu' };
+  for (const fixture of ['small_dtypes', 'e8m0']) {
+    const model = await loadModel(wasmPath(fixture));
+    for (const run of fixtures[fixture].runs) {
+      const feeds = feedsOf(run.inputs);
+      assert.ok(Object.entries(feeds).every(([k, f]) => f.data instanceof DTYPES[run.inputs[k].dtype].array));
+      const out = await model.run(feeds);
+      for (const [name, want] of Object.entries(run.expected)) {
+        if (small[name]) assert.equal(out[name].dtype, small[name], name);
+        assert.deepEqual([...out[name].data], [...decodeTensor(want).data], name);  // the codes, bit for bit
+      }
     }
   }
 });
@@ -417,6 +420,11 @@ test('modules that are not symwasm modules are a ModelError (status 4) at load n
     'metadata not an object': [fakeModule({ bodies: init, metadata: [1, 2] }), 'the metadata is not a JSON object'],
     'an input without a shape': [fakeModule({ bodies: init, metadata: { ...META, inputs: [{ name: 'x', dtype: 'float32' }] } }),
       'the metadata\'s inputs entry {"name":"x","dtype":"float32"} is not {name, dtype, shape}'],
+    // a later minor format may add dtypes: named, not called a malformed entry
+    'a dtype this loader does not know': [fakeModule({ bodies: init, metadata: { ...META, format_version: [FORMAT_VERSION[0], 99],
+      outputs: [{ name: 'y', dtype: 'float6_e3m2fn', shape: [2] }] } }),
+    `output 'y' has dtype float6_e3m2fn, which this host does not know (the module is format ${FORMAT_VERSION[0]}.99, `
+      + `this host reads ${FORMAT_VERSION.join('.')}); load it with a newer symwasm`],
   };
   for (const [what, [bytes, reason]] of Object.entries(refused)) {
     await assert.rejects(loadModel(bytes), (e) => {

@@ -34,13 +34,14 @@ def build_elementwise(kb: KernelBuilder, op, types: Sequence[TensorType]) -> Non
     def fn(b: ir.IRBuilder, vals: list[ir.Value]) -> ir.Value:
         return op.scalar_fn(b, vals, dtypes, out[0])
 
-    loops(kb, inputs, out, fn, saturate=getattr(op, "saturate", True))
+    loops(kb, inputs, out, fn, saturate=getattr(op, "saturate", True), round_mode=getattr(op, "round_mode", "up"))
 
 
 def loops(kb: KernelBuilder, inputs: Sequence[TensorType], out: TensorType, fn: ScalarFn,
-          saturate: bool = True) -> None:
+          saturate: bool = True, round_mode: str = "up") -> None:
     """The broadcasting loops around a scalar function (inputs' elements in compute types).
-    ``saturate``: how an out-of-range result stores as float8 (see kernel.from_compute)."""
+    ``saturate``, ``round_mode``: how an out-of-range result stores as float8, how a result
+    rounds to float8 e8m0 (see kernel.from_compute)."""
     ins = [kb.tensor(k, dt, shape) for k, (dt, shape) in enumerate(inputs)]
     o = kb.tensor(len(ins), out[0], out[1])
     n = o.numel()
@@ -57,7 +58,7 @@ def loops(kb: KernelBuilder, inputs: Sequence[TensorType], out: TensorType, fn: 
         scalars = {k: t.load(i64(0)) for k, t in enumerate(ins) if kinds[k] == "scalar"}
         with kb.loop(n) as i:
             vals = [scalars[k] if k in scalars else t.load(i) for k, t in enumerate(ins)]
-            o.store(i, fn(kb.b, vals), saturate)
+            o.store(i, fn(kb.b, vals), saturate, round_mode)
 
     maybe = [t for t, k in zip(ins, kinds) if k == "maybe"]
     if not maybe:
@@ -72,10 +73,10 @@ def loops(kb: KernelBuilder, inputs: Sequence[TensorType], out: TensorType, fn: 
         with then:
             flat()
         with otherwise:
-            _nested(kb, ins, o, fn, saturate)
+            _nested(kb, ins, o, fn, saturate, round_mode)
 
 
-def _nested(kb: KernelBuilder, ins: list[Tensor], o: Tensor, fn: ScalarFn, saturate: bool) -> None:
+def _nested(kb: KernelBuilder, ins: list[Tensor], o: Tensor, fn: ScalarFn, saturate: bool, round_mode: str) -> None:
     b = kb.b
     rank = o.rank
     strides = []
@@ -94,7 +95,7 @@ def _nested(kb: KernelBuilder, ins: list[Tensor], o: Tensor, fn: ScalarFn, satur
 
     def level(axis: int, offs: list[ir.Value], ooff: ir.Value) -> None:
         if axis == rank:
-            o.store(ooff, fn(b, [t.load(off) for t, off in zip(ins, offs)]), saturate)
+            o.store(ooff, fn(b, [t.load(off) for t, off in zip(ins, offs)]), saturate, round_mode)
             return
         with kb.loop(o.dim(axis), name=f"ax{axis}") as i:
             level(axis + 1, [kb.add(off, kb.mul(i, s[axis])) for off, s in zip(offs, strides)],

@@ -77,7 +77,7 @@ def compute_type(dt: DType) -> ir.Type:
     return F32 if dt.is_narrow_float else llvm_type(dt)
 
 
-_MINIFLOAT = {"bfloat16", *minifloat.FORMATS, *minifloat.SMALL_INTS}  # the formats minifloat converts
+_MINIFLOAT = {"bfloat16", *minifloat.FORMATS, minifloat.E8M0, *minifloat.SMALL_INTS}  # the formats minifloat converts
 
 
 def stored_constant(dt: DType, value) -> ir.Constant:
@@ -100,14 +100,16 @@ def to_compute(b: ir.IRBuilder, dt: DType, raw: ir.Value) -> ir.Value:
     return raw
 
 
-def from_compute(b: ir.IRBuilder, dt: DType, value: ir.Value, saturate: bool = True) -> ir.Value:
+def from_compute(b: ir.IRBuilder, dt: DType, value: ir.Value, saturate: bool = True,
+                 round_mode: str = "up") -> ir.Value:
     """A compute value as ``dt`` stores it: rounded to nearest even (narrow floats; out of
     range saturates to the largest finite value unless ``saturate`` is False, which only
-    float8 distinguishes), the low bits kept (int4, int2)."""
+    float8 distinguishes), the low bits kept (int4, int2). float8 e8m0 rounds as Cast's
+    ``round_mode`` says (see minifloat); no other format reads it."""
     if dt.name == "float16":
         return half.from_f32(b, value)
     if dt.name in _MINIFLOAT:
-        return minifloat.encode(b, dt.name, value, saturate)
+        return minifloat.encode(b, dt.name, value, saturate, round_mode)
     return value
 
 
@@ -185,8 +187,8 @@ class Tensor:
         """The element in its compute type."""
         return to_compute(self.kb.b, self.dtype, self.load_raw(index))
 
-    def store(self, index: ir.Value, value: ir.Value, saturate: bool = True) -> None:
-        self.store_raw(index, from_compute(self.kb.b, self.dtype, value, saturate))
+    def store(self, index: ir.Value, value: ir.Value, saturate: bool = True, round_mode: str = "up") -> None:
+        self.store_raw(index, from_compute(self.kb.b, self.dtype, value, saturate, round_mode))
 
 
 class KernelBuilder:

@@ -6,6 +6,10 @@
   low nibble): decoded through a table built from :data:`FORMATS`, encoded by rounding to
   nearest even, with ONNX's saturation rule (``saturate``: out of range, and infinities,
   become the largest finite value; else infinity where the format has one, NaN otherwise).
+- float8 e8m0 (the MX scale format): a float32's 8 exponent bits alone, 2**(code - 127); no
+  sign, no zero, 0xFF the one NaN. Decoded by placing the code as a float32 exponent,
+  encoded from a float32's exponent as onnx's reference does (``to_float8e8m0``), rounded
+  by ONNX Cast's ``round_mode`` (:data:`E8M0_ROUND_MODES`).
 - int4, uint4, int2, uint2: one value per byte in the low bits (as ml_dtypes and numpy
   hold them); computed as int8/uint8: loads sign- or zero-extend, stores keep the low bits
   (so a wider value wraps, as ONNX's Cast does).
@@ -55,6 +59,8 @@ FORMATS: dict[str, MiniFloat] = {
     "float4_e2m1fn": MiniFloat(2, 1, 1, False, None, False, 0x7),
 }
 SMALL_INTS = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
+E8M0 = "float8_e8m0fnu"  # not a MiniFloat: no sign or mantissa, and its own rounding modes
+E8M0_ROUND_MODES = ("up", "down", "nearest")
 
 
 def decode_value(fmt: MiniFloat, code: int) -> float:
@@ -99,6 +105,8 @@ def decode(b: ir.IRBuilder, name: str, raw: ir.Value) -> ir.Value:
     """Stored bits (i8, or i16 for bfloat16) -> the compute value (f32; i8 for small ints)."""
     if name == "bfloat16":
         return b.bitcast(b.shl(b.zext(raw, _vec(raw, I32)), _c(_vec(raw, I32), 16)), _vec(raw, F32))
+    if name == E8M0:
+        return _decode_e8m0(b, raw)
     if name in SMALL_INTS:
         bits, signed = SMALL_INTS[name]
         if signed:
@@ -116,9 +124,11 @@ def decode(b: ir.IRBuilder, name: str, raw: ir.Value) -> ir.Value:
     return b.load(b.gep(table, [ir.Constant(I32, 0), idx]))
 
 
-def encode(b: ir.IRBuilder, name: str, x: ir.Value, saturate: bool = True) -> ir.Value:
-    """The compute value -> stored bits, rounding to nearest even (floats) or keeping the
-    low bits (small ints)."""
+def encode(b: ir.IRBuilder, name: str, x: ir.Value, saturate: bool = True, round_mode: str = "up") -> ir.Value:
+    """The compute value -> stored bits, rounding to nearest even (floats; e8m0 by
+    ``round_mode``) or keeping the low bits (small ints)."""
+    if name == E8M0:
+        return _encode_e8m0(b, x, saturate, round_mode)
     if name == "bfloat16":
         i32 = _vec(x, I32)
         u = b.bitcast(x, i32)
@@ -159,6 +169,48 @@ def encode(b: ir.IRBuilder, name: str, x: ir.Value, saturate: bool = True) -> ir
     if fmt.nan is not None and not fmt.fnuz:
         nan = b.or_(nan, b.shl(sign, _c(i32, fmt.ebits + fmt.mbits)))
     code = b.select(b.fcmp_unordered("uno", x, x), nan, code)
+    return b.trunc(code, _vec(x, I8))
+
+
+def _decode_e8m0(b: ir.IRBuilder, raw: ir.Value) -> ir.Value:
+    """The code as a float32's biased exponent; code 0 (2**-127) is the float32 subnormal
+    0x00400000, 0xFF the quiet NaN ml_dtypes gives."""
+    i32 = _vec(raw, I32)
+    code = b.zext(raw, i32)
+    bits = b.shl(code, _c(i32, 23))
+    bits = b.select(b.icmp_unsigned("==", code, _c(i32, 0)), _c(i32, 0x00400000), bits)
+    bits = b.select(b.icmp_unsigned("==", code, _c(i32, 0xFF)), _c(i32, 0x7FC00000), bits)
+    return b.bitcast(bits, _vec(raw, F32))
+
+
+def _encode_e8m0(b: ir.IRBuilder, x: ir.Value, saturate: bool, round_mode: str) -> ir.Value:
+    """x's float32 exponent, rounded up by its mantissa as ``round_mode`` says: ``up`` when
+    any mantissa bit is set, ``nearest`` from half the step (ties up; below the normals,
+    strictly above half), ``down`` never. ``saturate``: no rounding past 0xFE (2**127),
+    else it becomes the NaN. As onnx's reference: the sign is ignored, zero (and a float32
+    subnormal rounded down) is code 0, an infinity is NaN even when saturating."""
+    if round_mode not in E8M0_ROUND_MODES:
+        raise ValueError(f"round_mode {round_mode!r} is not one of {', '.join(E8M0_ROUND_MODES)}")
+    i32 = _vec(x, I32)
+    u = b.bitcast(x, i32)
+    exp = b.and_(b.lshr(u, _c(i32, 23)), _c(i32, 0xFF))
+
+    def nonzero(mask: int) -> ir.Value:
+        return b.icmp_unsigned("!=", b.and_(u, _c(i32, mask)), _c(i32, 0))
+
+    if round_mode == "up":
+        inc = nonzero(0x7FFFFF)
+    elif round_mode == "nearest":  # onnx's guard bit, and round, sticky or "lsb" (a normal)
+        normal = b.icmp_unsigned("!=", exp, _c(i32, 0))
+        inc = b.and_(nonzero(0x400000), b.or_(nonzero(0x3FFFFF), normal))
+    else:
+        inc = None
+    code = exp
+    if inc is not None:
+        if saturate:
+            inc = b.and_(inc, b.icmp_unsigned("!=", exp, _c(i32, 0xFE)))
+        code = b.add(exp, b.zext(inc, i32))
+    code = b.select(b.icmp_unsigned("==", exp, _c(i32, 0xFF)), _c(i32, 0xFF), code)
     return b.trunc(code, _vec(x, I8))
 
 

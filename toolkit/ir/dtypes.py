@@ -2,8 +2,8 @@
 named sets ops use to say what they accept.
 
 float16 and bfloat16 are stored as 16 bits and computed in float32 by every kernel; the
-formats of :data:`STORAGE_ONLY` (float8, float4, int4/int2) are stored as their raw codes
-and only cast and moved (see toolkit/codegen/minifloat.py).
+formats of :data:`STORAGE_ONLY` (float8, float8 e8m0, float4, int4/int2) are stored as
+their raw codes and only cast and moved (see toolkit/codegen/minifloat.py).
 """
 from __future__ import annotations
 
@@ -64,10 +64,13 @@ BOOL = DTYPES["bool"]
 
 BFLOAT16 = DTYPES["bfloat16"]
 FLOAT8 = tuple(DTYPES[n] for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"))
+# the MX scale format: an exponent alone (no sign, no zero), not one of the float8 kinds
+# the quantization ops take
+FLOAT8E8M0 = DTYPES["float8_e8m0fnu"]
 FLOAT4 = DTYPES["float4_e2m1fn"]
 SMALL_INTS = tuple(DTYPES[n] for n in ("int4", "uint4", "int2", "uint2"))
 # formats only stored, cast and moved (not computed on by arithmetic ops)
-STORAGE_ONLY = FLOAT8 + (FLOAT4,) + SMALL_INTS
+STORAGE_ONLY = FLOAT8 + (FLOAT8E8M0, FLOAT4) + SMALL_INTS
 
 # bfloat16 computes in float32, like float16
 FLOATS = (FLOAT16, FLOAT32, FLOAT64, BFLOAT16)

@@ -19,9 +19,10 @@ from llvmlite import ir
 from ..codegen import mathlib
 from ..codegen.elementwise import build_elementwise, power
 from ..codegen.kernel import intrinsic
+from ..codegen.minifloat import E8M0_ROUND_MODES
 from ..codegen.scalar import Scalar, convert, from_bool, to_bool
 from ..ir import dims as D
-from ..ir.dtypes import ALL, BOOL, FLOAT16, FLOAT32, FLOAT64, FLOATS, INDEX, INT32, INT64, INTS, NUMERIC, SIGNED, UINT32, UINT64, DType
+from ..ir.dtypes import ALL, BOOL, FLOAT8E8M0, FLOAT16, FLOAT32, FLOAT64, FLOATS, INDEX, INT32, INT64, INTS, NUMERIC, SIGNED, UINT32, UINT64, DType
 from .base import CoreOp, InferContext
 
 ScalarBody = Callable[[Scalar, list[ir.Value], tuple], ir.Value]
@@ -389,14 +390,17 @@ def _fold_syms(spec: ScalarOp, ins, shape) -> list[Any] | None:
 @dataclass(frozen=True)
 class Cast(CoreOp):
     """``saturate`` (Cast-19): a value out of a float8 target's range becomes its largest
-    finite value (True) or infinity/NaN (False); other targets ignore it."""
+    finite value (True) or infinity/NaN (False); other targets ignore it. ``round_mode``
+    (Cast-24: up, down or nearest) is how a float8 e8m0 target rounds; others ignore it."""
 
     to: DType
     saturate: bool = True
+    round_mode: str = "up"
 
     @property
     def kernel_name(self) -> str:
-        return f"cast_to_{self.to.name}" + ("" if self.saturate or self.to.itemsize != 1 else "_nosat")
+        return (f"cast_to_{self.to.name}" + ("" if self.saturate or self.to.itemsize != 1 else "_nosat")
+                + ("" if self.round_mode == "up" else f"_{self.round_mode}"))
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
@@ -407,7 +411,9 @@ class Cast(CoreOp):
         lw.run_kernel(build_elementwise, self, [node.inputs[0]], [node.outputs[0]])
 
     def scalar_fn(self, b, values, in_dtypes, out_dtype) -> ir.Value:
-        return convert(b, values[0], in_dtypes[0], out_dtype)
+        # e8m0 is rounded from a float32, as onnx's to_float8e8m0 does: a float64 rounds to
+        # nearest float32 first (not to odd, as for the one rounding of the other formats)
+        return convert(b, values[0], in_dtypes[0], FLOAT32 if out_dtype == FLOAT8E8M0 else out_dtype)
 
 
-__all__ = ["Elementwise", "Cast", "SCALAR", "ScalarOp"]
+__all__ = ["Elementwise", "Cast", "E8M0_ROUND_MODES", "SCALAR", "ScalarOp"]

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define SW_FORMAT_MAJOR 3
-#define SW_FORMAT_MINOR 2
+#define SW_FORMAT_MINOR 3
 #define SW_MAX_RANK 8
 
 /* dtype codes (ONNX TensorProto) */
@@ -30,6 +30,7 @@
 #define SW_DT_UINT4 21 /* uint8_t, 1 byte(s) */
 #define SW_DT_INT4 22 /* uint8_t, 1 byte(s) */
 #define SW_DT_FLOAT4_E2M1FN 23 /* uint8_t, 1 byte(s) */
+#define SW_DT_FLOAT8_E8M0FNU 24 /* uint8_t, 1 byte(s) */
 #define SW_DT_UINT2 25 /* uint8_t, 1 byte(s) */
 #define SW_DT_INT2 26 /* uint8_t, 1 byte(s) */
 
@@ -56,6 +57,7 @@ static inline int64_t sw_dtype_size(int32_t code) {
     case SW_DT_UINT4: return 1;
     case SW_DT_INT4: return 1;
     case SW_DT_FLOAT4_E2M1FN: return 1;
+    case SW_DT_FLOAT8_E8M0FNU: return 1;
     case SW_DT_UINT2: return 1;
     case SW_DT_INT2: return 1;
     default: return 0;
@@ -85,6 +87,7 @@ static inline char sw_dtype_kind(int32_t code) {
     case SW_DT_UINT4: return 'u';
     case SW_DT_INT4: return 'i';
     case SW_DT_FLOAT4_E2M1FN: return 'f';
+    case SW_DT_FLOAT8_E8M0FNU: return 'f';
     case SW_DT_UINT2: return 'u';
     case SW_DT_INT2: return 'i';
     default: return 0;
@@ -113,6 +116,7 @@ static inline const char* sw_dtype_name(int32_t code) {
     case SW_DT_UINT4: return "uint4";
     case SW_DT_INT4: return "int4";
     case SW_DT_FLOAT4_E2M1FN: return "float4_e2m1fn";
+    case SW_DT_FLOAT8_E8M0FNU: return "float8_e8m0fnu";
     case SW_DT_UINT2: return "uint2";
     case SW_DT_INT2: return "int2";
     default: return "unknown dtype";

@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 
 from ....ir.dims import product
-from ....ir.dtypes import DType
-from ....ops.elementwise import Cast, Elementwise
+from ....ir.dtypes import FLOAT8E8M0, DType
+from ....ops.elementwise import E8M0_ROUND_MODES, Cast, Elementwise
 from ....ops.shape import Identity
 from ..translate import TranslateContext
 
@@ -100,25 +100,32 @@ def clip(ctx: TranslateContext) -> None:
 
 
 def _cast_target(ctx: TranslateContext, code) -> DType:
-    """The dtype a Cast goes to; string (and float8 e8m0, whose ``round_mode`` symwasm does
-    not implement) are refused here."""
+    """The dtype a Cast goes to; string is refused here."""
     if int(code) == onnx.TensorProto.STRING:
         ctx.fail("cast to string is not supported")
     return ctx.dtype(code, "cast to")
 
 
-def _saturate(ctx: TranslateContext) -> bool:
-    """Cast-19's ``saturate`` (default 1): only float8 targets read it."""
-    return bool(ctx.attr("saturate", 1)) if ctx.version >= 19 else True
+def _cast(ctx: TranslateContext, to: DType) -> Cast:
+    """Cast-19's ``saturate`` (default 1): only float8 targets read it. Cast-24's
+    ``round_mode`` (default up): only float8 e8m0 reads it, so other targets keep the
+    default (one kernel whatever the attribute says)."""
+    saturate = bool(ctx.attr("saturate", 1)) if ctx.version >= 19 else True
+    round_mode = "up"
+    if to == FLOAT8E8M0 and ctx.version >= 24:
+        round_mode = ctx.attr("round_mode", "up")
+        if round_mode not in E8M0_ROUND_MODES:
+            ctx.fail(f"round_mode {round_mode!r} is not one of {', '.join(E8M0_ROUND_MODES)}")
+    return Cast(to, saturate, round_mode)
 
 
 def cast(ctx: TranslateContext) -> None:
-    ctx.emit(Cast(_cast_target(ctx, ctx.attr("to")), _saturate(ctx)), [ctx.inputs[0]])
+    ctx.emit(_cast(ctx, _cast_target(ctx, ctx.attr("to"))), [ctx.inputs[0]])
 
 
 def cast_like(ctx: TranslateContext) -> None:
     """Cast to the second input's dtype (its values are not read)."""
-    ctx.emit(Cast(ctx.value(1).dtype, _saturate(ctx)), [ctx.inputs[0]])
+    ctx.emit(_cast(ctx, ctx.value(1).dtype), [ctx.inputs[0]])
 
 
 def mod(ctx: TranslateContext) -> None:
