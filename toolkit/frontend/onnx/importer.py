@@ -8,6 +8,7 @@ first; an opset 10 Slice takes its bounds as attributes)."""
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import Mapping
 
 import numpy as np
@@ -19,12 +20,21 @@ from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
-from .translate import TranslateContext, ident, registry, version_in_effect
+from .ops import sequence
+from .translate import Entry, TranslateContext, ident, registry, version_in_effect
 
+PREVIEW = "ai.onnx.preview"
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
 # all-constant nodes are folded at compile time only when their outputs are this small
 FOLD_LIMIT = 1 << 20
+# why an optional or a sequence cannot cross the module's boundary
+NOT_AT_BOUNDARY = ("sequences and optionals are not supported as a model's inputs or outputs: symwasm's VM carries "
+                   "tensors only, and each element of a sequence has its own shape (inside a model they are "
+                   "supported where their structure is known at compile time)")
+# the model's opset imports of the other domains, by domain, while it is imported: subgraphs
+# are imported from translations (If, Loop) that see only the graph
+_DOMAIN_OPSETS: ContextVar[dict[str, int]] = ContextVar("domain_opsets", default={})
 
 
 def load_onnx(model: "str | os.PathLike | bytes | onnx.ModelProto") -> onnx.ModelProto:
@@ -152,8 +162,13 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
             continue
         tt = inp.type.tensor_type
-        if not inp.type.HasField("tensor_type"):
-            raise CompileError(f"input '{inp.name}' is not a tensor")
+        kind = inp.type.WhichOneof("value")
+        if kind in ("sequence_type", "optional_type"):
+            raise CompileError(f"input '{inp.name}' is {'a sequence' if kind == 'sequence_type' else 'an optional'} "
+                               f"({sequence.type_text(inp.type)}); {NOT_AT_BOUNDARY}")
+        if kind != "tensor_type":
+            raise CompileError(f"input '{inp.name}' is not a tensor ({kind or 'it has no type'}); symwasm's inputs "
+                               f"are tensors")
         dt = _dtype(tt.elem_type, f"input '{inp.name}'")
         if not tt.HasField("shape"):
             raise CompileError(f"input '{inp.name}' has no shape (unknown rank is not supported; "
@@ -181,11 +196,15 @@ def import_model(model, binds: Mapping[str, int] | None = None,
 
     reg = registry()
     old: dict[str, int] = {}
-    for index, n in enumerate(g.node):
-        version = _import_node(graph, reg, n, index, opset)
-        known = reg.versions(n.op_type)  # none: the node was expanded from its ONNX function
-        if known and version < max(known) and version < 13:
-            old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
+    token = _DOMAIN_OPSETS.set({o.domain: o.version for o in proto.opset_import})
+    try:
+        for index, n in enumerate(g.node):
+            version = _import_node(graph, reg, n, index, opset)
+            known = reg.versions(n.op_type)  # none: the node was expanded from its ONNX function
+            if known and version < max(known) and version < 13 and n.domain in ("", "ai.onnx"):
+                old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
+    finally:
+        _DOMAIN_OPSETS.reset(token)
     if converted_from is not None:
         graph.notes.append(f"opset {converted_from} model upgraded to opset {MIN_OPSET} by onnx's version converter")
     if old:
@@ -195,7 +214,12 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     for out in g.output:
         if out.name not in graph.values:
             raise CompileError(f"graph output '{out.name}' is not produced by any node")
+        if sequence.is_held(graph.values[out.name]):
+            raise CompileError(f"graph output '{out.name}' is {graph.values[out.name].describe()}; {NOT_AT_BOUNDARY}")
         graph.outputs.append(out.name)
+    # no core node reads a held optional or sequence: only their elements live on
+    for name in [k for k, v in graph.values.items() if sequence.is_held(v)]:
+        del graph.values[name]
     _adopt_output_names(graph, g)
     return graph
 
@@ -204,7 +228,7 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     """Translate one node; returns the op version in effect."""
     name = n.name or f"{n.op_type}_{index}"
     label = f"node '{name}' ({n.op_type})"
-    if n.domain not in ("", "ai.onnx"):
+    if n.domain not in ("", "ai.onnx", PREVIEW):
         raise CompileError(f"{label}: ops of domain '{n.domain}' are not supported")
     for i in n.input:
         if i and i not in graph.values:
@@ -214,12 +238,22 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
         if o and o in graph.values:
             raise CompileError(f"{label}: output '{o}' is already defined (by a graph input, an initializer or "
                                f"an earlier node); every value has one producer")
+    held = [i for i in n.input if i and sequence.is_held(graph.values[i])]
+    if held and (n.op_type not in sequence.HELD_OPS or n.domain not in ("", "ai.onnx")):
+        raise CompileError(f"{label}: input '{held[0]}' is {graph.values[held[0]].describe()}, which symwasm "
+                           f"resolves at compile time; {n.op_type} takes tensors only (Identity and the optional "
+                           f"and sequence ops read optionals and sequences)")
+    if n.domain == PREVIEW:
+        return _import_preview(graph, reg, n, name, label, opset)
     version = version_in_effect(n.op_type, opset)
     entry = reg.lookup(n.op_type, version) if version is not None else None
+    if held and n.op_type == "Identity" and entry is not None:  # Identity's own translation takes tensors
+        entry = Entry("Identity", entry.versions, sequence.identity, foldable=False)
     if entry is None and version is not None:
         body = _function_body(graph, n, opset, label)
         if body is not None:
-            _expand_function(graph, reg, n, name, label, opset, *body)
+            fn, fn_opset = body
+            _expand_function(graph, reg, n, name, label, opset, fn, opset if fn_opset is None else fn_opset)
             return version
     if entry is None:
         known = reg.versions(n.op_type)
@@ -244,6 +278,27 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     return version
 
 
+def _import_preview(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str, opset: int) -> int:
+    """An op of the ai.onnx.preview domain, imported as its ONNX function at the version the
+    model imports of that domain (their bodies are default-domain ops, read at ``opset``);
+    a preview op with no function is refused. Returns the op's version."""
+    domain_opset = _DOMAIN_OPSETS.get().get(PREVIEW)
+    if domain_opset is None:
+        raise CompileError(f"{label}: the model imports no version of domain '{PREVIEW}'")
+    try:
+        version = onnx.defs.get_schema(n.op_type, domain_opset, PREVIEW).since_version
+    except onnx.defs.SchemaError:
+        raise CompileError(f"{label}: unsupported op '{PREVIEW}.{n.op_type}' (there is none at version "
+                           f"{domain_opset} of the domain)") from None
+    body = _function_body(graph, n, domain_opset, label)
+    if body is None:
+        raise CompileError(f"{label}: {PREVIEW}.{n.op_type}-{version} is not supported: symwasm imports the "
+                           f"ops of domain '{PREVIEW}' that ONNX defines by a function, and it has none")
+    fn, fn_opset = body
+    _expand_function(graph, reg, n, name, label, domain_opset, fn, opset if fn_opset is None else fn_opset)
+    return version
+
+
 def _upgrade(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """A model of an opset older than symwasm reads, converted by onnx's version converter
     to the oldest it reads."""
@@ -255,9 +310,11 @@ def _upgrade(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
 
 
 def _function_body(graph: Graph, n: onnx.NodeProto, opset: int, label: str):
-    """(FunctionProto, its default-domain opset) of the ONNX function that defines ``n``'s op
-    at ``opset``, or None when the op has none. Context-dependent functions (LogSoftmax,
-    Attention, CastLike...) are built for ``n``'s attributes and its inputs' types."""
+    """(FunctionProto, its default-domain opset or None when it imports none) of the ONNX
+    function that defines ``n``'s op at ``opset`` (of ``n``'s domain), or None when the op
+    has none. Context-dependent functions (LogSoftmax, Attention, CastLike, FlexAttention...)
+    are built for ``n``'s attributes, GRAPH-valued ones included (FlexAttention's builder
+    inlines its score_mod and prob_mod subgraphs), and its inputs' types."""
     try:
         schema = onnx.defs.get_schema(n.op_type, opset, n.domain or "")
     except onnx.defs.SchemaError:
@@ -293,8 +350,7 @@ def _function_body(graph: Graph, n: onnx.NodeProto, opset: int, label: str):
     fn.ParseFromString(text)
     if not fn.node:
         return None
-    fn_opset = next((o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")), opset)
-    return fn, fn_opset
+    return fn, next((o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str, opset: int,
@@ -431,6 +487,10 @@ def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: 
     for o in region.outputs:
         if o not in graph.values:
             raise CompileError(f"{label}: output '{o}' of subgraph '{gp.name}' is not produced by any node")
+        if sequence.is_held(graph.values[o]):
+            raise CompileError(f"{label}: output '{o}' of subgraph '{gp.name}' is {graph.values[o].describe()}; "
+                               f"subgraphs that yield sequences or optionals are not supported (symwasm resolves "
+                               f"those at compile time, and If and Loop carry tensors)")
     return region
 
 

@@ -1,0 +1,219 @@
+"""Optionals and sequences inside a model: the importer resolves them at compile time (their
+structure is known: constant positions, splits of a known number of parts), so only tensors
+reach the module. Each model is checked on both targets against onnx.reference (which runs
+the sequence ops themselves), at several bindings of its symbolic dims from one module;
+what cannot be resolved at compile time, or would cross the module's boundary, fails naming
+the node or the input/output."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import wasm_runtime
+from toolkit.frontend.onnx.importer import import_model
+from toolkit.ir.graph import CompileError
+from util import check_model, const, make_model, ort_reference, rand, vinfo
+
+N = helper.make_node
+
+
+def test_split_erase_insert_stack(target):
+    """SplitToSequence into rows (keepdims=0: each a (b,) vector), the last erased, y put in
+    front, SequenceLength, then stacked along a new axis 1."""
+    nodes = [N("SplitToSequence", ["x"], ["rows"], axis=1, keepdims=0),
+             N("SequenceErase", ["rows"], ["short"]),
+             N("SequenceInsert", ["short", "y", "zero"], ["seq"]),
+             N("SequenceLength", ["seq"], ["n"]),
+             N("ConcatFromSequence", ["seq"], ["stacked"], axis=1, new_axis=1)]
+    m = make_model(nodes, [vinfo("x", np.float32, ["b", 4]), vinfo("y", np.float32, ["b"])],
+                   [vinfo("n", np.int64, None), vinfo("stacked", np.float32, None)],
+                   [const("zero", np.array(0, np.int64))], opset=18)
+    rng = np.random.default_rng(0)
+    check_model(m, target, [{"x": rand(rng, (b, 4)), "y": rand(rng, (b,))} for b in (1, 3)])
+
+
+def test_split_lengths_at_and_concat(target):
+    """A constant 1-D split of a symbolic axis (its sum is checked at run time), elements read
+    by negative and positive positions, and concatenated back in another order along axis -1."""
+    nodes = [N("SplitToSequence", ["x", "split"], ["parts"], axis=-1),
+             N("SequenceAt", ["parts", "minus_one"], ["last"]),
+             N("SequenceAt", ["parts", "zero"], ["first"]),
+             N("SequenceConstruct", ["last", "first"], ["swapped"]),
+             N("ConcatFromSequence", ["swapped"], ["y"], axis=-1)]
+    m = make_model(nodes, [vinfo("x", np.float32, [2, "t"])], [vinfo("last", np.float32, None),
+                                                               vinfo("y", np.float32, None)],
+                   [const("split", np.array([1, 3], np.int64)), const("minus_one", np.array(-1, np.int64)),
+                    const("zero", np.array(0, np.int32))], opset=13)
+    rng = np.random.default_rng(1)
+    mod = check_model(m, target, [{"x": rand(rng, (2, 4))}])
+    with pytest.raises(wasm_runtime.ModelError, match=r"\(SplitToSequence\): the split sizes against dim 1 of 'x'"):
+        mod.run({"x": rand(rng, (2, 5))})
+
+
+def test_split_scalar_chunks(target):
+    """A scalar split: chunks of 2 along a static axis of 5, the last one smaller, then
+    concatenated back along axis 1 (no new axis) with a symbolic other dim."""
+    nodes = [N("SplitToSequence", ["x", "two"], ["chunks"], axis=1),
+             N("SequenceLength", ["chunks"], ["n"]),
+             N("SequenceAt", ["chunks", "two"], ["tail"]),
+             N("ConcatFromSequence", ["chunks"], ["y"], axis=1)]
+    m = make_model(nodes, [vinfo("x", np.float32, ["b", 5])],
+                   [vinfo("n", np.int64, None), vinfo("tail", np.float32, None), vinfo("y", np.float32, None)],
+                   [const("two", np.array(2, np.int64))], opset=24)
+    rng = np.random.default_rng(2)
+    check_model(m, target, [{"x": rand(rng, (b, 5))} for b in (2, 3)])
+
+
+def test_construct_empty_insert_identity(target):
+    """SequenceEmpty filled by inserts at the end and at a negative position, passed through
+    an Identity, then stacked (int64 elements)."""
+    nodes = [N("SequenceEmpty", [], ["e"], dtype=TensorProto.INT64),
+             N("SequenceInsert", ["e", "a"], ["s1"]),
+             N("SequenceInsert", ["s1", "b"], ["s2"]),
+             N("SequenceInsert", ["s2", "c", "minus_one"], ["s3"]),
+             N("Identity", ["s3"], ["s4"]),
+             N("ConcatFromSequence", ["s4"], ["y"], axis=0, new_axis=1)]
+    m = make_model(nodes, [vinfo(k, np.int64, ["n"]) for k in "abc"], [vinfo("y", np.int64, None)],
+                   [const("minus_one", np.array(-1, np.int64))], opset=17)
+    rng = np.random.default_rng(3)
+    check_model(m, target, [{k: rng.integers(-9, 9, n).astype(np.int64) for k in "abc"} for n in (1, 4)])
+
+
+def test_optionals(target):
+    """Optional of a tensor and of a sequence, and an empty one: OptionalHasElement is true,
+    true, false (and false without an input); OptionalGetElement gives the tensor back, and
+    takes a plain tensor from version 18. The reference is onnxruntime: onnx.reference's
+    Optional without an input makes [None], which its OptionalHasElement counts as an element
+    (the spec and the conformance case test_optional_has_element_empty_optional_input say false)."""
+    nodes = [N("Optional", ["x"], ["ox"]),
+             N("SequenceConstruct", ["x", "x"], ["pair"]),
+             N("Optional", ["pair"], ["opair"]),
+             N("Optional", [], ["none"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
+             N("OptionalHasElement", ["ox"], ["has_x"]),
+             N("OptionalHasElement", ["opair"], ["has_pair"]),
+             N("OptionalHasElement", ["none"], ["has_none"]),
+             N("OptionalHasElement", [], ["has_nothing"]),
+             N("OptionalHasElement", ["x"], ["has_tensor"]),
+             N("OptionalGetElement", ["ox"], ["got"]),
+             N("OptionalGetElement", ["opair"], ["pair_again"]),
+             N("ConcatFromSequence", ["pair_again"], ["both"], axis=0),
+             N("OptionalGetElement", ["x"], ["plain"])]
+    outs = ["has_x", "has_pair", "has_none", "has_nothing", "has_tensor"]
+    m = make_model(nodes, [vinfo("x", np.float32, ["n", 2])],
+                   [vinfo(o, np.bool_, None) for o in outs] + [vinfo(o, np.float32, None) for o in ("got", "both",
+                                                                                                    "plain")],
+                   opset=18)
+    rng = np.random.default_rng(4)
+    check_model(m, target, [{"x": rand(rng, (n, 2))} for n in (1, 3)], ref=ort_reference)
+
+
+def test_sequences_in_subgraphs(target):
+    """An If branch reads an element of a sequence built outside it; a Loop body builds and
+    stacks its own sequence each iteration."""
+    then = helper.make_graph([N("SequenceAt", ["parts", "one"], ["t"])], "then", [], [vinfo("t", np.float32, None)])
+    orelse = helper.make_graph([N("SequenceAt", ["parts", "zero"], ["e"])], "else", [],
+                               [vinfo("e", np.float32, None)])
+    body = helper.make_graph(
+        [N("Identity", ["c"], ["c_out"]),
+         N("SequenceConstruct", ["acc", "acc"], ["twice"]),
+         N("ConcatFromSequence", ["twice"], ["stacked"], axis=0, new_axis=1),
+         N("ReduceSum", ["stacked", "zeros"], ["acc_out"], keepdims=0)],
+        "body", [vinfo("i", np.int64, []), vinfo("c", np.bool_, []), vinfo("acc", np.float32, ["n"])],
+        [vinfo("c_out", np.bool_, []), vinfo("acc_out", np.float32, ["n"])])
+    nodes = [N("SplitToSequence", ["x"], ["parts"], axis=0, keepdims=0),
+             N("If", ["flag"], ["picked"], then_branch=then, else_branch=orelse),
+             N("Loop", ["trips", "go", "picked"], ["doubled"], body=body)]
+    m = make_model(nodes, [vinfo("x", np.float32, [2, "n"]), vinfo("flag", np.bool_, [])],
+                   [vinfo("picked", np.float32, None), vinfo("doubled", np.float32, None)],
+                   [const("one", np.array(1, np.int64)), const("zero", np.array(0, np.int64)),
+                    const("zeros", np.array([0], np.int64)), const("trips", np.array(3, np.int64)),
+                    const("go", np.array(True))], opset=17)
+    rng = np.random.default_rng(5)
+    check_model(m, target, [{"x": rand(rng, (2, n)), "flag": np.array(f)} for n, f in ((3, True), (5, False))])
+
+
+# ----------------------------------------------------------------------------- refused
+
+BOUNDARY = ("sequences and optionals are not supported as a model's inputs or outputs: symwasm's VM carries tensors "
+            "only, and each element of a sequence has its own shape")
+
+
+def _refused(nodes, inputs, outputs, initializers=(), opset=18) -> str:
+    with pytest.raises(CompileError) as e:
+        import_model(make_model(nodes, inputs, outputs, initializers, opset=opset))
+    return str(e.value)
+
+
+def test_sequence_input_refused():
+    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    text = _refused([N("SequenceLength", ["s"], ["n"])], [seq], [vinfo("n", np.int64, None)])
+    assert text == f"input 's' is a sequence (seq(tensor(float))); {BOUNDARY} (inside a model they are supported " \
+                   f"where their structure is known at compile time)"
+
+
+def test_optional_input_refused():
+    opt = helper.make_value_info("o", helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.INT64, ["n"])))
+    text = _refused([N("OptionalHasElement", ["o"], ["h"])], [opt], [vinfo("h", np.bool_, None)])
+    assert text.startswith(f"input 'o' is an optional (optional(tensor(int64))); {BOUNDARY}")
+
+
+def test_sequence_output_refused():
+    text = _refused([N("SplitToSequence", ["x"], ["s"])], [vinfo("x", np.float32, [3, 2])],
+                    [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    assert text.startswith(f"graph output 's' is a sequence of 3 float32 tensors; {BOUNDARY}")
+
+
+def test_run_time_position_refused():
+    text = _refused([N("SequenceConstruct", ["x"], ["s"]), N("SequenceAt", ["s", "p"], ["y"], name="at")],
+                    [vinfo("x", np.float32, [2]), vinfo("p", np.int64, [])], [vinfo("y", np.float32, None)])
+    assert text == ("node 'at' (SequenceAt): position (input 'p') is known only at run time, which is not "
+                    "supported: symwasm resolves sequences at compile time, so positions must be constants")
+
+
+def test_position_out_of_range():
+    text = _refused([N("SequenceConstruct", ["x", "x"], ["s"]), N("SequenceErase", ["s", "p"], ["t"], name="er"),
+                     N("ConcatFromSequence", ["t"], ["y"], axis=0)],
+                    [vinfo("x", np.float32, [2])], [vinfo("y", np.float32, None)], [const("p", np.array(-3))])
+    assert text == "node 'er' (SequenceErase): position -3 is out of range for a sequence of 2 elements " \
+                   "(valid: -2 to 1)"
+
+
+def test_sequence_into_ordinary_op_refused():
+    text = _refused([N("SequenceConstruct", ["x"], ["s"]), N("Add", ["s", "x"], ["y"], name="add")],
+                    [vinfo("x", np.float32, [2])], [vinfo("y", np.float32, None)])
+    assert text == ("node 'add' (Add): input 's' is a sequence of 1 float32 tensors, which symwasm resolves at "
+                    "compile time; Add takes tensors only (Identity and the optional and sequence ops read "
+                    "optionals and sequences)")
+
+
+def test_empty_optional_get_element_refused():
+    text = _refused([N("Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
+                     N("OptionalGetElement", ["o"], ["y"], name="get")], [], [vinfo("y", np.float32, None)])
+    assert text == "node 'get' (OptionalGetElement): input 'o' is an empty optional of tensor(float): it has no " \
+                   "element to get"
+
+
+def test_split_of_symbolic_dim_refused():
+    text = _refused([N("SplitToSequence", ["x"], ["s"], name="sp"), N("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                    [vinfo("x", np.float32, ["n", 2])], [vinfo("y", np.float32, None)])
+    assert text == ("node 'sp' (SplitToSequence): dim 0 of 'x' is n, known only at run time, which is not "
+                    "supported for chunks of 1: the number of parts must be known at compile time")
+
+
+def test_concat_of_empty_sequence_refused():
+    text = _refused([N("SequenceEmpty", [], ["s"]), N("ConcatFromSequence", ["s"], ["y"], axis=0, name="cat")],
+                    [], [vinfo("y", np.float32, None)])
+    assert text == "node 'cat' (ConcatFromSequence): the sequence 's' is empty; there is nothing to concatenate"
+
+
+def test_if_branch_yielding_a_sequence_refused():
+    """Out of scope: If carries tensors, and its branches' sequences would have to agree."""
+    branch = helper.make_graph([N("SequenceConstruct", ["x"], ["s"])], "b", [],
+                               [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    text = _refused([N("If", ["c"], ["seq"], then_branch=branch, else_branch=branch, name="if"),
+                     N("ConcatFromSequence", ["seq"], ["y"], axis=0)],
+                    [vinfo("x", np.float32, [2]), vinfo("c", np.bool_, [])], [vinfo("y", np.float32, None)])
+    assert text == ("node 'if' (If): output 's' of subgraph 'b' is a sequence of 1 float32 tensors; subgraphs that "
+                    "yield sequences or optionals are not supported (symwasm resolves those at compile time, and If "
+                    "and Loop carry tensors)")
+
