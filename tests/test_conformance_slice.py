@@ -32,3 +32,31 @@ def test_case_passes(name, target, cases, tmp_path):
 def test_exclusions_give_reasons():
     for name, reason in conformance.exclusions().items():
         assert reason != "(no reason given)", name
+
+
+def test_known_failures_give_reasons_and_match_cases(cases):
+    """Each line explains something real: a reason, a pattern that matches some case, and no
+    case that exclusions.txt skips (a case is skipped or explained, never both)."""
+    excluded = set(conformance.exclusions())
+    for pattern, reason in conformance.known_failures():
+        assert reason != "(no reason given)", pattern.pattern
+        matched = [n for n in cases if pattern.fullmatch(n)]
+        assert matched, f"known_failures.txt: {pattern.pattern!r} matches no case"
+        assert not excluded & set(matched), f"{pattern.pattern!r} also matches excluded cases"
+
+
+def test_explain_accepts_only_named_refusals(monkeypatch, tmp_path):
+    """A refusal a line names is explained; a wrong result under the same pattern, or a
+    refusal no line names, is not; a line no failure uses is stale."""
+    known = tmp_path / "known.txt"
+    known.write_text("test_string_.*  # strings are not supported\ntest_gone  # fixed long ago\n")
+    monkeypatch.setattr(conformance, "KNOWN_FAILURES", known)
+    outcome = {
+        ("test_string_concat", "wasm32"): ("unsupported", "input 'x' has dtype STRING"),
+        ("test_string_split", "native"): ("wrong", "output 0 differs"),
+        ("test_abs", "native"): ("compile error", "something new"),
+        ("test_add", "native"): ("pass", ""),
+    }
+    unexplained, stale = conformance.explain(outcome)
+    assert [u.split(":")[0] for u in unexplained] == ["test_abs [native]", "test_string_split [native]"]
+    assert stale == ["test_gone  # fixed long ago"]

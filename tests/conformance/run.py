@@ -6,7 +6,10 @@ on each target, each case in a worker process (a crash or a hang costs that case
 
 Prints a per-op table and a closing line ``N passed, M failed`` (skipped cases count as not
 passed). A case is skipped only when tests/conformance/exclusions.txt names it, with the
-reason on its line. Outcomes: pass; unsupported (the op, version or dtype symwasm refuses at
+reason on its line. Every case that runs and fails must be explained by a line of
+tests/conformance/known_failures.txt (a regex and the reason); the runner lists failures no
+line explains, and lines that explain nothing, and exits 1 if there is an unexplained one.
+Outcomes: pass; unsupported (the op, version or dtype symwasm refuses at
 compile time, by name); compile error (any other CompileError); wrong (outputs differ from
 the case's expected outputs); run error (a ModelError on a valid input); crash or hang (the
 worker died or timed out); skipped.
@@ -25,6 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXCLUSIONS = HERE / "exclusions.txt"
+KNOWN_FAILURES = HERE / "known_failures.txt"
 NARROW_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"}
 # relative tolerance of two ULPs for the 16-bit floats' results: onnx's own backend runner
 # allows bfloat16 this much (its intermediate roundings depend on the order of operations)
@@ -41,6 +45,36 @@ def exclusions() -> dict[str, str]:
             if name.strip():
                 out[name.strip()] = reason.strip() or "(no reason given)"
     return out
+
+
+def known_failures() -> list[tuple[re.Pattern, str]]:
+    """(pattern, reason) per line of the known-failures file (``regex  # reason``); a pattern
+    must match a whole case name."""
+    out = []
+    if KNOWN_FAILURES.exists():
+        for line in KNOWN_FAILURES.read_text().splitlines():
+            pattern, _, reason = line.partition("#")
+            if pattern.strip():
+                out.append((re.compile(pattern.strip()), reason.strip() or "(no reason given)"))
+    return out
+
+
+def explain(outcome: dict[tuple[str, str], tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """(failures no known-failures line explains, lines that explain no failure). A wrong
+    result, crash or run error is never explained by a line: only refusals are."""
+    known = known_failures()
+    used: set[int] = set()
+    unexplained = []
+    for (name, t), (o, detail) in sorted(outcome.items()):
+        if o in ("pass", "skipped"):
+            continue
+        hit = next((i for i, (p, _) in enumerate(known) if p.fullmatch(name)), None)
+        if hit is None or o not in ("unsupported", "compile error"):
+            unexplained.append(f"{name} [{t}]: {o}: {detail[:200]}")
+        else:
+            used.add(hit)
+    stale = [f"{p.pattern}  # {r}" for i, (p, r) in enumerate(known) if i not in used]
+    return unexplained, stale
 
 
 def cases(only: str | None = None):
@@ -191,9 +225,18 @@ def main(argv=None) -> int:
     if args.results:
         write_results(args.results, targets, seconds, total,
                       {f"{n} [{t}]": [o, d] for (n, t), (o, d) in outcome.items()})
+    unexplained, stale = explain(outcome)
+    if stale and not args.only:
+        print(f"\nknown_failures.txt lines that explain no failure (remove them): {len(stale)}")
+        print("\n".join(f"- {line}" for line in stale))
+    if unexplained:
+        print(f"\nfailures not explained by known_failures.txt: {len(unexplained)}")
+        print("\n".join(f"- {line}" for line in unexplained))
     print(f"\n{total['pass']} passed, {failed} failed ({', '.join(f'{total[o]} {o}' for o in OUTCOMES[1:] if total[o])}) "
-          f"of {len(all_cases)} cases x {len(targets)} targets in {seconds} s")
-    return 0
+          f"of {len(all_cases)} cases x {len(targets)} targets in {seconds} s; "
+          f"{failed - total['skipped'] - len(unexplained)} failures explained by known_failures.txt, "
+          f"{total['skipped']} skipped by exclusions.txt, {len(unexplained)} unexplained")
+    return 1 if unexplained else 0
 
 
 if __name__ == "__main__":
