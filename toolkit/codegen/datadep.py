@@ -104,3 +104,9 @@ def build_range_fill(kb: KernelBuilder, params: DType, types: Sequence[TensorTyp
         else:
             ii = b.trunc(i, t) if t != I64 else i
             o.store(i, b.add(start, b.mul(ii, delta)))
+
+
+def build_fail_if_true(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
+    """Fails with STATUS_INVALID_INPUT when tensor 0 (one bool) is true (the Assert op)."""
+    v = kb.tensor(0, *types[0]).load(i64(0))
+    kb.fail_if(kb.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)), STATUS_INVALID_INPUT)

@@ -41,6 +41,8 @@ class CoreOp:
     """Base of core ops (subclasses are ``@dataclass(frozen=True)``)."""
 
     aliases_input: ClassVar[bool] = False
+    # runs for its effect (a run-time failure), not its outputs: dead-code elimination keeps it
+    has_effect: ClassVar[bool] = False
 
     def infer(self, ctx: "InferContext") -> None:
         raise NotImplementedError

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..codegen import datadep as K
 from ..ir import dims as D
-from ..ir.dtypes import ALL, BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT16, INT32, INT64, DType
+from ..ir.dtypes import ALL, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT16, INT32, INT64, DType
 from ..ir.graph import SYM_LIMIT
 from .base import CoreOp, InferContext
 
@@ -107,3 +108,21 @@ class Range(CoreOp):
                     outputs=0)
             lw.define(n, slot)
         lw.call(K.build_range_fill, work, regs + [lw.alloc(out.name)])
+
+
+@dataclass(frozen=True)
+class Assert(CoreOp):
+    """Fails the run with ``message`` (after the node's name) when its input, a bool scalar,
+    is true at run time; it has no outputs. What a translation uses to refuse a value it can
+    only see at run time (Dropout-12 asked to drop at random)."""
+
+    message: str
+    has_effect: ClassVar[bool] = True
+
+    def infer(self, ctx: InferContext) -> None:
+        v = ctx.input(0)
+        if v.dtype != BOOL or D.product(v.shape) != 1:
+            ctx.fail(f"input '{v.name}' must be a bool scalar, is {v.dtype} {D.fmt_shape(v.shape)} (internal)")
+
+    def lower(self, lw, node) -> None:
+        lw.call(K.build_fail_if_true, None, [lw.tensor(node.inputs[0])], error=self.message, outputs=0)

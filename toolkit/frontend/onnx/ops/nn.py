@@ -3,9 +3,8 @@ Dropout (inference: an identity, and a mask of ones when asked for).
 
 Dropout-12 takes training_mode as an input. Training with a ratio other than 0 drops at
 random, which symwasm does not do: refused at compile time when both are known, otherwise
-checked at run time. There the flag "training and ratio != 0" becomes the length of a
-Range (0 or 1, a data-dependent dim) that a Checks node requires to be 0, so a run that
-asks for random dropping fails naming the node instead of returning the input.
+checked at run time by an Assert on "training and ratio != 0", so a run that asks for
+random dropping fails naming the node instead of returning the input.
 
 Softmax, LogSoftmax and Hardmax before version 13 normalize the input flattened to 2-D at
 ``axis`` (default 1): over all the trailing dims at once. Each becomes Flatten, the op over
@@ -16,11 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir import dims as D
-from ....ir.dtypes import BOOL, FLOATS, INT64
-from ....ir.graph import Check
-from ....ops.base import Checks
-from ....ops.datadep import Range
-from ....ops.elementwise import Cast, Elementwise
+from ....ir.dtypes import BOOL, FLOATS
+from ....ops.datadep import Assert
+from ....ops.elementwise import Elementwise
 from ....ops.linalg import Gemm, MatMul
 from ....ops.reduce import Hardmax, LayerNorm, LogSoftmax, Softmax
 from ....ops.shape import Fill, Flatten, Identity, ShapeOf, ViewAs
@@ -111,13 +108,7 @@ def _refuse_training(ctx: TranslateContext) -> None:
     if len(flags) == 2:
         refused = ctx.tmp("refused")
         ctx.emit(Elementwise("and"), flags, [refused])
-    count, drops = ctx.tmp("refused_count"), ctx.tmp("refused_range")
-    ctx.emit(Cast(INT64), [refused], [count])
-    ctx.emit(Range(), [ctx.constant("0", np.int64(0)), count, ctx.constant("1", np.int64(1))], [drops])
-    checks = ctx.emit(Checks(), [], [])
-    checks.checks = [Check("eq", ctx.graph.values[drops].shape[0], 0,
-                           f"{ctx.label()}: at run time, training_mode '{mode.name}' is true and {said_ratio}: "
-                           f"{reason}")]
+    ctx.emit(Assert(f"at run time, training_mode '{mode.name}' is true and {said_ratio}: {reason}"), [refused], [])
 
 
 def register(r) -> None:
