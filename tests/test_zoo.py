@@ -24,14 +24,11 @@ ZOO = Path(__file__).resolve().parent / "models" / "zoo"
 MANIFEST = json.loads((ZOO / "zoo.json").read_text())
 
 
-def _feeds(name: str, k: int) -> dict[str, np.ndarray]:
+def _binding(name: str, k: int) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """The inputs of binding ``k`` and onnxruntime's outputs on them, as stored."""
     arrays = np.load(ZOO / f"{name}.npz")
-    return {i: arrays[f"{k}/in/{i}"] for i in MANIFEST[name]["inputs"]}
-
-
-def _stored(name: str, k: int) -> list[np.ndarray]:
-    arrays = np.load(ZOO / f"{name}.npz")
-    return [arrays[f"{k}/out/{o}"] for o in MANIFEST[name]["outputs"]]
+    return ({i: arrays[f"{k}/in/{i}"] for i in MANIFEST[name]["inputs"]},
+            [arrays[f"{k}/out/{o}"] for o in MANIFEST[name]["outputs"]])
 
 
 def test_the_zoo_is_what_the_issue_asks_for():
@@ -62,8 +59,9 @@ def test_zoo_model(name, target):
     rep = backend.prepare(onnx.load(ZOO / info["file"]), target=target)
     try:
         for k, binding in enumerate(info["bindings"]):
-            got = rep.run(_feeds(name, k))
-            for out, g, w in zip(info["outputs"], got, _stored(name, k)):
+            feeds, want = _binding(name, k)
+            got = rep.run(feeds)
+            for out, g, w in zip(info["outputs"], got, want):
                 where = f"{name} {out} at {binding}"
                 assert g.shape == w.shape and g.dtype == w.dtype, f"{where}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
                 if out in info["exact_outputs"] or not np.issubdtype(w.dtype, np.floating):
@@ -90,7 +88,7 @@ def test_quantized_model_matches_onnx_reference(name):
             o.version = 19
     rep = backend.prepare(onnx.load(ZOO / MANIFEST[name]["file"]), target="native")
     try:
-        feeds = _feeds(name, 0)
+        feeds, _ = _binding(name, 0)
         want = ReferenceEvaluator(m).run(None, feeds)
         for out, g, w in zip(MANIFEST[name]["outputs"], rep.run(feeds), want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{name} {out}")

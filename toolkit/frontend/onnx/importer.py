@@ -381,15 +381,7 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str
     model_opset, graph.opset = graph.opset, fn_opset
     try:
         for k, sub in enumerate(fn.node):
-            m = onnx.NodeProto()
-            m.CopyFrom(sub)
-            m.name = f"{prefix}{sub.name or sub.op_type + '_' + str(k)}"
-            m.ClearField("input")
-            m.input.extend(new_name(x) for x in sub.input)
-            m.ClearField("output")
-            m.output.extend(new_name(x) for x in sub.output)
-            m.ClearField("attribute")
-            m.attribute.extend(_bind_attributes(sub.attribute, given, new_name, m.name))
+            m = _bound_node(sub, k, prefix, new_name, given)
             try:
                 _import_node(graph, reg, m, k, fn_opset)
             except CompileError as e:
@@ -444,14 +436,24 @@ def _bind_subgraph(gp: onnx.GraphProto, given: dict, outer, prefix: str) -> onnx
     for coll in (gp.input, gp.output, gp.initializer, gp.value_info):
         for x in coll:
             x.name = name(x.name)
-    for k, nd in enumerate(gp.node):
-        nd.name = f"{prefix}{nd.name or nd.op_type + '_' + str(k)}"
-        nd.input[:] = [name(i) for i in nd.input]
-        nd.output[:] = [name(o) for o in nd.output]
-        attrs = _bind_attributes(nd.attribute, given, name, nd.name)
-        nd.ClearField("attribute")
-        nd.attribute.extend(attrs)
+    nodes = [_bound_node(nd, k, prefix, name, given) for k, nd in enumerate(gp.node)]
+    del gp.node[:]
+    gp.node.extend(nodes)
     return gp
+
+
+def _bound_node(nd: onnx.NodeProto, k: int, prefix: str, name, given: dict) -> onnx.NodeProto:
+    """A copy of ``nd``, node ``k`` of a function body or of a subgraph inside one, for its
+    expansion: named under ``prefix``, its values renamed by ``name``, its attributes bound
+    by :func:`_bind_attributes`."""
+    m = onnx.NodeProto()
+    m.CopyFrom(nd)
+    m.name = f"{prefix}{nd.name or nd.op_type + '_' + str(k)}"
+    m.input[:] = [name(x) for x in nd.input]
+    m.output[:] = [name(x) for x in nd.output]
+    m.ClearField("attribute")
+    m.attribute.extend(_bind_attributes(nd.attribute, given, name, m.name))
+    return m
 
 
 def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: str) -> Region:

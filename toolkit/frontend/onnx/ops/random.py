@@ -47,16 +47,9 @@ def _float_dtype(ctx: TranslateContext) -> DType:
     return _allowed(ctx, x.dtype, f"input '{x.name}' (its dtype is the output's)")
 
 
-def _shape(ctx: TranslateContext) -> tuple[int, ...]:
-    shape = ctx.ints("shape")
-    if shape is None:
-        ctx.fail("attribute 'shape' is required")
-    return shape
-
-
 def random_uniform(ctx: TranslateContext) -> None:
     ctx.emit(RandomUniform(_float_dtype(ctx), float(ctx.attr("low", 0.0)), float(ctx.attr("high", 1.0)), _key(ctx),
-                           _shape(ctx)))
+                           ctx.ints("shape")))  # required: the importer checked it
 
 
 def random_uniform_like(ctx: TranslateContext) -> None:
@@ -65,7 +58,7 @@ def random_uniform_like(ctx: TranslateContext) -> None:
 
 def random_normal(ctx: TranslateContext) -> None:
     ctx.emit(RandomNormal(_float_dtype(ctx), float(ctx.attr("mean", 0.0)), float(ctx.attr("scale", 1.0)), _key(ctx),
-                          _shape(ctx)))
+                          ctx.ints("shape")))  # required: the importer checked it
 
 
 def random_normal_like(ctx: TranslateContext) -> None:
