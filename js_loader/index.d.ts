@@ -14,11 +14,14 @@ declare global {
 
 /** The dtypes the module ABI carries (toolkit/abi.py; abi.js). */
 export type DType = 'float32' | 'float64' | 'float16' | 'int8' | 'int16' | 'int32' | 'int64' | 'uint8' | 'uint16'
-  | 'uint32' | 'uint64' | 'bool';
+  | 'uint32' | 'uint64' | 'bool' | 'bfloat16' | 'float8_e4m3fn' | 'float8_e4m3fnuz' | 'float8_e5m2'
+  | 'float8_e5m2fnuz' | 'float8_e8m0fnu' | 'float4_e2m1fn' | 'uint4' | 'int4' | 'uint2' | 'int2' | 'string';
 
 /**
- * The typed array holding each dtype. bool is one byte (0 or 1) per element; float16 travels
- * as its IEEE binary16 bits in a Uint16Array.
+ * What holds each dtype's elements. bool is one byte (0 or 1) per element; float16 and
+ * bfloat16 travel as their bits in a Uint16Array; the float8, float4 and 4-/2-bit integer
+ * formats as one code per byte in a Uint8Array; string as a plain Array of strings (UTF-8
+ * inside the module).
  */
 export interface TypedArrayOf {
   float32: Float32Array;
@@ -33,12 +36,25 @@ export interface TypedArrayOf {
   uint32: Uint32Array;
   uint64: BigUint64Array;
   bool: Uint8Array;
+  bfloat16: Uint16Array;
+  float8_e4m3fn: Uint8Array;
+  float8_e4m3fnuz: Uint8Array;
+  float8_e5m2: Uint8Array;
+  float8_e5m2fnuz: Uint8Array;
+  float8_e8m0fnu: Uint8Array;
+  float4_e2m1fn: Uint8Array;
+  uint4: Uint8Array;
+  int4: Uint8Array;
+  uint2: Uint8Array;
+  int2: Uint8Array;
+  string: string[];
 }
 
 export type TensorData = TypedArrayOf[DType];
 
-/** Per dtype: its ABI code, bytes per element, kind (f float, i signed, u unsigned, b bool) and typed array. */
-export const DTYPES: { readonly [D in DType]: { readonly code: number; readonly size: number; readonly kind: 'f' | 'i' | 'u' | 'b'; readonly array: new (buffer: ArrayBuffer) => TypedArrayOf[D] } };
+/** Per dtype: its ABI code, bytes per element, kind (f float, i signed, u unsigned, b bool, s string) and
+ * the array that holds it (Array for string, whose elements are 16-byte {address, length} in the module). */
+export const DTYPES: { readonly [D in DType]: { readonly code: number; readonly size: number; readonly kind: 'f' | 'i' | 'u' | 'b' | 's'; readonly array: new (buffer: ArrayBuffer) => TypedArrayOf[D] } };
 
 /** The module format this loader runs (major, minor): modules of another major are refused. */
 export const FORMAT_VERSION: readonly [number, number];
@@ -66,7 +82,7 @@ export interface TensorInfo {
  * An input to `Model.run`: dense row-major data and its concrete shape. The data's typed
  * array must hold the input's dtype; `dtype` says which one when the array could hold two
  * (a Uint8Array is uint8 or bool, a Uint16Array uint16 or float16); by default it is the
- * input's own dtype when the array holds it.
+ * input's own dtype when the array holds it. A string input's data is an Array of strings.
  */
 export interface Feed {
   data: TensorData;

@@ -416,6 +416,10 @@ export class Model {
       const rank = view.getInt32(TENSOR_LAYOUT.rank, true);
       const shape = Array.from({ length: rank }, (_, a) => Number(view.getBigInt64(TENSOR_LAYOUT.shape + 8 * a, true)));
       const ptr = view.getUint32(TENSOR_LAYOUT.data, true);
+      if (dtype === 'string') {
+        result[info.name] = { data: this.#readStrings(ptr, shape.reduce((a, b) => a * b, 1)), shape, dtype };
+        return;
+      }
       const T = DTYPES[dtype].array;
       const nbytes = shape.reduce((a, b) => a * b, 1) * T.BYTES_PER_ELEMENT;
       // slice() copies, so the result survives the next run; the copy is also aligned
@@ -424,9 +428,50 @@ export class Model {
     return result;
   }
 
+  /** n string elements {address, length} at ptr, decoded from UTF-8. */
+  #readStrings(ptr, n) {
+    const view = new DataView(this.#memory(), ptr, 16 * n);
+    const bytes = new Uint8Array(this.#memory());
+    const decoder = new TextDecoder();
+    return Array.from({ length: n }, (_, i) => {
+      const addr = Number(view.getBigInt64(16 * i, true));
+      const len = Number(view.getBigInt64(16 * i + 8, true));
+      return len ? decoder.decode(bytes.subarray(addr, addr + len)) : '';
+    });
+  }
+
+  /** A string input's buffer: the elements {address, length}, then every element's UTF-8
+   * bytes (the VM checks that each element points into the buffer). */
+  #writeStrings(index, info, data) {
+    const bad = data.findIndex((s) => typeof s !== 'string');
+    if (bad >= 0) {
+      throw new ModelError(`input '${info.name}': element ${bad} is ${typeof data[bad]}, not a string`,
+        STATUS.INVALID_INPUT);
+    }
+    const encoder = new TextEncoder();
+    const parts = data.map((s) => encoder.encode(s));
+    const nbytes = 16 * parts.length + parts.reduce((a, p) => a + p.length, 0);
+    const ptr = this.#call('sw_input_buffer', this.#ctx, index, BigInt(nbytes)) >>> 0;
+    if (!ptr) this.#check(STATUS.OUT_OF_MEMORY);
+    const view = new DataView(this.#memory(), ptr, nbytes);
+    const bytes = new Uint8Array(this.#memory(), ptr, nbytes);
+    let at = 16 * parts.length;
+    parts.forEach((p, i) => {
+      view.setBigInt64(16 * i, BigInt(ptr + at), true);
+      view.setBigInt64(16 * i + 8, BigInt(p.length), true);
+      bytes.set(p, at);
+      at += p.length;
+    });
+  }
+
   #setInput(index, info, feed) {
     const { data, shape, dtype: named } = feed ?? {};
-    if (!ArrayBuffer.isView(data) || data instanceof DataView) {
+    if (info.dtype === 'string') {
+      if (!Array.isArray(data)) {
+        throw new ModelError(`input '${info.name}': expected {data, shape} with data an Array of strings, `
+          + `got ${data === null ? 'null' : data?.constructor?.name ?? typeof data}`, STATUS.INVALID_INPUT);
+      }
+    } else if (!ArrayBuffer.isView(data) || data instanceof DataView) {
       const got = ArrayBuffer.isView(feed) ? `a bare ${feed.constructor.name}`
         : `data ${data === null ? 'null' : data?.constructor?.name ?? typeof data}`;
       throw new ModelError(`input '${info.name}': expected {data, shape} with data a typed array of its dtype `
@@ -450,6 +495,19 @@ export class Model {
       throw new ModelError(`input '${info.name}': data has ${data.length} elements but shape `
         + `[${shape.join(', ')}] needs ${count}`, STATUS.INVALID_INPUT);
     }
+    if (dtype === 'string') {
+      this.#writeStrings(index, info, data);
+    } else {
+      this.#writeData(index, dtype, data);
+    }
+    const shapePtr = this.#call('sw_shape_buffer', this.#ctx) >>> 0;
+    // a DataView needs no 8-byte alignment and states the byte order (wasm is little-endian)
+    const view = new DataView(this.#memory(), shapePtr, MAX_RANK * 8);
+    for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(a * 8, BigInt(shape[a] ?? 0), true);
+    this.#check(this.#call('sw_set_input', this.#ctx, index, DTYPES[dtype].code, shape.length));
+  }
+
+  #writeData(index, dtype, data) {
     const ptr = this.#call('sw_input_buffer', this.#ctx, index, BigInt(data.byteLength)) >>> 0;
     if (!ptr) this.#check(STATUS.OUT_OF_MEMORY);
     const dst = new Uint8Array(this.#memory(), ptr, data.byteLength);
@@ -459,11 +517,6 @@ export class Model {
     } else {
       dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     }
-    const shapePtr = this.#call('sw_shape_buffer', this.#ctx) >>> 0;
-    // a DataView needs no 8-byte alignment and states the byte order (wasm is little-endian)
-    const view = new DataView(this.#memory(), shapePtr, MAX_RANK * 8);
-    for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(a * 8, BigInt(shape[a] ?? 0), true);
-    this.#check(this.#call('sw_set_input', this.#ctx, index, DTYPES[dtype].code, shape.length));
   }
 
   /** The current memory buffer: memory may grow in any call, detaching older buffers. */

@@ -46,7 +46,8 @@ async function handle({ id, type, ...args }) {
     } else if (type === 'run') {
       const outputs = await model.run(args.feeds);
       // each output is a fresh copy: hand its buffer over rather than copy it again
-      port.post({ id, result: outputs }, Object.values(outputs).map((t) => t.data.buffer));
+      // (a string output is a plain Array: it is cloned)
+      port.post({ id, result: outputs }, Object.values(outputs).filter((t) => t.data.buffer).map((t) => t.data.buffer));
     } else {
       throw new Error(`worker.js: unknown message type ${type}`);
     }

@@ -27,7 +27,8 @@ from pathlib import Path
 # 3.1: MOVE, COPY and APPEND (control flow); ARENA and ALLOC_AT (the dynamic arena)
 # 3.2: the small formats: bfloat16, float8 (4 kinds), float4, int4/uint4, int2/uint2
 # 3.3: float8 e8m0 (the MX scale format)
-FORMAT_VERSION = (3, 3)
+# 3.4: string tensors (dtype 8): elements are sw_str {address, length} of UTF-8 bytes
+FORMAT_VERSION = (3, 4)
 MAX_RANK = 8
 
 
@@ -36,7 +37,7 @@ class DTypeSpec:
     name: str  # also the numpy dtype name
     code: int  # ONNX TensorProto code
     size: int  # bytes per element
-    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool (0 or 1)
+    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool (0 or 1), "s" string (UTF-8)
     c_type: str
     js_array: str  # the typed array holding it in JS
 
@@ -71,6 +72,10 @@ DTYPES: tuple[DTypeSpec, ...] = (
     DTypeSpec("float8_e8m0fnu", 24, 1, "f", "uint8_t", "Uint8Array"),
     DTypeSpec("uint2", 25, 1, "u", "uint8_t", "Uint8Array"),
     DTypeSpec("int2", 26, 1, "i", "uint8_t", "Uint8Array"),
+    # UTF-8 text: each element is an sw_str (the address and length of its bytes, which
+    # live in an input buffer, the module's read-only data or a buffer the run allocated);
+    # JS passes a plain Array of strings
+    DTypeSpec("string", 8, 16, "s", "sw_str", "Array"),
 )
 
 
@@ -96,6 +101,21 @@ STATUSES: tuple[Status, ...] = (
 )
 
 
+# Why a kernel written in C (wasm_runtime/vm/sw_lib.h) refused its input: it returns
+# SW_INVALID_INPUT with detail[0] one of these codes (1, 2, ...), and the compiler writes
+# the message's reason as a choice over them ({0?...}, filled in by the VM)
+LIB_REASONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "image": (
+        ("UNRECOGNIZED", "the data is not an image in a known format (JPEG, PNG, BMP, PNM, TIFF, WebP, JPEG 2000)"),
+        ("UNSUPPORTED_FORMAT", "the image format is recognized but not decoded by symwasm (WebP, JPEG 2000)"),
+        ("UNSUPPORTED_FEATURE", "the image uses a feature symwasm does not decode (for example arithmetic "
+                                "coding, 12-bit samples, CMYK, or a TIFF compression other than none)"),
+        ("CORRUPT", "the image data is corrupt or truncated"),
+        ("TOO_LARGE", "the image is larger than 16384 pixels on a side"),
+    ),
+}
+
+
 # scalar kinds: how a value travels between host and module
 #   i32, i64: integers; ptr: an address (4 bytes on wasm32, 8 natively); void: nothing
 @dataclass(frozen=True)
@@ -109,6 +129,12 @@ class Field:
 
 STRUCTS: dict[str, tuple[Field, ...]] = {
     # a tensor descriptor: what registers hold and kernels receive
+    # one element of a string tensor: the address of its first UTF-8 byte (a wasm32 address
+    # zero-extended) and its length; the same 16 bytes on both targets
+    "sw_str": (
+        Field("ptr", "i64", "int64_t", doc="address of the first byte"),
+        Field("len", "i64", "int64_t", doc="bytes (UTF-8, no terminator)"),
+    ),
     "sw_tensor": (
         Field("data", "ptr", "void*"),
         Field("dtype", "i32", "int32_t"),
@@ -287,6 +313,9 @@ def c_header() -> str:
             L.append(f"#if UINTPTR_MAX == {'0xFFFFFFFFu' if ptr == 4 else '0xFFFFFFFFFFFFFFFFu'}")
             L.append(f'_Static_assert({cond}, "{name} layout ({ptr}-byte pointers)");')
             L.append("#endif")
+    for family, reasons in LIB_REASONS.items():
+        L.append(f"/* why a {family} kernel refused its input (detail[0]); see LIB_REASONS */")
+        L += [f"#define SW_REASON_{family.upper()}_{name} {i} /* {text} */" for i, (name, text) in enumerate(reasons, 1)]
     L += ["", "typedef struct sw_context sw_context;", "",
           "#if defined(__wasm__)", "#define SW_EXPORT(name) __attribute__((export_name(#name)))", "#else",
           '#define SW_EXPORT(name) __attribute__((visibility("default")))', "#endif", ""]
@@ -354,7 +383,7 @@ def markdown_tables() -> str:
     """The ABI's tables for docs/ABI.md."""
     L = [f"Format version {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}; at most {MAX_RANK} dims.", "",
          "| dtype | code | bytes | kind | C | JS |", "| --- | ---: | ---: | --- | --- | --- |"]
-    kinds = {"f": "float", "i": "signed integer", "u": "unsigned integer", "b": "bool (0 or 1)"}
+    kinds = {"f": "float", "i": "signed integer", "u": "unsigned integer", "b": "bool (0 or 1)", "s": "string (UTF-8)"}
     L += [f"| `{d.name}` | {d.code} | {d.size} | {kinds[d.kind]} | `{d.c_type}` | `{d.js_array}` |" for d in DTYPES]
     L += ["", "| status | name | meaning |", "| ---: | --- | --- |"]
     L += [f"| {s.code} | `SW_{s.name}` | {s.detail} |" for s in STATUSES]

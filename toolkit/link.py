@@ -22,8 +22,13 @@ from .abi import EXPORTS
 from .codegen.target import Target
 
 VM_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm"
-VM_SOURCES = ("sw_vm.c", "sw_alloc.c")
-VM_HEADERS = ("sw_vm.h", "sw_isa.h", "sw_abi.h")
+# the VM, and the kernels written in C (sw_lib.h: strings, regular expressions, images),
+# which a module keeps only when its program calls them (--gc-sections)
+VM_SOURCES = ("sw_vm.c", "sw_alloc.c", "sw_strconst.c", "sw_text.c", "sw_regex.c", "sw_image.c")
+
+
+def _vm_headers() -> list[Path]:
+    return sorted(VM_DIR.glob("*.h"))
 WASM_STACK = 1 << 20
 METADATA_SECTION = "symwasm.metadata"
 
@@ -55,15 +60,15 @@ def _cflags(target: Target) -> list[str]:
         flags += ["-ffreestanding", "-fno-builtin", "-nostdlib", "-mbulk-memory",
                   "-mnontrapping-fptoint", "-msimd128"]
     else:
-        flags += ["-fPIC", "-fvisibility=hidden"]
+        flags += ["-fPIC", "-fvisibility=hidden", "-ffunction-sections", "-fdata-sections"]
     return flags
 
 
 def vm_objects(target: Target) -> list[Path]:
     """The VM's object files for ``target``, compiled once per content hash."""
     h = hashlib.sha256()
-    for name in VM_SOURCES + VM_HEADERS:
-        h.update(name.encode() + b"\0" + (VM_DIR / name).read_bytes())
+    for path in [VM_DIR / s for s in VM_SOURCES] + _vm_headers():
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     h.update(" ".join(_cflags(target)).encode())
     h.update(_zig("version").stdout.encode())
     key = h.hexdigest()[:16]
@@ -112,7 +117,7 @@ def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes, we
             data = linked.read_bytes() + custom_section(METADATA_SECTION, metadata)
             linked.write_bytes(data)
         else:
-            _zig("cc", "-target", target.zig_target, "-shared", "-O2", *objs, "-o", str(linked))
+            _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o", str(linked))
         shutil.move(str(linked), str(output))
 
 

@@ -29,7 +29,45 @@ from . import formula
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
 
-CODE_DTYPES = {code: np.dtype(name) for name, (code, _, _) in DTYPES.items()}
+STRING_CODE = DTYPES["string"][0]
+
+
+def _np_dtype(name: str) -> np.dtype:
+    """numpy's dtype for an ABI dtype name: string tensors are object arrays of str."""
+    return np.dtype(object) if name == "string" else np.dtype(name)
+
+
+CODE_DTYPES = {code: _np_dtype(name) for name, (code, _, _) in DTYPES.items()}
+
+
+def _abi_name(dt: np.dtype) -> str:
+    """The ABI dtype name of a numpy dtype (text of any numpy kind is "string")."""
+    return "string" if dt.kind in "OUS" else dt.name
+
+
+def encode_strings(arr: np.ndarray, base: int, what: str) -> bytes:
+    """A string tensor as an input buffer at address ``base`` holds it: the sw_str elements
+    {address, length}, then every element's UTF-8 bytes (the VM checks that each element
+    points into the buffer). Elements may be str or bytes."""
+    flat = arr.reshape(-1)
+    parts = []
+    for i, s in enumerate(flat):
+        if isinstance(s, str):
+            parts.append(s.encode("utf-8", "surrogatepass"))
+        elif isinstance(s, (bytes, bytearray, np.bytes_)):
+            parts.append(bytes(s))
+        else:
+            raise ModelError(f"{what}: element {i} is {type(s).__name__}, not a string", STATUS["INVALID_INPUT"])
+    lens = np.array([len(b) for b in parts], dtype="<i8")
+    starts = base + 16 * len(parts) + np.concatenate([[0], np.cumsum(lens)[:-1]]).astype("<i8") if parts else lens
+    elems = np.stack([starts, lens], axis=-1).astype("<i8") if parts else np.zeros((0, 2), "<i8")
+    return elems.tobytes() + b"".join(parts)
+
+
+def string_nbytes(arr: np.ndarray) -> int:
+    """What :func:`encode_strings` writes (an upper bound before encoding: 4 bytes a character)."""
+    return 16 * arr.size + sum(len(s) * 4 if isinstance(s, str) else len(s) for s in arr.reshape(-1)
+                               if isinstance(s, (str, bytes, bytearray, np.bytes_)))
 
 
 class ModelError(RuntimeError):
@@ -46,7 +84,7 @@ class TensorInfo:
 
     def __init__(self, d: dict):
         self.name: str = d["name"]
-        self.dtype = np.dtype(d["dtype"])
+        self.dtype = _np_dtype(d["dtype"])
         self.shape: tuple = tuple(d["shape"])
 
     def __repr__(self) -> str:
@@ -104,7 +142,7 @@ class Model:
                              f"{len(self.inputs)} and {len(self.outputs)}", STATUS["INVALID_PROGRAM"])
         for i, info in enumerate(self.inputs):
             name, code, rank = b.cstr(b.call("sw_input_name", i)), b.call("sw_input_dtype", i), b.call("sw_input_rank", i)
-            meta = (info.name, DTYPES.get(info.dtype.name, (None,))[0], len(info.shape))
+            meta = (info.name, DTYPES.get(_abi_name(info.dtype), (None,))[0], len(info.shape))
             if (name, code, rank) != meta:
                 raise ModelError(f"{where}: input {i} is '{name}' (dtype code {code}, rank {rank}) in the program "
                                  f"but '{info.name}' ({info.dtype}, rank {len(info.shape)}) in the metadata",
@@ -173,7 +211,7 @@ class Model:
                              f"(the symbols are: {', '.join(sorted(need)) or 'none'})")
         total = plan["static_bytes"] + formula.evaluate(plan["dynamic_bytes"], symbols)
         for info in self.inputs:
-            n = info.dtype.itemsize
+            n = DTYPES[_abi_name(info.dtype)][1]  # a string's text comes on top of its 16 bytes
             for d in info.shape:
                 n *= symbols[d] if isinstance(d, str) else int(d)
             total += n
@@ -282,7 +320,7 @@ class Model:
             except Exception as e:  # noqa: BLE001 - whatever the object is, say so
                 raise ModelError(f"input '{info.name}': cannot be read as an array ({type(e).__name__}: {e})",
                                  STATUS["INVALID_INPUT"]) from None
-            entry = DTYPES.get(arr.dtype.name)
+            entry = DTYPES.get(_abi_name(arr.dtype))
             if entry is None:
                 raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported "
                                  f"(expected {info.dtype})", STATUS["INVALID_INPUT"])
@@ -292,12 +330,20 @@ class Model:
             if arr.nbytes > self._memory_limit:
                 raise ModelError(f"input '{info.name}': cannot allocate {arr.nbytes} bytes (memory limit "
                                  f"{self._memory_limit})", STATUS["OUT_OF_MEMORY"])
-            if arr.dtype.byteorder == ">":  # the module reads little-endian
-                arr = arr.astype(arr.dtype.newbyteorder("<"))
-            if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
-                arr = arr.copy(order="C")
-            ptr = self._input_buffer(index, arr.nbytes)
-            self._b.write(ptr, arr.tobytes())
+            if entry[0] == STRING_CODE:
+                if info.dtype.kind != "O":
+                    raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported (expected {info.dtype})",
+                                     STATUS["INVALID_INPUT"])
+                arr = np.asarray(arr, dtype=object)
+                ptr = self._input_buffer(index, string_nbytes(arr))
+                self._b.write(ptr, encode_strings(arr, ptr, f"input '{info.name}'"))
+            else:
+                if arr.dtype.byteorder == ">":  # the module reads little-endian
+                    arr = arr.astype(arr.dtype.newbyteorder("<"))
+                if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
+                    arr = arr.copy(order="C")
+                ptr = self._input_buffer(index, arr.nbytes)
+                self._b.write(ptr, arr.tobytes())
             self._b.write(self._shape_buffer, np.array(list(arr.shape) + [0] * (MAX_RANK - arr.ndim),
                                                        dtype="<i8").tobytes())
             self._check(self._b.call("sw_set_input", self._ctx, index, entry[0], arr.ndim))
@@ -326,7 +372,14 @@ class Model:
         rank = int.from_bytes(desc[lay["rank"]:lay["rank"] + 4], "little", signed=True)
         shape = tuple(int(d) for d in np.frombuffer(desc[lay["shape"]:lay["shape"] + 8 * rank], dtype="<i8"))
         dtype = CODE_DTYPES[code]
-        raw = self._b.read(data, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        n = int(np.prod(shape, dtype=np.int64))
+        if code == STRING_CODE:
+            elems = np.frombuffer(self._b.read(data, 16 * n), dtype="<i8").reshape(n, 2)
+            out = np.empty(n, dtype=object)
+            for k, (addr, length) in enumerate(elems.tolist()):
+                out[k] = self._b.read(addr, length).decode("utf-8", "surrogateescape") if length else ""
+            return out.reshape(shape)
+        raw = self._b.read(data, n * dtype.itemsize)
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 

@@ -21,11 +21,15 @@ class DType:
     name: str
     code: int  # ONNX TensorProto code, also the module ABI's dtype code
     itemsize: int
-    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool
+    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool, "s" string
 
     @property
     def np(self) -> Any:
-        return np.dtype(self.name).type
+        return np.object_ if self.kind == "s" else np.dtype(self.name).type
+
+    @property
+    def is_string(self) -> bool:
+        return self.kind == "s"
 
     @property
     def is_float(self) -> bool:
@@ -61,6 +65,10 @@ FLOAT16, FLOAT32, FLOAT64 = DTYPES["float16"], DTYPES["float32"], DTYPES["float6
 INT8, INT16, INT32, INT64 = DTYPES["int8"], DTYPES["int16"], DTYPES["int32"], DTYPES["int64"]
 UINT8, UINT16, UINT32, UINT64 = DTYPES["uint8"], DTYPES["uint16"], DTYPES["uint32"], DTYPES["uint64"]
 BOOL = DTYPES["bool"]
+# UTF-8 text (numpy: an object array of str): elements are {address, length} (sw_str), which
+# the ops that only move elements (views, Transpose, Gather, Concat, Slice...) carry like
+# any other 16 bytes; the string ops read the bytes through the C kernels (sw_lib.h)
+STRING = DTYPES["string"]
 
 BFLOAT16 = DTYPES["bfloat16"]
 FLOAT8 = tuple(DTYPES[n] for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"))
@@ -79,13 +87,18 @@ UNSIGNED = (UINT8, UINT16, UINT32, UINT64)  # the 4- and 2-bit integers are STOR
 INTS = SIGNED + UNSIGNED
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + (BOOL,)
+# every dtype an op that only moves elements takes
+MOVABLE = ALL + STORAGE_ONLY + (STRING,)
 # what integer tensors holding shapes, indices or axes may be
 INDEX = (INT32, INT64)
 
 
 def dtype_of_numpy(dt) -> DType:
     """The DType of a numpy dtype; KeyError for one the ABI does not carry."""
-    name = np.dtype(dt).name
+    dt = np.dtype(dt)
+    if dt.kind in "OUS":  # numpy's text: object arrays of str, fixed-width str and bytes
+        return STRING
+    name = dt.name
     if name not in DTYPES:
         raise KeyError(name)
     return DTYPES[name]

@@ -179,7 +179,9 @@ class Loop(CoreOp):
             v = lw.value(body.inputs[2 + k])
             _define_new_dims(lw, reg, v.shape)
             bind[v.name] = lw.view_of(v.name, reg)
+        lw.loop_depth += 1
         srcs = lw.lower_region(body, bind)
+        lw.loop_depth -= 1
         lw.node = node
         if cond is not None:
             lw.load_scalar(body.outputs[0], "condition", into=cond)

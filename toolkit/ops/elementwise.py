@@ -22,7 +22,7 @@ from ..codegen.kernel import intrinsic
 from ..codegen.minifloat import E8M0_ROUND_MODES
 from ..codegen.scalar import Scalar, convert, from_bool, to_bool
 from ..ir import dims as D
-from ..ir.dtypes import ALL, BOOL, FLOAT8E8M0, FLOAT16, FLOAT32, FLOAT64, FLOATS, INDEX, INT32, INT64, INTS, NUMERIC, SIGNED, UINT32, UINT64, DType
+from ..ir.dtypes import ALL, BOOL, FLOAT8E8M0, FLOAT16, FLOAT32, FLOAT64, FLOATS, INDEX, INT32, INT64, INTS, NUMERIC, SIGNED, STRING, UINT32, UINT64, DType
 from .base import CoreOp, InferContext
 
 ScalarBody = Callable[[Scalar, list[ir.Value], tuple], ir.Value]
@@ -290,7 +290,7 @@ SCALAR: dict[str, ScalarOp] = {
     "erf": ScalarOp(1, FLOATS, _math(mathlib.erf)),
     **{name: ScalarOp(1, FLOATS, _math(getattr(mathlib, name)))
        for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")},
-    "where": ScalarOp(3, ALL, lambda s, v, p: s.select(to_bool(s.b, v[0]), v[1], v[2]), typing="where",
+    "where": ScalarOp(3, ALL + (STRING,), lambda s, v, p: s.select(to_bool(s.b, v[0]), v[1], v[2]), typing="where",
                       sym=_sym_where),
     "clip": ScalarOp(None, NUMERIC, _clip),
     "identity": ScalarOp(1, ALL, lambda s, v, p: v[0]),

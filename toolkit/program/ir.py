@@ -146,6 +146,9 @@ class Program:
         self.outputs: list[str] = []
         self.arena_size = 0
         self.memory = None  # the memory plan (toolkit.program.memory.MemoryPlan), set by lowering
+        # buffers alive until the run ends although no OUTPUT reads them: string pools, whose
+        # bytes the string elements of other tensors point into
+        self.kept: set[Reg] = set()
 
     # ------------------------------------------------------------------ building
     def new_reg(self, name: str, dtype: DType | None = None, shape: tuple = ()) -> Reg:

@@ -13,7 +13,8 @@ Two uses of it:
 - :func:`plan_arena` gives every static buffer (ALLOC_STATIC) an offset in the arena, sharing
   space between buffers whose live ranges, in the program's linear order, never overlap.
 
-Buffers that reach an OUTPUT escape the run: never freed, alive to the end.
+Buffers that reach an OUTPUT escape the run: never freed, alive to the end. So do the
+buffers in ``prog.kept`` (string pools: other tensors' elements point into their bytes).
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def _defs(ins: Instr) -> set[Reg]:
 
 
 def escaping(prog: Program, root: dict[Reg, Reg]) -> set[Reg]:
-    return {root.get(ins.args[1], ins.args[1]) for _, _, ins in prog.instrs() if ins.name == "OUTPUT"}
+    """Buffers alive to the end: those an OUTPUT reads, and the kept ones (string pools)."""
+    return {root.get(ins.args[1], ins.args[1]) for _, _, ins in prog.instrs() if ins.name == "OUTPUT"} | prog.kept
 
 
 def live_sets(prog: Program, root: dict[Reg, Reg]) -> tuple[list[set[Reg]], list[set[Reg]]]:

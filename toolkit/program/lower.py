@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from ..codegen.target import Target
 from ..ir import dims as D
 from ..ir.dims import Dim, Sym
-from ..ir.dtypes import DType
+from ..ir.dtypes import UINT8, DType
 from ..ir.graph import CompileError, Graph, Node, Value
 from ..vm import isa
 from . import liveness, memory
@@ -77,6 +77,7 @@ class Lowerer:
         self._owned: list[set[Reg]] = [set()]
         self._labels: dict[str, int] = {}
         self._hoisted: set[int] = set()  # ids of checks emitted at the start (input relations)
+        self.loop_depth = 0  # Loop bodies being lowered (a string pool cannot be made in one)
 
     @property
     def target(self) -> Target:
@@ -221,7 +222,18 @@ class Lowerer:
         if known is not None:
             return known
         v = self.value(name)
-        if v.const is not None:
+        if v.const is not None and v.dtype.is_string:
+            # the weights cannot hold addresses: the elements are stored as offsets into the
+            # constant's own bytes and made addresses by a kernel (sw_lib.h, sw_text_unpack)
+            from ..codegen.clib import CCall, build_ccall, pack_strings
+
+            packed = pack_strings(v.const)
+            blob = self.prog.new_reg(f"{name}/packed", UINT8, packed.shape)
+            self.prog.consts.append((f"{name}/packed", packed))
+            self._emit("CONST", blob, len(self.prog.consts) - 1)
+            reg = self.alloc(name)
+            self.call(build_ccall, CCall("sw_text_unpack"), [blob, reg])
+        elif v.const is not None:
             reg = self.prog.new_reg(name, v.dtype, v.shape)
             # (np.ascontiguousarray would make a 0-d constant 1-d)
             arr = v.const if v.const.flags.c_contiguous else v.const.copy(order="C")
@@ -246,6 +258,16 @@ class Lowerer:
     def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> Reg:
         """A temporary buffer (``what`` names it in messages); it dies after its last use."""
         return self._buffer(what, dtype, tuple(shape), f"the {what} {D.fmt_shape(shape)}")
+
+    def pool(self, what: str, nbytes: Dim) -> Reg:
+        """A uint8 buffer of ``nbytes`` that new strings' bytes go into. It lives until the run
+        ends (``prog.kept``): string elements anywhere may point into it."""
+        if self.loop_depth:
+            raise CompileError(f"{self.context()}: making new strings inside a Loop or Scan body is not "
+                               f"supported (their bytes must outlive the iteration)")
+        reg = self._buffer(what, UINT8, (nbytes,), f"the {what} ({nbytes} bytes)")
+        self.prog.kept.add(reg)
+        return reg
 
     def _buffer(self, name: str, dtype: DType, shape: Sequence[Dim], what: str) -> Reg:
         """A static-arena buffer when the shape is known now, a run-time allocation otherwise."""

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define SW_FORMAT_MAJOR 3
-#define SW_FORMAT_MINOR 3
+#define SW_FORMAT_MINOR 4
 #define SW_MAX_RANK 8
 
 /* dtype codes (ONNX TensorProto) */
@@ -33,6 +33,7 @@
 #define SW_DT_FLOAT8_E8M0FNU 24 /* uint8_t, 1 byte(s) */
 #define SW_DT_UINT2 25 /* uint8_t, 1 byte(s) */
 #define SW_DT_INT2 26 /* uint8_t, 1 byte(s) */
+#define SW_DT_STRING 8 /* sw_str, 16 byte(s) */
 
 /* bytes per element; 0 for a code that is not a dtype */
 static inline int64_t sw_dtype_size(int32_t code) {
@@ -60,6 +61,7 @@ static inline int64_t sw_dtype_size(int32_t code) {
     case SW_DT_FLOAT8_E8M0FNU: return 1;
     case SW_DT_UINT2: return 1;
     case SW_DT_INT2: return 1;
+    case SW_DT_STRING: return 16;
     default: return 0;
   }
 }
@@ -90,6 +92,7 @@ static inline char sw_dtype_kind(int32_t code) {
     case SW_DT_FLOAT8_E8M0FNU: return 'f';
     case SW_DT_UINT2: return 'u';
     case SW_DT_INT2: return 'i';
+    case SW_DT_STRING: return 's';
     default: return 0;
   }
 }
@@ -119,6 +122,7 @@ static inline const char* sw_dtype_name(int32_t code) {
     case SW_DT_FLOAT8_E8M0FNU: return "float8_e8m0fnu";
     case SW_DT_UINT2: return "uint2";
     case SW_DT_INT2: return "int2";
+    case SW_DT_STRING: return "string";
     default: return "unknown dtype";
   }
 }
@@ -136,6 +140,11 @@ typedef int32_t sw_status_t;
 typedef struct sw_tensor sw_tensor;
 typedef sw_status_t (*sw_kernel_fn)(sw_tensor* const*, int64_t*, int64_t*, const volatile int32_t*);
 #define SW_DIM_UNCHECKED (-2147483647 - 1) /* a signature dim the VM does not check */
+
+typedef struct sw_str {
+  int64_t ptr; /* address of the first byte */
+  int64_t len; /* bytes (UTF-8, no terminator) */
+} sw_str;
 
 struct sw_tensor {
   void* data;
@@ -171,6 +180,12 @@ typedef struct sw_program {
 } sw_program;
 
 #if UINTPTR_MAX == 0xFFFFFFFFu
+_Static_assert(offsetof(sw_str, ptr) == 0 && offsetof(sw_str, len) == 8 && sizeof(sw_str) == 16, "sw_str layout (4-byte pointers)");
+#endif
+#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
+_Static_assert(offsetof(sw_str, ptr) == 0 && offsetof(sw_str, len) == 8 && sizeof(sw_str) == 16, "sw_str layout (8-byte pointers)");
+#endif
+#if UINTPTR_MAX == 0xFFFFFFFFu
 _Static_assert(offsetof(sw_tensor, data) == 0 && offsetof(sw_tensor, dtype) == 4 && offsetof(sw_tensor, rank) == 8 && offsetof(sw_tensor, shape) == 16 && sizeof(sw_tensor) == 80, "sw_tensor layout (4-byte pointers)");
 #endif
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
@@ -182,6 +197,12 @@ _Static_assert(offsetof(sw_program, words) == 0 && offsetof(sw_program, nwords) 
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 _Static_assert(offsetof(sw_program, words) == 0 && offsetof(sw_program, nwords) == 8 && offsetof(sw_program, nregs) == 12 && offsetof(sw_program, heap_init) == 16 && offsetof(sw_program, nheap) == 24 && offsetof(sw_program, strings) == 32 && offsetof(sw_program, string_offsets) == 40 && offsetof(sw_program, nstrings) == 48 && offsetof(sw_program, consts) == 56 && offsetof(sw_program, nconsts) == 64 && offsetof(sw_program, kernels) == 72 && offsetof(sw_program, kernel_info) == 80 && offsetof(sw_program, nkernels) == 88 && offsetof(sw_program, inputs) == 96 && offsetof(sw_program, ninputs) == 104 && offsetof(sw_program, outputs) == 112 && offsetof(sw_program, noutputs) == 120 && offsetof(sw_program, metadata) == 128 && offsetof(sw_program, metadata_len) == 136 && offsetof(sw_program, arena_size) == 144 && offsetof(sw_program, kernel_sigs) == 152 && offsetof(sw_program, nkernel_sigs) == 160 && offsetof(sw_program, checksum) == 168 && sizeof(sw_program) == 176, "sw_program layout (8-byte pointers)");
 #endif
+/* why a image kernel refused its input (detail[0]); see LIB_REASONS */
+#define SW_REASON_IMAGE_UNRECOGNIZED 1 /* the data is not an image in a known format (JPEG, PNG, BMP, PNM, TIFF, WebP, JPEG 2000) */
+#define SW_REASON_IMAGE_UNSUPPORTED_FORMAT 2 /* the image format is recognized but not decoded by symwasm (WebP, JPEG 2000) */
+#define SW_REASON_IMAGE_UNSUPPORTED_FEATURE 3 /* the image uses a feature symwasm does not decode (for example arithmetic coding, 12-bit samples, CMYK, or a TIFF compression other than none) */
+#define SW_REASON_IMAGE_CORRUPT 4 /* the image data is corrupt or truncated */
+#define SW_REASON_IMAGE_TOO_LARGE 5 /* the image is larger than 16384 pixels on a side */
 
 typedef struct sw_context sw_context;
 

@@ -103,6 +103,24 @@ static sw_status_t fail(sw_context* c, sw_status_t status, int32_t msg, int64_t 
     if (s[0] == '{' && s[1] >= '0' && s[1] <= '2' && s[2] == '}') {
       err_append_int(c, vals[s[1] - '0']);
       s += 2;
+    } else if (s[0] == '{' && s[1] >= '0' && s[1] <= '2' && s[2] == '?') {
+      /* {k?first|second|...}: the alternative numbered by detail k (1 the first); the
+       * number itself when there is no such alternative */
+      int64_t v = vals[s[1] - '0'], k = 1;
+      const char* p = s + 3;
+      int printed = 0;
+      for (; *p && *p != '}'; p++) {
+        if (*p == '|') {
+          k++;
+        } else if (k == v) {
+          one[0] = *p;
+          err_append(c, one);
+          printed = 1;
+        }
+      }
+      if (!printed) err_append_int(c, v);
+      if (!*p) break;
+      s = p;
     } else {
       one[0] = *s;
       err_append(c, one);
@@ -601,6 +619,25 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, i
     err_append_int(c, bytes);
     err_append(c, " (call sw_input_buffer first)");
     return SW_INVALID_INPUT;
+  }
+  if (dtype == SW_DT_STRING) {
+    /* every element's bytes must lie in this input's buffer, after the elements: a string
+     * is read through its address, which must not reach anywhere else */
+    const sw_str* el = (const sw_str*)in->buffer;
+    int64_t n = bytes / (int64_t)sizeof(sw_str);
+    uint64_t lo = (uint64_t)(uintptr_t)in->buffer + (uint64_t)bytes;
+    uint64_t hi = (uint64_t)(uintptr_t)in->buffer + (uint64_t)in->capacity;
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t p = (uint64_t)el[i].ptr, len = (uint64_t)el[i].len;
+      if (el[i].len < 0 || (len > 0 && (p < lo || p > hi || len > hi - p))) {
+        err_append(c, "input '");
+        err_append(c, name);
+        err_append(c, "': string element ");
+        err_append_int(c, i);
+        err_append(c, " points outside the input's buffer (its bytes must follow the elements)");
+        return SW_INVALID_INPUT;
+      }
+    }
   }
   in->t.data = in->buffer;
   in->t.dtype = dtype;

@@ -55,11 +55,11 @@ def registry() -> Registry:
     global _REGISTRY
     if _REGISTRY is None:
         from .ops import (constant, control, conv, data_dependent, elementwise, indexing, layout, misc, nn, quant,
-                          random, reduce, rnn, select, sequence, shape, signal, tensor)
+                          random, reduce, rnn, select, sequence, shape, signal, tensor, text)
 
         r = Registry()
         for family in (constant, control, elementwise, shape, tensor, indexing, reduce, nn, conv, data_dependent,
-                       select, layout, rnn, quant, misc, signal, random, sequence):
+                       select, layout, rnn, quant, misc, signal, random, sequence, text):
             family.register(r)
         _REGISTRY = r
     return _REGISTRY

@@ -75,6 +75,11 @@ ELEMENTWISE: dict[str, tuple[str, tuple[int, ...]] | tuple[str, tuple[int, ...],
 
 def _plain(fn: str, attrs: tuple[str, ...]):
     def translate(ctx: TranslateContext) -> None:
+        if fn == "equal" and ctx.value(0).dtype.is_string:
+            if ctx.version < 19:
+                ctx.fail(f"Equal-{ctx.version} does not take strings (Equal-19 does)")
+            from .text import string_equal
+            return string_equal(ctx)
         ctx.emit(Elementwise(fn, tuple(float(ctx.attr(a)) for a in attrs)), [i for i in ctx.inputs if i])
     return translate
 

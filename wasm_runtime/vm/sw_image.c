@@ -1,0 +1,2 @@
+/* stub: being written */
+#include "sw_lib.h"
