@@ -7,8 +7,10 @@
 
 import { DTYPES } from '../abi.js';
 
-/** A fixture tensor {dtype, shape, data: base64 of little-endian bytes} as {data, shape, dtype}. */
-export function decodeTensor({ dtype, shape, data }) {
+/** A fixture tensor {dtype, shape, data: base64 of little-endian bytes} (a string tensor:
+ * {dtype: 'string', shape, strings}) as {data, shape, dtype}. */
+export function decodeTensor({ dtype, shape, data, strings }) {
+  if (dtype === 'string') return { data: [...strings], shape, dtype };
   const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
   return { data: new DTYPES[dtype].array(bytes.buffer), shape, dtype };
 }

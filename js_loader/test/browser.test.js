@@ -26,7 +26,7 @@ before(async () => {
     throw new Error(`${CHROMIUM} is missing: the browser tests drive Debian's Chromium; install it with `
       + '`apt-get update && apt-get install -y chromium` (`make test` does)');
   }
-  built = await buildFixtures('add_mul', 'where_greater', 'matmul');
+  built = await buildFixtures('add_mul', 'where_greater', 'matmul', 'strings');
   server = await serve([{ prefix: '/fixtures/', dir: built.dir }, { prefix: '/', dir: LOADER_DIR }]);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
   page = await browser.newPage();
@@ -63,6 +63,10 @@ test('Chromium: add_mul, one module fetched by URL, four bindings of n match onn
 
 test('Chromium: where_greater, two symbols and a bool output, three bindings match', async () => {
   await assertRunsMatch('where_greater', [0, 1, 2], 'url');
+});
+
+test('Chromium: strings cross the ABI as Arrays of strings; three bindings match', async () => {
+  await assertRunsMatch('strings', [0, 1, 2], 'url');
 });
 
 test('Chromium: loads from an ArrayBuffer and from a WebAssembly.Module', async () => {

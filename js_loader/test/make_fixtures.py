@@ -6,7 +6,8 @@ host (wasm_runtime) reports, so the JS tests can check that the loader says the 
     python make_fixtures.py OUT_DIR [NAME ...]
 
 writes OUT_DIR/NAME.wasm and OUT_DIR/fixtures.json. Tensors are {dtype, shape, data} with
-data the base64 of the raw little-endian bytes: exact for float32 and for int64 beyond 2**53.
+data the base64 of the raw little-endian bytes: exact for float32 and for int64 beyond 2**53;
+string tensors are {dtype: "string", shape, strings: [...]}.
 """
 from __future__ import annotations
 
@@ -172,12 +173,33 @@ def matmul():
     return m, runs, None, errors
 
 
+def strings():
+    """String tensors (format 3.4) as Arrays of strings: concatenated, compared, split on
+    whitespace, with multi-byte UTF-8 and empty strings."""
+    S = TensorProto.STRING
+    m = model("strings", [helper.make_node("StringConcat", ["a", "b"], ["ab"]),
+                          helper.make_node("Equal", ["a", "b"], ["same"]),
+                          helper.make_node("StringSplit", ["ab"], ["parts", "count"])],
+              [("a", S, ["n"]), ("b", S, ["n"])],
+              [("ab", S, ["n"]), ("same", BOOL, ["n"]), ("parts", S, None), ("count", I64, ["n"])])
+    m.opset_import[0].version = 20
+    words = ["", "a", "b c", "bé ", "日本語", " 🎉 x", "ΑΒΓ", "a"]
+
+    def feeds(n):
+        pick = lambda: np.array([words[i] for i in RNG.integers(0, len(words), n)], dtype=object)  # noqa: E731
+        return {"a": pick(), "b": pick()}
+
+    return m, [feeds(3), feeds(6), feeds(0)], None, {}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
-                                    e8m0)}  # new ones last: they share RNG
+                                    e8m0, strings)}  # new ones last: they share RNG
 
 
 def encode(arr) -> dict:
     arr = np.ascontiguousarray(arr)
+    if arr.dtype.kind in "OUS":  # strings: a list, as JS passes them
+        return {"dtype": "string", "shape": list(arr.shape), "strings": [str(s) for s in arr.reshape(-1)]}
     return {"dtype": arr.dtype.name, "shape": list(arr.shape),
             "data": base64.b64encode(arr.astype(arr.dtype.newbyteorder("<")).tobytes() if arr.dtype.kind != "V"
                                      else arr.tobytes()).decode()}  # ml_dtypes' formats: their codes

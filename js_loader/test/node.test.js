@@ -119,6 +119,22 @@ for (const name of ['add_mul', 'where_greater', 'int64_ops', 'dtypes']) {
   });
 }
 
+test('strings cross the ABI as Arrays of strings (UTF-8 inside); non-strings are refused naming the input', async () => {
+  const model = await loadModel(wasmPath('strings'));
+  assert.deepEqual(model.inputs.map((i) => i.dtype), ['string', 'string']);
+  for (const run of fixtures.strings.runs) await assertRunMatches(model, run);
+  const out = await model.run({ a: { data: ['日本', ''], shape: [2] }, b: { data: ['語 x', ''], shape: [2] } });
+  assert.deepEqual(out.ab, { data: ['日本語 x', ''], shape: [2], dtype: 'string' });
+  assert.deepEqual(out.parts.data, ['日本語', 'x', '', '']);
+  await assert.rejects(model.run({ a: { data: ['x', 3], shape: [2] }, b: { data: ['y', 'z'], shape: [2] } }),
+    (e) => e instanceof ModelError && e.status === STATUS.INVALID_INPUT && /input 'a': element 1 is number, not a string/.test(e.message));
+  await assert.rejects(model.run({ a: { data: new Uint8Array(2), shape: [2] }, b: { data: ['y', 'z'], shape: [2] } }),
+    (e) => e instanceof ModelError && /input 'a': expected \{data, shape\} with data an Array of strings, got Uint8Array/.test(e.message));
+  const again = await model.run({ a: { data: ['p q'], shape: [1] }, b: { data: ['r'], shape: [1] } });
+  assert.deepEqual(again.parts.data, ['p', 'qr']);
+  assert.deepEqual(out.ab.data, ['日本語 x', ''], 'outputs are copies that outlive later runs');
+});
+
 test('int64 crosses the ABI as BigInt, exact beyond 2**53', async () => {
   const run = fixtures.int64_ops.runs[1];
   const { sum, diff } = await (await loadModel(wasmPath('int64_ops'))).run(feedsOf(run.inputs));
@@ -500,7 +516,7 @@ const TIMED_OUT = (ms) => new RegExp(`^the call was timed out after ${ms} ms$`);
 const ABORTED = /^the call was cancelled \(its AbortSignal aborted \d+ ms after the call\)$/;
 
 test('loadModelInWorker: the same inputs, outputs and metadata as loadModel; runs match onnx.reference', async () => {
-  for (const name of ['add_mul', 'where_greater', 'matmul']) {
+  for (const name of ['add_mul', 'where_greater', 'matmul', 'strings']) {
     const [direct, model] = [await loadModel(wasmPath(name)), await loadModelInWorker(wasmPath(name))];
     assert.ok(model instanceof WorkerModel);
     const shown = (m) => ({ inputs: m.inputs, outputs: m.outputs, metadata: m.metadata, target: m.target });

@@ -29,7 +29,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 EXCLUSIONS = HERE / "exclusions.txt"
 KNOWN_FAILURES = HERE / "known_failures.txt"
-NARROW_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"}
 # relative tolerance of two ULPs for the 16-bit floats' results: onnx's own backend runner
 # allows bfloat16 this much (its intermediate roundings depend on the order of operations)
 ULP2 = {"bfloat16": 2.0 ** -6, "float16": 2.0 ** -9}
@@ -121,8 +120,10 @@ def run_case(args) -> tuple[str, str]:
                 tol = rtol
                 if want.dtype.name in ULP2:  # two ULPs of a narrow float, as onnx's runner allows bfloat16
                     g, want, tol = g.astype(np.float32), want.astype(np.float32), max(rtol, ULP2[want.dtype.name])
-                elif want.dtype.kind not in "fc" and want.dtype.name in NARROW_FLOATS:  # ml_dtypes' formats
+                elif want.dtype.kind not in "fc" and _narrow_float(want.dtype.name):  # ml_dtypes' formats
                     g, want = g.astype(np.float32), want.astype(np.float32)
+                elif want.dtype.kind == "O":  # strings: the data may hold bytes, the host gives str
+                    want = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else s, otypes=[object])(want)
                 if want.dtype.kind in "fc":
                     if not np.allclose(g, want, rtol=tol, atol=atol, equal_nan=True):
                         return "wrong", f"'{n}': max abs diff {float(np.nanmax(np.abs(g - want))):.3g}"
@@ -135,6 +136,13 @@ def run_case(args) -> tuple[str, str]:
         return "run error", f"internal: {type(e).__name__}: {e}"[:300]
     finally:
         rep.close()
+
+
+def _narrow_float(name: str) -> bool:
+    """A float format ml_dtypes holds (bfloat16, float8, float4): compared as float32."""
+    from toolkit.ir.dtypes import DTYPES
+
+    return name in DTYPES and DTYPES[name].is_narrow_float and name != "float16"
 
 
 def _array(a):

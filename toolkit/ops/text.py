@@ -88,9 +88,13 @@ CASE_CHANGES = ("NONE", "LOWER", "UPPER")
 
 @dataclass(frozen=True)
 class StringNormalizer(CoreOp):
-    """Drops ``stopwords`` (compared ignoring case unless ``case_sensitive``), then changes
+    """Drops the elements equal to one of ``stopwords`` (unless ``case_sensitive``, both sides
+    compared after the same case change: upper for UPPER, lower otherwise), then changes
     case. x is [C] or [1, C]; the output keeps the rank, with the kept count (or one empty
-    string when none is kept). The locale is not used: case mapping is Unicode's simple one."""
+    string when none is kept). Case mapping is Python's full str.lower/str.upper (ß -> SS,
+    final sigma), the same in every locale: ``locale`` is not used. This is the spec and
+    onnxruntime; onnx.reference also strips accents and drops empty strings, which neither
+    says."""
 
     case_change: str = "NONE"
     case_sensitive: bool = False
