@@ -131,11 +131,21 @@ def run_case(args) -> tuple[str, str]:
                     return "wrong", f"'{n}': values differ"
         return "pass", ""
     except wasm_runtime.ModelError as e:
+        if e.status == wasm_runtime.STATUS["INVALID_INPUT"] and any(t in str(e) for t in _run_time_refusals()):
+            return "unsupported", str(e)[:300]  # a format the module recognizes and refuses by name
         return "run error", str(e)[:300]
     except Exception as e:  # noqa: BLE001 - a host bug
         return "run error", f"internal: {type(e).__name__}: {e}"[:300]
     finally:
         rep.close()
+
+
+def _run_time_refusals() -> list[str]:
+    """The reasons a C kernel gives for input it recognizes but does not support (an image
+    format it does not decode): a refusal, like an unsupported op, not a failure."""
+    from toolkit.abi import LIB_REASONS
+
+    return [text for reasons in LIB_REASONS.values() for name, text in reasons if name.startswith("UNSUPPORTED")]
 
 
 def _narrow_float(name: str) -> bool:
