@@ -45,29 +45,26 @@ def _abi_name(dt: np.dtype) -> str:
     return "string" if dt.kind in "OUS" else dt.name
 
 
-def encode_strings(arr: np.ndarray, base: int, what: str) -> bytes:
-    """A string tensor as an input buffer at address ``base`` holds it: the sw_str elements
-    {address, length}, then every element's UTF-8 bytes (the VM checks that each element
-    points into the buffer). Elements may be str or bytes."""
-    flat = arr.reshape(-1)
+def utf8_parts(arr: np.ndarray, what: str) -> list[bytes]:
+    """Each element of a string tensor (str or bytes) as UTF-8 bytes."""
     parts = []
-    for i, s in enumerate(flat):
+    for i, s in enumerate(arr.reshape(-1)):
         if isinstance(s, str):
             parts.append(s.encode("utf-8", "surrogatepass"))
         elif isinstance(s, (bytes, bytearray, np.bytes_)):
             parts.append(bytes(s))
         else:
             raise ModelError(f"{what}: element {i} is {type(s).__name__}, not a string", STATUS["INVALID_INPUT"])
+    return parts
+
+
+def string_buffer(parts: list[bytes], base: int) -> bytes:
+    """A string tensor as an input buffer at address ``base`` holds it: the sw_str elements
+    {address, length}, then every element's bytes (the VM checks that each element points
+    into the buffer); 16 bytes an element plus the text."""
     lens = np.array([len(b) for b in parts], dtype="<i8")
-    starts = base + 16 * len(parts) + np.concatenate([[0], np.cumsum(lens)[:-1]]).astype("<i8") if parts else lens
-    elems = np.stack([starts, lens], axis=-1).astype("<i8") if parts else np.zeros((0, 2), "<i8")
-    return elems.tobytes() + b"".join(parts)
-
-
-def string_nbytes(arr: np.ndarray) -> int:
-    """What :func:`encode_strings` writes (an upper bound before encoding: 4 bytes a character)."""
-    return 16 * arr.size + sum(len(s) * 4 if isinstance(s, str) else len(s) for s in arr.reshape(-1)
-                               if isinstance(s, (str, bytes, bytearray, np.bytes_)))
+    starts = base + 16 * len(parts) + np.cumsum(lens) - lens
+    return np.stack([starts, lens], axis=-1).astype("<i8").tobytes() + b"".join(parts)
 
 
 class ModelError(RuntimeError):
@@ -334,9 +331,9 @@ class Model:
                 if info.dtype.kind != "O":
                     raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported (expected {info.dtype})",
                                      STATUS["INVALID_INPUT"])
-                arr = np.asarray(arr, dtype=object)
-                ptr = self._input_buffer(index, string_nbytes(arr))
-                self._b.write(ptr, encode_strings(arr, ptr, f"input '{info.name}'"))
+                parts = utf8_parts(np.asarray(arr, dtype=object), f"input '{info.name}'")
+                ptr = self._input_buffer(index, 16 * len(parts) + sum(map(len, parts)))
+                self._b.write(ptr, string_buffer(parts, ptr))
             else:
                 if arr.dtype.byteorder == ">":  # the module reads little-endian
                     arr = arr.astype(arr.dtype.newbyteorder("<"))

@@ -19,7 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import abi
-from .kernel import I8, I32, I64, KERNEL_FN, PTR, KernelBuilder
+from .kernel import I8, I32, I64, KERNEL_FN, PTR, KernelBuilder, constant_global
 
 LIB_FN = ir.FunctionType(I32, list(KERNEL_FN.args) + [PTR, PTR])
 
@@ -33,15 +33,6 @@ class CCall:
     blob: bytes = b""
 
 
-def _constant(module: ir.Module, name: str, value: ir.Constant) -> ir.GlobalVariable:
-    g = ir.GlobalVariable(module, value.type, name=name)
-    g.initializer = value
-    g.global_constant = True
-    g.linkage = "internal"
-    g.align = 8
-    return g
-
-
 def build_ccall(kb: KernelBuilder, p: CCall, types: Sequence) -> None:
     """The wrapper: forward the VM's four arguments and the constants; return a failure's
     status (the C function wrote the details)."""
@@ -49,10 +40,10 @@ def build_ccall(kb: KernelBuilder, p: CCall, types: Sequence) -> None:
     fn = module.globals.get(p.fn)
     if fn is None:
         fn = ir.Function(module, LIB_FN, name=p.fn)
-    params = _constant(module, f"{kb.fn.name}.params",
-                       ir.Constant(ir.ArrayType(I64, max(len(p.params), 1)), list(p.params) or [0]))
-    blob = _constant(module, f"{kb.fn.name}.blob",
-                     ir.Constant(ir.ArrayType(I8, max(len(p.blob), 1)), bytearray(p.blob or b"\0")))
+    params = constant_global(module, f"{kb.fn.name}.params",
+                             ir.Constant(ir.ArrayType(I64, max(len(p.params), 1)), list(p.params) or [0]), align=8)
+    blob = constant_global(module, f"{kb.fn.name}.blob",
+                           ir.Constant(ir.ArrayType(I8, max(len(p.blob), 1)), bytearray(p.blob or b"\0")), align=8)
     status = b.call(fn, list(kb.fn.args) + [params, blob])
     bad = kb.fn.append_basic_block("fail")
     ok = kb.fn.append_basic_block("ok")
@@ -65,10 +56,11 @@ def build_ccall(kb: KernelBuilder, p: CCall, types: Sequence) -> None:
 def pack_strings(arr) -> np.ndarray:
     """A string constant as the weights hold it: the elements {offset, length} with offsets
     from the start of these bytes, then the UTF-8 bytes (the layout of an input buffer,
-    wasm_runtime.encode_strings, at address 0); sw_text_unpack makes them addresses."""
-    from wasm_runtime import encode_strings
+    wasm_runtime.string_buffer, at address 0); sw_text_unpack makes them addresses."""
+    from wasm_runtime import string_buffer, utf8_parts
 
-    return np.frombuffer(encode_strings(np.asarray(arr, dtype=object), 0, "a string constant"), np.uint8).copy()
+    return np.frombuffer(string_buffer(utf8_parts(np.asarray(arr, dtype=object), "a string constant"), 0),
+                         np.uint8).copy()
 
 
 def reason_message(family: str) -> str:

@@ -13,21 +13,11 @@ from llvmlite import ir
 from .. import abi
 from ..ir.dtypes import dtype_of_numpy
 from ..program.ir import Encoded, checksum
-from .kernel import I8, I32, I64, MAX_RANK, PTR, TENSOR, struct_type
+from .kernel import I8, I32, I64, MAX_RANK, PTR, TENSOR, constant_global, struct_type
 
 PROGRAM = struct_type("sw_program")
 WEIGHTS_SYMBOL = "sw_weights"
 CONST_ALIGN = 64
-
-
-def _global(module: ir.Module, name: str, value: ir.Constant, align: int | None = None) -> ir.GlobalVariable:
-    g = ir.GlobalVariable(module, value.type, name=name)
-    g.initializer = value
-    g.global_constant = True
-    g.linkage = "internal"
-    if align:
-        g.align = align
-    return g
 
 
 def _array(t: ir.Type, values) -> ir.Constant:
@@ -53,15 +43,15 @@ def weights_blob(consts) -> tuple[bytes, list[int]]:
 def embed_program(module: ir.Module, prog: Encoded, metadata: bytes) -> bytes:
     """Add ``sw_model`` to ``module``. Returns the weights blob that must be linked beside it
     as ``sw_weights`` (see :func:`toolkit.link.weights_object`)."""
-    words = _global(module, "sw_words", _array(I32, prog.words))
-    heap = _global(module, "sw_heap_init", _array(I64, prog.heap_init or [0]), align=8)
+    words = constant_global(module, "sw_words", _array(I32, prog.words))
+    heap = constant_global(module, "sw_heap_init", _array(I64, prog.heap_init or [0]), align=8)
     blob = bytearray()
     offsets = []
     for s in prog.strings:
         offsets.append(len(blob))
         blob += s.encode() + b"\0"
-    strings = _global(module, "sw_strings", _bytes(bytes(blob) or b"\0"))
-    string_offsets = _global(module, "sw_string_offsets", _array(I32, offsets or [0]))
+    strings = constant_global(module, "sw_strings", _bytes(bytes(blob) or b"\0"))
+    string_offsets = constant_global(module, "sw_string_offsets", _array(I32, offsets or [0]))
 
     weights, at = weights_blob(prog.consts)
     base = ir.GlobalVariable(module, ir.ArrayType(I8, 0), WEIGHTS_SYMBOL)
@@ -73,15 +63,15 @@ def embed_program(module: ir.Module, prog: Encoded, metadata: bytes) -> bytes:
         shape = list(arr.shape) + [0] * (MAX_RANK - arr.ndim)
         descs.append(ir.Constant(TENSOR, [data, ir.Constant(I32, dt.code), ir.Constant(I32, arr.ndim),
                                           _array(I64, shape)]))
-    consts = _global(module, "sw_consts", ir.Constant(ir.ArrayType(TENSOR, len(descs)), descs), align=8)
+    consts = constant_global(module, "sw_consts", ir.Constant(ir.ArrayType(TENSOR, len(descs)), descs), align=8)
 
     fns = [module.get_global(k) for k in prog.kernels]
-    kernels = _global(module, "sw_kernels", ir.Constant(ir.ArrayType(PTR, len(fns)), fns))
-    info = _global(module, "sw_kernel_info", _array(I32, prog.kernel_info or [0]))
-    sigs = _global(module, "sw_kernel_sigs", _array(I32, prog.kernel_sigs or [0]))
-    inputs = _global(module, "sw_inputs", _array(I32, prog.inputs or [0]))
-    outputs = _global(module, "sw_outputs", _array(I32, prog.outputs or [0]))
-    meta = _global(module, "sw_metadata_json", _bytes(metadata + b"\0"))
+    kernels = constant_global(module, "sw_kernels", ir.Constant(ir.ArrayType(PTR, len(fns)), fns))
+    info = constant_global(module, "sw_kernel_info", _array(I32, prog.kernel_info or [0]))
+    sigs = constant_global(module, "sw_kernel_sigs", _array(I32, prog.kernel_sigs or [0]))
+    inputs = constant_global(module, "sw_inputs", _array(I32, prog.inputs or [0]))
+    outputs = constant_global(module, "sw_outputs", _array(I32, prog.outputs or [0]))
+    meta = constant_global(module, "sw_metadata_json", _bytes(metadata + b"\0"))
 
     fields = {
         "words": words, "nwords": len(prog.words), "nregs": len(prog.reg_names),

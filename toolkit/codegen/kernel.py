@@ -113,6 +113,17 @@ def from_compute(b: ir.IRBuilder, dt: DType, value: ir.Value, saturate: bool = T
     return value
 
 
+def constant_global(module: ir.Module, name: str, value: ir.Constant, align: int | None = None) -> ir.GlobalVariable:
+    """A read-only global of the kernel object holding ``value``."""
+    g = ir.GlobalVariable(module, value.type, name=name)
+    g.initializer = value
+    g.global_constant = True
+    g.linkage = "internal"
+    if align:
+        g.align = align
+    return g
+
+
 def i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 

@@ -1607,8 +1607,27 @@ static uint8_t clamp255(int64_t v) { return v < 0 ? 0 : v > 255 ? 255 : (uint8_t
  * in 13-bit fixed point, 2 extra bits kept between the column and the row pass), with its
  * rounding, so the samples are the same. Results are clamped to 0..255 as its SIMD versions
  * do (its C version wraps values far out of range, which valid data never gives). */
+enum { IDCT_CB = 13, IDCT_P1 = 2 };  /* libjpeg's CONST_BITS and PASS1_BITS */
+
+/* One 8-point pass of the islow IDCT (the same for columns and rows): out is scaled by
+ * 2^IDCT_CB, the caller descales. */
+static void idct_1d(const int64_t in[8], int64_t out8[8]) {
+  int64_t z1 = (in[2] + in[6]) * 4433;
+  int64_t t2 = z1 - in[6] * 15137, t3 = z1 + in[2] * 6270;
+  int64_t t0 = (in[0] + in[4]) * (1 << IDCT_CB), t1 = (in[0] - in[4]) * (1 << IDCT_CB);
+  int64_t e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;
+  int64_t o0 = in[7], o1 = in[5], o2 = in[3], o3 = in[1];
+  int64_t za = o0 + o3, zb = o1 + o2, zc = o0 + o2, zd = o1 + o3;
+  int64_t z5 = (zc + zd) * 9633;
+  o0 *= 2446, o1 *= 16819, o2 *= 25172, o3 *= 12299;
+  za *= -7373, zb *= -20995, zc = zc * -16069 + z5, zd = zd * -3196 + z5;
+  o0 += za + zc, o1 += zb + zd, o2 += zb + zc, o3 += za + zd;
+  out8[0] = e10 + o3, out8[7] = e10 - o3, out8[1] = e11 + o2, out8[6] = e11 - o2;
+  out8[2] = e12 + o1, out8[5] = e12 - o1, out8[3] = e13 + o0, out8[4] = e13 - o0;
+}
+
 static void jpeg_idct(const int16_t* coef, const uint16_t* q, uint8_t* out, int64_t stride) {
-  enum { CB = 13, P1 = 2 };
+  enum { CB = IDCT_CB, P1 = IDCT_P1 };
   int32_t ws[64];
   for (int c = 0; c < 8; c++) {
     int64_t in[8];
@@ -1624,18 +1643,7 @@ static void jpeg_idct(const int16_t* coef, const uint16_t* q, uint8_t* out, int6
       continue;
     }
     int64_t out8[8];
-    int64_t z1 = (in[2] + in[6]) * 4433;
-    int64_t t2 = z1 - in[6] * 15137, t3 = z1 + in[2] * 6270;
-    int64_t t0 = (in[0] + in[4]) * (1 << CB), t1 = (in[0] - in[4]) * (1 << CB);
-    int64_t e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;
-    int64_t o0 = in[7], o1 = in[5], o2 = in[3], o3 = in[1];
-    int64_t za = o0 + o3, zb = o1 + o2, zc = o0 + o2, zd = o1 + o3;
-    int64_t z5 = (zc + zd) * 9633;
-    o0 *= 2446, o1 *= 16819, o2 *= 25172, o3 *= 12299;
-    za *= -7373, zb *= -20995, zc = zc * -16069 + z5, zd = zd * -3196 + z5;
-    o0 += za + zc, o1 += zb + zd, o2 += zb + zc, o3 += za + zd;
-    out8[0] = e10 + o3, out8[7] = e10 - o3, out8[1] = e11 + o2, out8[6] = e11 - o2;
-    out8[2] = e12 + o1, out8[5] = e12 - o1, out8[3] = e13 + o0, out8[4] = e13 - o0;
+    idct_1d(in, out8);
     for (int r = 0; r < 8; r++) {
       ws[8 * r + c] = (int32_t)((out8[r] + (1 << (CB - P1 - 1))) >> (CB - P1));
     }
@@ -1657,18 +1665,7 @@ static void jpeg_idct(const int16_t* coef, const uint16_t* q, uint8_t* out, int6
       continue;
     }
     int64_t out8[8];
-    int64_t z1 = (in[2] + in[6]) * 4433;
-    int64_t t2 = z1 - in[6] * 15137, t3 = z1 + in[2] * 6270;
-    int64_t t0 = (in[0] + in[4]) * (1 << CB), t1 = (in[0] - in[4]) * (1 << CB);
-    int64_t e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;
-    int64_t o0 = in[7], o1 = in[5], o2 = in[3], o3 = in[1];
-    int64_t za = o0 + o3, zb = o1 + o2, zc = o0 + o2, zd = o1 + o3;
-    int64_t z5 = (zc + zd) * 9633;
-    o0 *= 2446, o1 *= 16819, o2 *= 25172, o3 *= 12299;
-    za *= -7373, zb *= -20995, zc = zc * -16069 + z5, zd = zd * -3196 + z5;
-    o0 += za + zc, o1 += zb + zd, o2 += zb + zc, o3 += za + zd;
-    out8[0] = e10 + o3, out8[7] = e10 - o3, out8[1] = e11 + o2, out8[6] = e11 - o2;
-    out8[2] = e12 + o1, out8[5] = e12 - o1, out8[3] = e13 + o0, out8[4] = e13 - o0;
+    idct_1d(in, out8);
     for (int c = 0; c < 8; c++) {
       o[c] = clamp255(128 + ((out8[c] + ((int64_t)1 << (CB + P1 + 2))) >> (CB + P1 + 3)));
     }
