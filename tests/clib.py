@@ -24,13 +24,20 @@ LIB_SOURCES = ("sw_strconst.c", "sw_text.c", "sw_regex.c", "sw_image.c")
 STRING = next(d.code for d in abi.DTYPES if d.name == "string")
 
 
+_CTYPES = {"ptr": ctypes.c_void_p, "i32": ctypes.c_int32, "i64": ctypes.c_int64}
+
+
+def _fields(struct: str) -> list:
+    """An ABI struct's fields (toolkit.abi.STRUCTS) as ctypes lays them out natively."""
+    return [(f.name, _CTYPES[f.kind] * f.count if f.count > 1 else _CTYPES[f.kind]) for f in abi.STRUCTS[struct]]
+
+
 class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * abi.MAX_RANK)]
+    _fields_ = _fields("sw_tensor")
 
 
 class Str(ctypes.Structure):
-    _fields_ = [("ptr", ctypes.c_int64), ("len", ctypes.c_int64)]
+    _fields_ = _fields("sw_str")
 
 
 LIB_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Tensor)), ctypes.POINTER(ctypes.c_int64),
