@@ -151,6 +151,18 @@ def test_string_normalizer_rank_is_checked():
         compile_model(m, "/tmp/never.wasm")
 
 
+def test_string_normalizer_leading_dim_is_checked_at_run_time(target):
+    """[k, C] with k bound at run time: k = 2 is refused naming the node, input and dim; the
+    module keeps working."""
+    m = make_model([helper.make_node("StringNormalizer", ["x"], ["y"], name="norm")], [sv("x", ["k", "n"])],
+                   [sv("y", None)], opset=10)
+    mod = build(m, target)
+    with pytest.raises(wasm_runtime.ModelError, match=r"norm.*input 'x' must be \[C\] or \[1, C\]: its dim 0: k = 2") as e:
+        mod.run({"x": strings([["a"], ["b"]])})
+    assert e.value.status == 1
+    assert mod.run({"x": strings([["a", "b"]])})["y"].tolist() == [["a", "b"]]
+
+
 @pytest.mark.parametrize("pattern", [r"[a-z]+@[a-z]+\.com", r"(ab|cd)*e?", r".*日本.*", r"\d{2,3}-\w+", ""])
 def test_regex_full_match(target, pattern):
     m = make_model([helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern)], [sv("x", ["n"])],
