@@ -131,6 +131,64 @@ def test_sequences_in_subgraphs(target):
     check_model(m, target, [{"x": rand(rng, (2, n)), "flag": np.array(f)} for n, f in ((3, True), (5, False))])
 
 
+def _map_body():
+    """SequenceMap's body: (row, scale, shift) -> (row * scale + shift, its length as int64);
+    'bias', captured from outside, is added too."""
+    return helper.make_graph(
+        [N("Mul", ["row", "scale"], ["scaled"]),
+         N("Add", ["scaled", "shift"], ["moved"]),
+         N("Add", ["moved", "bias"], ["out"]),
+         N("Shape", ["row"], ["shape"]),
+         N("ReduceProd", ["shape"], ["size"], keepdims=0)],
+        "body", [vinfo("row", np.float32, None), vinfo("scale", np.float32, None), vinfo("shift", np.float32, None)],
+        [vinfo("out", np.float32, None), vinfo("size", np.int64, None)])
+
+
+def test_sequence_map(target):
+    """SequenceMap is unrolled: over the parts of a split whose part lengths differ (1 and 3
+    along a symbolic-batch tensor), with a second sequence input mapped element by element,
+    a tensor input given whole to every element and an outer value the body captures; its
+    two output sequences are concatenated and stacked."""
+    nodes = [N("SplitToSequence", ["x", "split"], ["parts"], axis=1),
+             N("SplitToSequence", ["s"], ["scales"], axis=0, keepdims=0),
+             N("SequenceMap", ["parts", "scales", "shift"], ["moved", "sizes"], body=_map_body()),
+             N("ConcatFromSequence", ["moved"], ["y"], axis=1),
+             N("ConcatFromSequence", ["sizes"], ["n"], axis=0, new_axis=1)]
+    m = make_model(nodes, [vinfo("x", np.float32, ["b", 4]), vinfo("s", np.float32, [2]),
+                           vinfo("shift", np.float32, ["b", 1]), vinfo("bias", np.float32, [])],
+                   [vinfo("y", np.float32, None), vinfo("n", np.int64, None)],
+                   [const("split", np.array([1, 3], np.int64))], opset=18)
+    rng = np.random.default_rng(6)
+    check_model(m, target, [{"x": rand(rng, (b, 4)), "s": rand(rng, (2,)), "shift": rand(rng, (b, 1)),
+                             "bias": rand(rng, ())} for b in (1, 3)], ref=ort_reference)
+
+
+def test_sequence_map_nested_and_empty(target):
+    """A body that builds and maps a sequence of its own (SequenceMap inside SequenceMap) and
+    a map over an empty sequence, whose output dtype comes from the body's declared type.
+    Neither onnx.reference nor onnxruntime runs a nested SequenceMap (the first refuses the
+    body's attributes, the second's inlined Loop is unsorted), so numpy is the reference:
+    each row r of x becomes [-r; -r]."""
+    inner = helper.make_graph([N("Neg", ["v"], ["w"])], "inner", [vinfo("v", np.float32, None)],
+                              [vinfo("w", np.float32, None)])
+    outer = helper.make_graph(
+        [N("SequenceConstruct", ["r", "r"], ["pair"]),
+         N("SequenceMap", ["pair"], ["negs"], body=inner),
+         N("ConcatFromSequence", ["negs"], ["cat"], axis=0)],
+        "outer", [vinfo("r", np.float32, None)], [vinfo("cat", np.float32, None)])
+    nodes = [N("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=1),
+             N("SequenceMap", ["rows"], ["doubled"], body=outer),
+             N("ConcatFromSequence", ["doubled"], ["y"], axis=0),
+             N("SequenceEmpty", [], ["none"], dtype=TensorProto.FLOAT),
+             N("SequenceMap", ["none"], ["still_none"], body=inner),
+             N("SequenceLength", ["still_none"], ["zero"])]
+    m = make_model(nodes, [vinfo("x", np.float32, [3, "n"])],
+                   [vinfo("y", np.float32, None), vinfo("zero", np.int64, None)], opset=17)
+    rng = np.random.default_rng(7)
+    check_model(m, target, [{"x": rand(rng, (3, n))} for n in (1, 4)],
+                ref=lambda _, f: {"y": np.repeat(-f["x"], 2, axis=0), "zero": np.array(0, np.int64)})
+
+
 # ----------------------------------------------------------------------------- refused
 
 BOUNDARY = ("sequences and optionals are not supported as a model's inputs or outputs: symwasm's VM carries tensors "
@@ -217,3 +275,33 @@ def test_if_branch_yielding_a_sequence_refused():
                     "yield sequences or optionals are not supported (symwasm resolves those at compile time, and If "
                     "and Loop carry tensors)")
 
+
+
+def test_sequence_map_lengths_differ_refused():
+    text = _refused([N("SplitToSequence", ["x"], ["a"], axis=0), N("SplitToSequence", ["x"], ["b"], axis=1),
+                     N("SequenceMap", ["a", "b", "c"], ["m", "k"], body=_map_body(), name="map"),
+                     N("ConcatFromSequence", ["m"], ["y"], axis=0)],
+                    [vinfo("x", np.float32, [2, 3]), vinfo("c", np.float32, [])], [vinfo("y", np.float32, None)])
+    assert text == ("node 'map' (SequenceMap): input 'b' is a sequence of 3 float32 tensors and input 'a' a "
+                    "sequence of 2 float32 tensors; the sequences SequenceMap maps over must have one length")
+
+
+def test_sequence_map_body_arity_refused():
+    text = _refused([N("SplitToSequence", ["x"], ["a"], axis=0),
+                     N("SequenceMap", ["a"], ["m", "k"], body=_map_body(), name="map"),
+                     N("ConcatFromSequence", ["m"], ["y"], axis=0)],
+                    [vinfo("x", np.float32, [2, 3])], [vinfo("y", np.float32, None)])
+    assert text == "node 'map' (SequenceMap): the body takes 3 inputs; the node has 1"
+
+
+def test_sequence_map_body_error_names_the_element():
+    """A body node that fails is named under the SequenceMap node and the element it was
+    unrolled for ('map/1/mm': element 0 is square, element 1 is not)."""
+    body = helper.make_graph([N("MatMul", ["row", "row"], ["sq"], name="mm")], "body",
+                             [vinfo("row", np.float32, None)], [vinfo("sq", np.float32, None)])
+    text = _refused([N("SplitToSequence", ["x", "split"], ["a"], axis=1),
+                     N("SequenceMap", ["a"], ["m"], body=body, name="map"),
+                     N("ConcatFromSequence", ["m"], ["y"], axis=0)],
+                    [vinfo("x", np.float32, [2, 3])], [vinfo("y", np.float32, None)],
+                    [const("split", np.array([2, 1], np.int64))])
+    assert text == "node 'map/1/mm' (MatMul): inner dims ('a/part1' dim 1 vs 'a/part1' dim 0): 1 != 2"

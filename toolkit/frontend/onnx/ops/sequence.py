@@ -10,10 +10,14 @@ sequence, or nothing), and the ops here rewrite one into another. Only element t
 core ops: SequenceAt is an Identity of one, ConcatFromSequence a Concat of them,
 SplitToSequence a Split into them; SequenceLength and OptionalHasElement are constants.
 
+SequenceMap is unrolled: its body is inlined once per element, with that element (and the
+same element of every other sequence input, or the whole of a tensor input) in place of the
+body's inputs, so each copy is specialized to its element's own shape.
+
 Positions must be known at compile time, and so must the number of parts SplitToSequence
 makes. An optional or sequence may not be an input or output of the model, nor reach an op
 other than these and Identity (the importer refuses both, naming the value); If branches and
-Loop bodies that yield one, and SequenceMap, are not supported.
+Loop bodies that yield one are not supported.
 """
 from __future__ import annotations
 
@@ -62,7 +66,7 @@ Held = TensorSequence | OptionalValue
 # the ops that read held values; Identity passes one on (its own translation takes tensors)
 HELD_OPS = frozenset({"Identity", "Optional", "OptionalHasElement", "OptionalGetElement", "SequenceConstruct",
                       "SequenceEmpty", "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength",
-                      "ConcatFromSequence", "SplitToSequence"})
+                      "ConcatFromSequence", "SplitToSequence", "SequenceMap"})
 
 
 def _describe(v: "Value | Held | None") -> str:
@@ -311,6 +315,58 @@ def split_to_sequence(ctx: TranslateContext) -> None:
     _hold(ctx, TensorSequence(tuple(ctx.graph.values[p] for p in parts), x.dtype))
 
 
+def sequence_map(ctx: TranslateContext) -> None:
+    from ..importer import _bind_subgraph, _rename_in, import_region
+
+    body = ctx.attr("body")
+    if body is None:
+        ctx.fail("attribute 'body' is required")
+    seq = _sequence(ctx, 0)
+    n = len(seq.elements)
+    args: list[Value | TensorSequence] = [seq]
+    for i in range(1, len(ctx.inputs)):
+        v = _input(ctx, i)
+        if not isinstance(v, (Value, TensorSequence)):
+            ctx.fail(f"input '{ctx.inputs[i]}' is {_describe(v)}; SequenceMap's inputs are sequences and tensors")
+        if isinstance(v, TensorSequence) and len(v.elements) != n:
+            ctx.fail(f"input '{ctx.inputs[i]}' is {v.describe()} and input '{ctx.inputs[0]}' {seq.describe()}; "
+                     f"the sequences SequenceMap maps over must have one length")
+        args.append(v)
+    if len(body.input) != len(args):
+        ctx.fail(f"the body takes {len(body.input)} inputs; the node has {len(args)}")
+    if len(body.output) != len(ctx.outputs):
+        ctx.fail(f"the body yields {len(body.output)} values; the node has {len(ctx.outputs)} outputs")
+    dtypes = []
+    for k, o in enumerate(body.output):
+        code = o.type.tensor_type.elem_type if o.type.WhichOneof("value") == "tensor_type" else 0
+        dtypes.append(ctx.dtype(code, f"body output {k} ('{o.name}') element type") if code else None)
+    results: list[list[Value]] = [[] for _ in ctx.outputs]
+    for k in range(n):
+        # the body's names under '<node>/<k>/', its inputs replaced by this element's values,
+        # then imported inline
+        gp = _bind_subgraph(body, {}, lambda x: x, f"{ctx.name}/{k}/")
+        _rename_in(gp, {inp.name: (a.elements[k] if isinstance(a, TensorSequence) else a).name
+                        for inp, a in zip(gp.input, args)})
+        del gp.input[:]
+        region = import_region(ctx.graph, gp, [], f"{ctx.label()} (element {k})")
+        ctx.graph.nodes.extend(region.nodes)
+        for j, o in enumerate(region.outputs):
+            v = ctx.graph.values[o]
+            if dtypes[j] is not None and v.dtype != dtypes[j]:
+                ctx.fail(f"body output {j} ('{body.output[j].name}') is {v.dtype} for element {k}; the body "
+                         f"declares {dtypes[j]}")
+            if results[j] and v.dtype != results[j][0].dtype:
+                ctx.fail(f"body output {j} ('{body.output[j].name}') is {v.dtype} for element {k} and "
+                         f"{results[j][0].dtype} for element 0; a sequence's elements have one dtype")
+            results[j].append(v)
+    for j, out in enumerate(ctx.outputs):
+        dt = results[j][0].dtype if results[j] else dtypes[j]
+        if dt is None:
+            ctx.fail(f"the sequences are empty and body output {j} ('{body.output[j].name}') declares no element "
+                     f"type, so the output's dtype is unknown")
+        ctx.graph.values[out] = TensorSequence(tuple(results[j]), dt)
+
+
 def register(r) -> None:
     # none is folded: their outputs are held values (or tensors they only pass on)
     r.add("Optional", (15, 28), optional, foldable=False)
@@ -324,3 +380,4 @@ def register(r) -> None:
     r.add("SequenceLength", (11,), sequence_length, foldable=False)
     r.add("ConcatFromSequence", (11,), concat_from_sequence, foldable=False)
     r.add("SplitToSequence", (11, 24), split_to_sequence, foldable=False)
+    r.add("SequenceMap", (17,), sequence_map, foldable=False)
