@@ -16,7 +16,7 @@ from toolkit.vm import isa
 from util import build, make_model, vinfo
 
 CANCELLED = 6
-N = 1536  # a 1536^3 MatMul: seconds of work on either target, far past the time limits below
+N = 3072  # a 3072^3 MatMul: seconds of work on either target, far past the time limits below
 
 
 @pytest.fixture(scope="module")

@@ -278,9 +278,10 @@ class KernelBuilder:
         b.position_at_end(done)
 
     @contextmanager
-    def loop(self, n: ir.Value, name: str = "i"):
-        """``for i in range(n)``; yields ``i`` (i64). The body is what the ``with`` emits."""
-        with self._counted(n, name, ()) as (i, _, _updates):
+    def loop(self, n: ir.Value, name: str = "i", start: ir.Value | None = None):
+        """``for i in range(n)`` (``range(start, n)`` with ``start``); yields ``i`` (i64). The
+        body is what the ``with`` emits."""
+        with self._counted(n, name, (), start) as (i, _, _updates):
             yield i
 
     def accumulate(self, n: ir.Value, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value],

@@ -19,9 +19,10 @@ from typing import Sequence
 
 from llvmlite import ir
 
+from . import gemm as G
 from ..ir.dims import Dim
-from ..ir.dtypes import DType
-from .kernel import KernelBuilder, Tensor, fast, i64
+from ..ir.dtypes import FLOAT32, DType
+from .kernel import F32, KernelBuilder, Tensor, fast, i64
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -175,3 +176,77 @@ def _broadcast_mat(kb: KernelBuilder, c: Tensor) -> Mat:
     return Mat(c, i64(0), _bcast_stride(kb, c, 0, strides[0]) if c.rank == 2 else i64(0),
                _bcast_stride(kb, c, c.rank - 1, i64(1)) if c.rank >= 1 else i64(0))
 
+
+
+# ----------------------------------------------------------------------------- float32 GEMM
+
+
+def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
+    """float32 MatMul through the GEMM microkernel (:mod:`.gemm`), b of rank >= 2.
+    ``params``: (the tile, whether b arrives packed). Tensors: a, b (packed [P, K, NR] when
+    constant), y. With a packed b (which has no batch
+    dims), a's batch dims and rows are one [batch * M, K] matrix."""
+    tile, packed = params
+    (_, a_shape), (_, b_shape) = types[0], types[1]
+    out_shape = types[-1][1]
+    a = kb.tensor(0, FLOAT32, a_shape)
+    bt = kb.tensor(1, FLOAT32, b_shape)
+    y = kb.tensor(len(types) - 1, FLOAT32, out_shape)
+    ra = len(a_shape)
+    k = a.dim(ra - 1)
+    if packed:
+        m = a.numel(0, ra - 1)
+        n = y.dim(len(out_shape) - 1)
+        G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k)
+        return
+    rb = len(b_shape)
+    m = a.dim(ra - 2) if ra >= 2 else i64(1)
+    n = bt.dim(rb - 1)
+    nb = len(out_shape) - (ra >= 2) - 1
+    steps = [_batch_strides(kb, a, nb), _batch_strides(kb, bt, nb), y.strides()[:nb]]
+    extents = [y.dim(axis) for axis in range(nb)]
+
+    def level(axis: int, offs: list[ir.Value]) -> None:
+        if axis == nb:
+            G.gemm(kb, tile, G.View(a, offs[0], k, i64(1)), G.View(bt, offs[1], n, i64(1)), y, offs[2], m, n, k)
+            return
+        with kb.loop(extents[axis], f"b{axis}") as i:
+            level(axis + 1, [kb.add(off, kb.mul(i, s[axis])) for off, s in zip(offs, steps)])
+
+    level(0, [i64(0)] * 3)
+
+
+def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
+    """float32 Gemm through the GEMM microkernel. ``params``: (the Gemm op, whether c is
+    given, the tile, whether b arrives packed). Tensors: a, b, [c], y. alpha and beta * c are applied in one pass over y after the
+    product."""
+    op, has_c, tile, packed = params
+    args = iter(enumerate(types))
+    a = kb.tensor(*_flat(next(args)))
+    bt = kb.tensor(*_flat(next(args)))
+    c = kb.tensor(*_flat(next(args))) if has_c else None
+    y = kb.tensor(*_flat(next(args)))
+    m, n = y.dim(0), y.dim(1)
+    k = a.dim(0) if op.trans_a else a.dim(1)
+    av = G.View(a, i64(0), i64(1), m) if op.trans_a else G.View(a, i64(0), k, i64(1))
+    if packed:
+        bsrc = G.Packed(bt, i64(0))
+    else:
+        bsrc = G.View(bt, i64(0), i64(1), k) if op.trans_b else G.View(bt, i64(0), n, i64(1))
+    G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k)
+    if op.alpha == 1.0 and c is None:
+        return
+    bld = kb.b
+    cm = None if c is None else _broadcast_mat(kb, c)
+    with kb.loop(m, "i") as i:
+        with kb.loop(n, "j") as j:
+            at = kb.add(kb.mul(i, n), j)
+            v = y.load(at)
+            if op.alpha != 1.0:
+                v = fast(bld.fmul(v, ir.Constant(F32, op.alpha)))
+            if cm is not None:
+                cv = cm.load(kb, i, j)
+                if op.beta != 1.0:
+                    cv = fast(bld.fmul(cv, ir.Constant(F32, op.beta)))
+                v = fast(bld.fadd(v, cv))
+            y.store(at, v)

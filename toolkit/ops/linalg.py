@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..codegen import gemm as G
 from ..codegen import linalg as L
-from ..ir.dtypes import FLOATS, INT32, INT64, UINT32, UINT64
+from ..ir.dtypes import FLOAT32, FLOATS, INT32, INT64, UINT32, UINT64
 from ..ir.graph import Graph, Node, Value
 from .base import CoreOp, InferContext, replace_node
 
@@ -38,7 +39,16 @@ class MatMul(CoreOp):
         ctx.set_output(0, a.dtype, batch + rows + cols)
 
     def lower(self, lw, node) -> None:
-        lw.run_kernel(L.build_matmul, None, node.inputs[:2], [node.outputs[0]])
+        a, b = lw.value(node.inputs[0]), lw.value(node.inputs[1])
+        if a.dtype != FLOAT32 or b.rank < 2:
+            lw.run_kernel(L.build_matmul, None, node.inputs[:2], [node.outputs[0]])
+            return
+        tile = G.tile_for(lw.target)
+        if b.const is not None and b.rank == 2:
+            bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
+            lw.call(L.build_matmul_f32, (tile, True), [lw.tensor(a.name), bp, lw.alloc(node.outputs[0])])
+            return
+        lw.call(L.build_matmul_f32, (tile, False), [lw.tensor(a.name), lw.tensor(b.name), lw.alloc(node.outputs[0])])
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,17 @@ class Gemm(CoreOp):
     def lower(self, lw, node) -> None:
         b = lw.value(node.inputs[1])
         has_c = len(node.inputs) > 2 and bool(node.inputs[2])
+        if b.dtype == FLOAT32:
+            tile = G.tile_for(lw.target)
+            c = [lw.tensor(node.inputs[2])] if has_c else []
+            if b.const is not None and not self.trans_b:
+                bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
+                regs = [lw.tensor(node.inputs[0]), bp] + c
+            else:
+                regs = [lw.tensor(node.inputs[0]), lw.tensor(b.name)] + c
+            lw.call(L.build_gemm_f32, (self, has_c, tile, b.const is not None and not self.trans_b),
+                    regs + [lw.alloc(node.outputs[0])])
+            return
         regs = [lw.tensor(i) for i in node.inputs[:3] if i]
         if self.trans_b:
             regs.append(lw.scratch("transposed B", b.dtype, b.shape[::-1]))

@@ -20,12 +20,14 @@ never reused on the other or after the join.
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from ..codegen.target import Target
 from ..ir import dims as D
 from ..ir.dims import Dim, Sym
-from ..ir.dtypes import UINT8, DType
+from ..ir.dtypes import UINT8, DType, dtype_of_numpy
 from ..ir.graph import CompileError, Graph, Node, Value
 from ..vm import isa
 from . import liveness, memory
@@ -246,6 +248,21 @@ class Lowerer:
             raise CompileError(f"{self.context()}: value '{name}' is used before it is computed "
                                f"(internal lowering order error)")
         self.scope.regs[name] = reg
+        return reg
+
+    def derived_const(self, name: str, what: str, make: Callable[[np.ndarray], np.ndarray]) -> Reg:
+        """A constant made at compile time from constant value ``name`` by ``make`` (a packed
+        layout a kernel reads; ``what`` names it, ``name/what``), made once per scope. The
+        original is not stored unless something asks for it."""
+        key = f"{name}/{what}"
+        known = self.scope.reg(key)
+        if known is not None:
+            return known
+        arr = np.ascontiguousarray(make(self.value(name).const))
+        reg = self.prog.new_reg(key, dtype_of_numpy(arr.dtype), arr.shape)
+        self.prog.consts.append((key, arr))
+        self._emit("CONST", reg, len(self.prog.consts) - 1)
+        self.scope.regs[key] = reg
         return reg
 
     def alloc(self, name: str) -> Reg:
