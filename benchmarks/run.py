@@ -5,6 +5,8 @@ Builds the shared model set (make_models.py), then for every model configuration
 times four single-threaded peers on identical inputs:
 
   symwasm-wasm32   toolkit.compiler.compile_model(target="wasm32"), run by wasm_runtime (wasmtime)
+  symwasm-node     the same .wasm run by the JS loader in Node (symwasm_node_runner.mjs): the
+                   engine onnxruntime-web runs in, so its ratio compares like with like
   symwasm-native   the same with target="native" (a shared library)
   onnxruntime      native CPU provider, 1 intra-op and 1 inter-op thread, sequential
   onnxruntime-web  the npm package's wasm backend in Node, 1 thread, SIMD (ort_web_runner.mjs)
@@ -41,9 +43,11 @@ from py_peer import first_line, ort_session
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-PEERS = ("onnxruntime", "onnxruntime-web", "symwasm-native", "symwasm-wasm32")
-# Ratios reported as (numerator, denominator): the symwasm target against its like-for-like peer.
-RATIOS = (("symwasm-wasm32", "onnxruntime-web"), ("symwasm-native", "onnxruntime"))
+PEERS = ("onnxruntime", "onnxruntime-web", "symwasm-native", "symwasm-wasm32", "symwasm-node")
+# Ratios reported as (numerator, denominator): the symwasm target against its like-for-like peer
+# (symwasm-node and onnxruntime-web share the engine; wasmtime's ratio is reported beside it).
+RATIOS = (("symwasm-node", "onnxruntime-web"), ("symwasm-wasm32", "onnxruntime-web"),
+          ("symwasm-native", "onnxruntime"))
 MIN_RUNS = 5
 # Later repetitions only need to refill caches after another peer ran: V8 and wasmtime keep
 # their optimized code, so the long first warm-up is not repeated.
@@ -202,6 +206,9 @@ def make_peers(names: list[str]) -> dict[str, PeerProcess]:
         if name == "onnxruntime-web":
             peers[name] = PeerProcess(name, ["node", str(HERE / "ort_web_runner.mjs")],
                                       ort_web_missing())
+        elif name == "symwasm-node":
+            peers[name] = PeerProcess(name, ["node", str(HERE / "symwasm_node_runner.mjs"), sys.executable],
+                                      None if shutil.which("node") else "node is not on PATH")
         else:
             peers[name] = PeerProcess(name, [sys.executable, str(HERE / "py_peer.py"), name])
     return peers
@@ -405,14 +412,25 @@ def table(records: list[dict[str, Any]], peers: list[str]) -> list[str]:
     cols: list[tuple[str, Any]] = [(f"{p} ms", lambda c, p=p: latency_cell(c[p])) for p in peers]
     cols += [(f"{n.removeprefix('symwasm-')} / {d}", lambda c, n=n, d=d: ratio_cell(c, n, d))
              for n, d in RATIOS if n in peers and d in peers]
+    # the GEMM-bound rows' rate, from the manifest's FLOP count
+    cols += [(f"{p.removeprefix('symwasm-')} GFLOP/s", lambda c, p=p: ("gflops", p)) for p in
+             ("symwasm-node", "symwasm-native") if p in peers]
     cols += [(f"compile {p.removeprefix('symwasm-')} s", lambda c, p=p: compile_cell(c[p]))
              for p in ("symwasm-wasm32", "symwasm-native") if p in peers]
     if "symwasm-wasm32" in peers:
         cols.append((".wasm KiB − weights", lambda c: size_cell(c["symwasm-wasm32"])))
     lines = ["| model | config | " + " | ".join(h for h, _ in cols) + " |",
              "| --- | --- |" + " ---: |" * len(cols)]
+    def cell(r: dict[str, Any], f) -> str:
+        out = f(r["peers"])
+        if isinstance(out, tuple):  # ("gflops", peer)
+            s = summarize(r["peers"][out[1]])
+            flops = r.get("flops")
+            return f"{flops / s['median_ms'] / 1e6:.1f}" if s and flops else "–"
+        return out
+
     for r in records:
-        row = [r["model"], r["config"]] + [f(r["peers"]) for _, f in cols]
+        row = [r["model"], r["config"]] + [cell(r, f) for _, f in cols]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 

@@ -36,7 +36,7 @@ def test_constant_b(target, k, n):
     w = _rand(rng, (k, n))
     mod = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])], [vinfo("y", F32, None)],
                            [const("w", w)]), target)
-    for m in (0, 1, 2, 3, 5, 6, 7, 13, 100):
+    for m in (0, 1, 2, 3, 5, 6, 7, 10, 11, 13, 100):
         a = _rand(rng, (m, k))
         y = mod.run({"a": a})["y"]
         assert y.shape == (m, n)
@@ -49,7 +49,7 @@ def test_runtime_b(target):
                            [vinfo("y", F32, None)]), target)
     rng = np.random.default_rng(1)
     for m, k, n in [(0, 3, 4), (3, 0, 5), (1, 1, 1), (4, 7, 3), (7, 9, 8), (6, 16, 16), (13, KC, 33),
-                    (9, KC + 3, 17), (25, 2 * KC + 10, 50), (2, 40, 100)]:
+                    (9, KC + 3, 17), (25, 2 * KC + 10, 50), (2, 40, 100), (5, 20, 9), (11, 3, 24)]:
         a, b = _rand(rng, (m, k)), _rand(rng, (k, n))
         y = mod.run({"a": a, "b": b})["y"]
         assert y.shape == (m, n)

@@ -10,8 +10,10 @@ NR)``, the last panel's missing columns zero. A constant B is packed at compile 
 A register tile is ``MR`` rows by ``NR`` columns, ``MR * NR / lanes`` vector accumulators
 that stay in registers over a block of k: each step loads ``NR / lanes`` vectors of the
 panel and broadcasts ``MR`` elements of a, so every value loaded feeds several
-multiply-adds (fused on hosts with FMA). Rows after the last whole tile run one at a time
-through a one-row tile of the same panels (the M = 1 case is that tile alone); the last,
+multiply-adds (fused on hosts with FMA). The rows after the last whole tile run as one
+tile of exactly that many rows (one variant per count when M is symbolic); fewer rows than a
+tile, with B packed, run a row at a time against several panels at once, so the M = 1 case
+has ``ONE_ROW_PANELS * NR / lanes`` accumulators too; the last,
 partial panel computes all its ``NR`` columns (the padding is zero) and stores only the
 columns that exist, through a small buffer. No path falls back to scalar products.
 
@@ -249,8 +251,16 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
             base = [panel_ptr(p, k0)]
             with kb.loop(whole, "ir") as t:
                 tile_at(kb.add(i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, partial)
-            with kb.loop(mn, "ir1", start=rest_lo) as r:
-                tile_at(kb.add(i_lo, r), 1, [p], base, k0, kn, first, partial)
+            # the rows after the whole tiles: one tile of exactly that many rows
+            i_rest = kb.add(i_lo, rest_lo)
+            if isinstance(mn, ir.Constant):
+                if mn.constant % mr:
+                    tile_at(i_rest, mn.constant % mr, [p], base, k0, kn, first, partial)
+                return
+            rest = b.sub(mn, rest_lo)
+            for rows in range(1, mr):
+                with b.if_then(b.icmp_signed("==", rest, i64(rows))):
+                    tile_at(i_rest, rows, [p], base, k0, kn, first, partial)
 
         # a block with fewer rows than a tile, and a packed B: one row against PG panels at
         # once, so the row's PG * vecs accumulators hide the adds' latency
