@@ -1,6 +1,10 @@
 """Matrix multiplication kernels: MatMul (numpy semantics, batched with broadcasting) and
 Gemm.
 
+float32 products with a 2-D (or batched) B run through the GEMM microkernel of
+:mod:`.gemm` (:func:`build_matmul_f32`, :func:`build_gemm_f32`). The loops below serve the
+other dtypes and a 1-D B (a matrix-vector product):
+
 Both reduce to one strided product ``y[i, j] = alpha * sum_k a[i, k] * b[k, j] (+ beta *
 c[i, j])`` over views with per-axis strides (0 on broadcast axes). The loop order keeps the
 innermost loop contiguous: ``i, k, j`` (a row of y updated from a row of b) when b's rows

@@ -1,9 +1,11 @@
 """Matrix products: MatMul (numpy semantics) and Gemm.
 
 MatMul follows numpy (1-D operands, broadcast batch dims); the shared inner dim is proved
-equal at compile time or checked at run time, naming both dims. Gemm with ``trans_b`` runs
-over B transposed: a constant B is transposed at compile time (a simplification), any
-other is staged in a scratch buffer by the kernel.
+equal at compile time or checked at run time, naming both dims. A constant B with
+``trans_b`` is transposed at compile time (a simplification). float32 products run the
+GEMM microkernel (:mod:`toolkit.codegen.gemm`), with a constant 2-D B packed into panels at
+compile time (:meth:`Lowerer.derived_const`) and any other packed inside the kernel; the
+other dtypes run plain loops, a run-time transposed B staged in a scratch buffer.
 """
 from __future__ import annotations
 
