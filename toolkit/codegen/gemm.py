@@ -33,11 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from .kernel import F32, I32, KernelBuilder, Tensor, i64
+from .conv import _ceildiv, _splat, mac, smin
+from .kernel import F32, KernelBuilder, Tensor, i64
 
 ONE_ROW_PANELS = 4  # panels a lone row runs against at once
-# multiply-adds may fuse (FMA on hosts that have it); sums keep their order
-MAC_FLAGS = ("contract",)
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def pack_b(b: np.ndarray, nr: int) -> np.ndarray:
 
 @dataclass
 class View:
-    """A strided 2-D view: element (r, c) is at ``base + r * rs + c * cs``."""
+    """A strided 2-D view of a tensor: element (r, c) is at ``base + r * rs + c * cs``."""
 
     t: Tensor
     base: ir.Value
@@ -85,35 +84,15 @@ class View:
     def index(self, kb: KernelBuilder, r: ir.Value, c: ir.Value) -> ir.Value:
         return kb.add(self.base, kb.add(kb.mul(r, self.rs), kb.mul(c, self.cs)))
 
+    def load(self, kb: KernelBuilder, r: ir.Value, c: ir.Value) -> ir.Value:
+        return self.t.load(self.index(kb, r, c))
+
+    def store(self, kb: KernelBuilder, r: ir.Value, c: ir.Value, v: ir.Value) -> None:
+        self.t.store(self.index(kb, r, c), v)
+
 
 def _vec(lanes: int) -> ir.VectorType:
     return ir.VectorType(F32, lanes)
-
-
-def _splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
-    undef = ir.Constant(_vec(lanes), ir.Undefined)
-    v = b.insert_element(undef, s, ir.Constant(I32, 0))
-    return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
-
-def _mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
-    prod = b.fmul(x, y)
-    prod.flags.extend(MAC_FLAGS)
-    s = b.fadd(acc, prod)
-    s.flags.extend(MAC_FLAGS)
-    return s
-
-
-def _min(kb: KernelBuilder, a: ir.Value, c: ir.Value) -> ir.Value:
-    if isinstance(a, ir.Constant) and isinstance(c, ir.Constant):
-        return i64(min(a.constant, c.constant))
-    return kb.b.select(kb.b.icmp_signed("<", a, c), a, c)
-
-
-def _ceildiv(kb: KernelBuilder, a: ir.Value, c: int) -> ir.Value:
-    if isinstance(a, ir.Constant):
-        return i64(-(-a.constant // c))
-    return kb.b.udiv(kb.b.add(a, i64(c - 1)), i64(c))
 
 
 def _pack_block(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0: ir.Value, k0: ir.Value,
@@ -208,7 +187,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
             for r in range(rows):
                 s = _splat(b, a.t.load(kb.add(a_rows[r], kb.mul(kk, a.cs))), lanes)
                 for v in range(w):
-                    acc[r * w + v] = _mac(b, acc[r * w + v], s, bv[v])
+                    acc[r * w + v] = mac(b, acc[r * w + v], s, bv[v])
             return acc
 
         acc = kb.carry(i64(0), kn, [zero] * (rows * w), step, "k")
@@ -303,20 +282,20 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
                 over_panel(full_panels, True)
 
     if one_block:
-        with kb.loop(_ceildiv(kb, m, tile.mc), "ic") as ic:
+        with kb.loop(_ceildiv(kb, m, i64(tile.mc)), "ic") as ic:
             i_lo = kb.mul(ic, i64(tile.mc))
-            rows_block(i_lo, _min(kb, i64(tile.mc), b.sub(m, i_lo)), i64(0), k, True)
+            rows_block(i_lo, smin(kb, i64(tile.mc), b.sub(m, i_lo)), i64(0), k, True)
         return
     # at least one block: with k = 0 it stores the zeros y is
-    blocks = _ceildiv(kb, k, tile.kc)
+    blocks = _ceildiv(kb, k, i64(tile.kc))
     blocks = b.select(b.icmp_signed("==", blocks, i64(0)), i64(1), blocks)
     with kb.loop(blocks, "pc") as pc:
         k0 = kb.mul(pc, i64(tile.kc))
-        kn = _min(kb, i64(tile.kc), b.sub(k, k0))
+        kn = smin(kb, i64(tile.kc), b.sub(k, k0))
         first = b.icmp_signed("==", pc, i64(0))
-        with kb.loop(_ceildiv(kb, m, tile.mc), "ic") as ic:
+        with kb.loop(_ceildiv(kb, m, i64(tile.mc)), "ic") as ic:
             i_lo = kb.mul(ic, i64(tile.mc))
-            rows_block(i_lo, _min(kb, i64(tile.mc), b.sub(m, i_lo)), k0, kn, first)
+            rows_block(i_lo, smin(kb, i64(tile.mc), b.sub(m, i_lo)), k0, kn, first)
 
 
 class _at_entry:

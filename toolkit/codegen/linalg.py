@@ -18,37 +18,18 @@ first (the copy costs about 5% of the product).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 from llvmlite import ir
 
 from . import gemm as G
+from .gemm import View as Mat
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from .kernel import F32, KernelBuilder, Tensor, fast, i64
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
-
-
-@dataclass
-class Mat:
-    """A strided 2-D view of a tensor: element (r, c) is at ``base + r * rs + c * cs``."""
-
-    t: Tensor
-    base: ir.Value
-    rs: ir.Value
-    cs: ir.Value
-
-    def index(self, kb: KernelBuilder, r: ir.Value, c: ir.Value) -> ir.Value:
-        return kb.add(self.base, kb.add(kb.mul(r, self.rs), kb.mul(c, self.cs)))
-
-    def load(self, kb: KernelBuilder, r: ir.Value, c: ir.Value) -> ir.Value:
-        return self.t.load(self.index(kb, r, c))
-
-    def store(self, kb: KernelBuilder, r: ir.Value, c: ir.Value, v: ir.Value) -> None:
-        self.t.store(self.index(kb, r, c), v)
 
 
 def _is_one(v: ir.Value) -> bool:
