@@ -11,32 +11,13 @@
 // Tensor files are raw little-endian arrays; outputs of the last timed run are written to
 // out_dir so Python can check them against its reference.
 
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { performance } from 'node:perf_hooks';
 import * as ort from 'onnxruntime-web';
-
-// stdout is the protocol channel; keep library chatter off it.
-console.log = console.error;
-console.info = console.error;
+import { readArray, runFor, serve } from './peer_protocol.mjs';
 
 ort.env.wasm.numThreads = 1;
 ort.env.wasm.simd = true;
-
-const TYPED_ARRAYS = {
-  float32: Float32Array,
-  float64: Float64Array,
-  int8: Int8Array,
-  uint8: Uint8Array,
-  int16: Int16Array,
-  uint16: Uint16Array,
-  int32: Int32Array,
-  uint32: Uint32Array,
-  int64: BigInt64Array,
-  uint64: BigUint64Array,
-  bool: Uint8Array,
-};
 
 // A pthread pool would show up as extra OS threads; counting them proves numThreads = 1 held.
 const osThreads = () => readdirSync('/proc/self/task').length;
@@ -45,13 +26,8 @@ const threadsAtStart = osThreads();
 let session = null;
 
 /** Reads a raw tensor file into an ort.Tensor. */
-function readTensor({ dtype, shape, file }) {
-  const Ctor = TYPED_ARRAYS[dtype];
-  if (!Ctor) throw new Error(`unsupported input dtype ${dtype}`);
-  const bytes = readFileSync(file);
-  // slice() copies into a fresh ArrayBuffer, which is aligned for any element size.
-  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-  return new ort.Tensor(dtype, new Ctor(buffer), shape);
+function readTensor(desc) {
+  return new ort.Tensor(desc.dtype, readArray(desc), desc.shape);
 }
 
 /** Writes each output tensor as a raw file and returns its description. */
@@ -84,24 +60,11 @@ async function load({ model }) {
   };
 }
 
-/** Runs for at least `seconds` and `minRuns` runs; returns per-run ms and the last results. */
-async function runFor(feeds, seconds, minRuns) {
-  const times = [];
-  let results = null;
-  const end = performance.now() + seconds * 1000;
-  while (times.length < minRuns || performance.now() < end) {
-    const t0 = performance.now();
-    results = await session.run(feeds);
-    times.push(performance.now() - t0);
-  }
-  return { times, results };
-}
-
 async function bench({ inputs, warmup_s, min_time_s, min_runs, out_dir }) {
   if (!session) throw new Error('no model loaded');
   const feeds = Object.fromEntries(inputs.map((d) => [d.name, readTensor(d)]));
-  const warm = await runFor(feeds, warmup_s, 1);
-  const timed = await runFor(feeds, min_time_s, min_runs);
+  const warm = await runFor(() => session.run(feeds), warmup_s, 1);
+  const timed = await runFor(() => session.run(feeds), min_time_s, min_runs);
   return {
     times_ms: timed.times,
     warmup_runs: warm.times.length,
@@ -109,19 +72,4 @@ async function bench({ inputs, warmup_s, min_time_s, min_runs, out_dir }) {
   };
 }
 
-const OPS = { load, bench };
-
-async function handle(line) {
-  try {
-    const req = JSON.parse(line);
-    const op = OPS[req.op];
-    if (!op) throw new Error(`unknown op ${req.op}`);
-    return { ok: true, ...(await op(req)) };
-  } catch (e) {
-    return { ok: false, error: String(e?.message ?? e) };
-  }
-}
-
-for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
-  if (line.trim()) process.stdout.write(JSON.stringify(await handle(line)) + '\n');
-}
+await serve({ load, bench });
