@@ -291,6 +291,104 @@ def conv_scratch(win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) ->
     return (n, c, h, D.ceildiv(w + win.pads[1] + win.pads[3], sw) * sw)
 
 
+def gemm_route(win: Window, group: int) -> bool:
+    """Whether a float32 2-D Conv runs as a GEMM (:func:`build_conv2d_gemm`): one group. A
+    grouped convolution (depthwise: one channel per group) has too few rows per group for
+    the GEMM's tiles and keeps the direct kernel."""
+    return group == 1
+
+
+def im2col_stage(win: Window, x_shape: Sequence[Dim]) -> tuple[Dim, ...] | None:
+    """The shape ``(n, c, sh * sw, hq, wq)`` of the input as the GEMM convolution reads it
+    (:func:`stage_phases`): padded, and split into stride phases so that every tap of a
+    row of output pixels reads contiguous elements; None when it reads the input as is (no
+    padding, unit strides)."""
+    n, c, h, w = x_shape
+    sh, sw = win.strides
+    if not (win.padded(0) or win.padded(1)) and (sh, sw) == (1, 1):
+        return None
+    return (n, c, sh * sw, D.ceildiv(h + win.pads[0] + win.pads[2], sh), D.ceildiv(w + win.pads[1] + win.pads[3], sw))
+
+
+def stage_phases(kb: KernelBuilder, x: Tensor, xs: Tensor, top: ir.Value, left: ir.Value,
+                 strides: tuple[int, int]) -> None:
+    """xs[n, c, py * sw + px, r, q] = x[n, c, r * sh + py - top, q * sw + px - left], zero
+    outside x: the padded input, each stride phase a grid of its own."""
+    b = kb.b
+    sh, sw = strides
+    h, w = x.dim(2), x.dim(3)
+    hq, wq = xs.dim(3), xs.dim(4)
+    zero = ir.Constant(F32, 0.0)
+    with kb.loop(kb.mul(x.dim(0), x.dim(1)), "nc") as nc:
+        src = kb.mul(nc, kb.mul(h, w))
+        for py in range(sh):
+            for px in range(sw):
+                plane = kb.mul(kb.add(kb.mul(nc, i64(sh * sw)), i64(py * sw + px)), hq)
+                with kb.loop(hq, "r") as r:
+                    ih = b.sub(kb.add(kb.mul(r, i64(sh)), i64(py)), top)
+                    row_in = b.icmp_unsigned("<", ih, h)
+                    row = kb.add(src, kb.mul(b.select(row_in, ih, i64(0)), w))
+                    dst = kb.mul(kb.add(plane, r), wq)
+                    with kb.loop(wq, "q") as q:
+                        iw = b.sub(kb.add(kb.mul(q, i64(sw)), i64(px)), left)
+                        ok = b.and_(row_in, b.icmp_unsigned("<", iw, w))
+                        v = x.load(kb.add(row, b.select(ok, iw, i64(0))))
+                        xs.store(kb.add(dst, q), b.select(ok, v, zero))
+
+
+def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
+    """y = post(conv(x, w) + bias) as one GEMM per image through the microkernel
+    (:mod:`.gemm`): ``y[oc, pixel] = sum_k w[oc, k] * patches[k, pixel]`` with the weights
+    as they are ([M, C * kh * kw], row-major) and the patch matrix never materialized
+    (:class:`.gemm.Im2col` packs its blocks from the staged input). The bias and the fused
+    elementwise ops ``post`` are the GEMM's epilogue. ``params``: (window, tile, bias,
+    post). Tensors: x, w, [bias], [the staged input of :func:`im2col_stage`], y. Scalars:
+    the symbolic pads."""
+    from . import gemm as G
+
+    win, tile, bias, post = params
+    x_shape, w_shape, y_shape = types[0][1], types[1][1], types[-1][1]
+    x = kb.tensor(0, FLOAT32, x_shape)
+    w = kb.tensor(1, FLOAT32, w_shape)
+    k = 2 + int(bias)
+    bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
+    top, left, _, _ = dims_in(kb, win.pads)
+    staged = im2col_stage(win, x_shape)
+    if staged is not None:
+        xs = kb.tensor(k, FLOAT32, staged)
+        k += 1
+        stage_phases(kb, x, xs, top, left, win.strides)
+        hq, wq = xs.dim(3), xs.dim(4)
+    else:
+        xs, hq, wq = x, x.dim(2), x.dim(3)
+    y = kb.tensor(k, FLOAT32, y_shape)
+    m, ow = y.dim(1), y.dim(3)
+    pixels = kb.mul(y.dim(2), ow)
+    depth = kb.mul(w.dim(1), i64(win.taps))
+    plane = kb.mul(hq, wq)
+    image = kb.mul(kb.mul(x.dim(1), i64(win.strides[0] * win.strides[1])), plane)
+    pointwise = staged is None and win.kernel == (1, 1)
+
+    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
+        if bt is not None:
+            v = kb.b.fadd(v, bt.load(i))
+        return G.apply_post(kb.b, post, v)
+
+    table = None
+    if not pointwise:
+        taps = G.Im2col(xs, i64(0), plane, wq, ow, win.kernel, win.strides, win.dilations)
+        taps.prepare(kb)
+        table = taps.table
+    with kb.loop(x.dim(0), "n") as n:
+        base = kb.mul(n, image)
+        if pointwise:  # the patches are the input itself: [C, H * W]
+            src = G.View(xs, base, pixels, i64(1))
+        else:
+            src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
+        G.gemm(kb, tile, G.View(w, i64(0), depth, i64(1)), src, y, kb.mul(n, kb.mul(m, pixels)), m, pixels, depth,
+               epilogue if bt is not None or post else None)
+
+
 def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:
     """y = conv(x, w) (+ bias) for ``params`` (window, group, packed, bias). Tensors: x, w
     (laid out by :func:`pack_weights` when ``packed``), [bias], [the staged input of

@@ -28,15 +28,18 @@ x86 hosts with AVX2 have 8 lanes and 16 registers: 6 x 16 (12 accumulators).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
 from .conv import _ceildiv, _splat, mac, smin
-from .kernel import F32, KernelBuilder, Tensor, i64
+from ..ir.dtypes import FLOAT32
+from .kernel import F32, I64, KernelBuilder, Tensor, i64
 
 ONE_ROW_PANELS = 4  # panels a lone row runs against at once
+PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,142 @@ class View:
     def store(self, kb: KernelBuilder, r: ir.Value, c: ir.Value, v: ir.Value) -> None:
         self.t.store(self.index(kb, r, c), v)
 
+    def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
+             n: ir.Value, whole: bool) -> None:
+        _pack_view(kb, tile, self, buf, j0, k0, kn, n, whole)
+
+
+@dataclass
+class Im2col:
+    """The [K, P] patch matrix of a 2-D convolution of one image, never materialized: row
+    ``k = ic * taps + dy * kw + dx`` and column ``j = oh * ow + ox`` hold the input element
+    that tap (dy, dx) of output pixel (oh, ox) reads in channel ic. It is read from the
+    input *staged* into stride phases (:func:`toolkit.codegen.conv.stage_phases`): plane
+    ``(py, px)`` of a channel holds padded rows ``r * sh + py`` and columns ``q * sw + px``
+    as a ``hq x wq`` grid, so an element's offset splits into a part of k and a part of j,
+
+        offset(k, j) = koff(k) + oh * wq + ox,
+        koff(k) = ic * sh * sw * plane + (py * sw + px) * plane + ry * wq + rx,
+
+    with ``(ry, py) = divmod(dy * dh, sh)`` and ``(rx, px) = divmod(dx * dw, sw)``. The NR
+    columns of a panel that lie in one output row are then contiguous in every row k: the
+    block is packed a vector at a time; a panel that wraps to the next output row (or
+    passes the last pixel) is gathered column by column."""
+
+    t: Tensor
+    base: ir.Value  # the image's first staged element
+    plane: ir.Value  # hq * wq
+    wq: ir.Value
+    ow: ir.Value  # output row length
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+
+    table: ir.Value | None = None  # koff of each tap, filled by prepare()
+
+    @property
+    def taps(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+    def prepare(self, kb: KernelBuilder) -> None:
+        """Fill the table of each tap's offset ``(py * sw + px) * plane + ry * wq + rx`` (in a
+        stack buffer, once per call): a row k's offset is then ``ic * channel + table[t]``."""
+        kw, (sh, sw), (dh, dw) = self.kernel[1], self.strides, self.dilations
+        with _at_entry(kb):
+            self.table = kb.b.alloca(I64, size=self.taps, name="taps")
+        for t in range(self.taps):
+            (ry, py), (rx, px) = divmod(t // kw * dh, sh), divmod(t % kw * dw, sw)
+            off = kb.add(kb.mul(i64(py * sw + px), self.plane), kb.add(kb.mul(i64(ry), self.wq), i64(rx)))
+            kb.b.store(off, kb.b.gep(self.table, [i64(t)], source_etype=I64))
+
+    def rows(self, kb: KernelBuilder, k0: ir.Value, kn: ir.Value, body: Callable[[ir.Value, ir.Value], None]) -> None:
+        """``body(kk, koff(k0 + kk))`` for kk in [0, kn): the tap and the channel's offset are
+        carried from row to row (no division per row)."""
+        b = kb.b
+        taps = self.taps
+        channel = kb.mul(i64(self.strides[0] * self.strides[1]), self.plane)
+        t0 = b.urem(k0, i64(taps)) if taps > 1 else i64(0)
+        c0 = kb.mul(b.udiv(k0, i64(taps)) if taps > 1 else k0, channel)
+
+        def step(kk: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            t, c = vals
+            tap = b.load(b.gep(self.table, [t], source_etype=I64), typ=I64)
+            body(kk, kb.add(c, tap))
+            nt = b.add(t, i64(1))
+            wrap = b.icmp_signed("==", nt, i64(taps))
+            return [b.select(wrap, i64(0), nt), b.select(wrap, kb.add(c, channel), c)]
+
+        kb.carry(i64(0), kn, [t0, c0], step, "pk")
+
+    def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
+             n: ir.Value, whole: bool) -> None:
+        b = kb.b
+        nr, lanes = tile.nr, tile.lanes
+        vt = _vec(lanes)
+        oh0, ox0 = b.udiv(j0, self.ow), b.urem(j0, self.ow)
+        in_row = b.icmp_signed("<=", kb.add(ox0, i64(nr)), self.ow)
+        if not whole:
+            in_row = ir.Constant(ir.IntType(1), 0)
+
+        def by_vectors() -> None:
+            jbase = kb.add(self.base, kb.add(kb.mul(oh0, self.wq), ox0))
+
+            def row(kk: ir.Value, koff: ir.Value) -> None:
+                at = kb.add(jbase, koff)
+                for v in range(tile.vecs):
+                    x = b.load(self.t.ptr(kb.add(at, i64(v * lanes))), typ=vt, align=4)
+                    b.store(x, b.bitcast(_block_at(kb, buf, nr, kk, i64(v * lanes)), vt.as_pointer()), align=4)
+
+            self.rows(kb, k0, kn, row)
+
+        def by_columns() -> None:
+            # each column's offset and whether it exists, once per block; a column past the
+            # last pixel reads pixel 0 (in bounds) and stores zero
+            cols = []
+            for c in range(nr):
+                j = kb.add(j0, i64(c))
+                inside = b.icmp_signed("<", j, n)
+                jj = b.select(inside, j, i64(0))
+                cols.append((inside, kb.add(self.base, kb.add(kb.mul(b.udiv(jj, self.ow), self.wq),
+                                                               b.urem(jj, self.ow)))))
+
+            def row(kk: ir.Value, koff: ir.Value) -> None:
+                for c, (inside, off) in enumerate(cols):
+                    v = b.select(inside, self.t.load(kb.add(koff, off)), ir.Constant(F32, 0.0))
+                    b.store(v, _block_at(kb, buf, nr, kk, i64(c)))
+
+            self.rows(kb, k0, kn, row)
+
+        with b.if_else(in_row) as (yes, no):
+            with yes:
+                by_vectors()
+            with no:
+                by_columns()
+
+
+def _block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Value) -> ir.Value:
+    """Element (kk, c) of a packed panel block (kn x NR, row-major)."""
+    return kb.b.gep(buf, [kb.add(kb.mul(kk, i64(nr)), c)], source_etype=F32)
+
+
+# (kb, row i, column j, y[i, j]) -> the value stored: a fused epilogue (bias, activation)
+Epilogue = Callable[[KernelBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
+
+
+def apply_post(b: ir.IRBuilder, post: tuple, v: ir.Value) -> ir.Value:
+    """v (a float32) through the fused elementwise ops ``post`` (one-input core ops, in
+    order), each by its own scalar function."""
+    for op in post:
+        v = op.scalar_fn(b, [v], [FLOAT32], FLOAT32)
+    return v
+
 
 def _vec(lanes: int) -> ir.VectorType:
     return ir.VectorType(F32, lanes)
 
 
-def _pack_block(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0: ir.Value, k0: ir.Value,
-                kn: ir.Value, n: ir.Value, whole: bool) -> None:
+def _pack_view(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0: ir.Value, k0: ir.Value,
+               kn: ir.Value, n: ir.Value, whole: bool) -> None:
     """Rows [k0, k0 + kn) of columns [j0, j0 + NR) of the [k, n] view ``src`` into ``buf`` as
     one panel block (kn x NR, row-major). ``whole``: every column is < n. Contiguous rows
     (column stride 1) of a whole panel are copied a vector at a time; otherwise element by
@@ -106,7 +238,7 @@ def _pack_block(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0:
     vt = _vec(lanes)
 
     def at(kk: ir.Value, c: ir.Value) -> ir.Value:
-        return b.gep(buf, [kb.add(kb.mul(kk, i64(nr)), c)], source_etype=F32)
+        return _block_at(kb, buf, nr, kk, c)
 
     def by_vectors() -> None:
         with kb.loop(kn, "pk") as kk:
@@ -145,10 +277,12 @@ class Packed:
     base: ir.Value
 
 
-def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: Tensor, y_base: ir.Value,
-         m: ir.Value, n: ir.Value, k: ir.Value) -> None:
-    """``y[i, j] = sum_k a[i, k] * B[k, j]`` for B packed (:class:`Packed`) or a [k, n]
-    :class:`View` packed here a block at a time; y is row-major [m, n] from ``y_base``."""
+def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2col", y: Tensor, y_base: ir.Value,
+         m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None) -> None:
+    """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for B packed (:class:`Packed`)
+    or a [k, n] :class:`View` or :class:`Im2col` packed here a block at a time; y is
+    row-major [m, n] from ``y_base``. The epilogue (default: none) runs once per element,
+    as the last k block stores it."""
     b = kb.b
     mr, nr, lanes, vecs = tile.mr, tile.nr, tile.lanes, tile.vecs
     vt = _vec(lanes)
@@ -157,11 +291,13 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
     ragged = (n.constant % nr != 0) if isinstance(n, ir.Constant) else b.icmp_signed(
         "!=", kb.mul(full_panels, i64(nr)), n)
     one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc
+    # B packed here is packed again for every block of rows: larger blocks pack less often
+    mc = tile.mc if isinstance(bsrc, Packed) else max(tile.mc, PACKED_HERE_MC)
     with _at_entry(kb):
         # the partial panel's tile is stored here first, then its columns that exist copied
         # out; a B given as a view is packed into ``block`` a panel block at a time
         edge = b.alloca(ir.ArrayType(F32, mr * nr), name="edge") if ragged is not False else None
-        block = b.alloca(ir.ArrayType(F32, tile.kc * nr), name="block") if isinstance(bsrc, View) else None
+        block = b.alloca(ir.ArrayType(F32, tile.kc * nr), name="block") if not isinstance(bsrc, Packed) else None
 
     def panel_ptr(p: ir.Value, k0: ir.Value) -> ir.Value:
         """Where panel p's rows from k0 start."""
@@ -172,11 +308,24 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
     def vload(ptr: ir.Value, at: ir.Value) -> ir.Value:
         return b.load(b.gep(ptr, [at], source_etype=F32), typ=vt, align=4)
 
+    def finish(v: ir.Value, i: ir.Value, j: ir.Value, last) -> ir.Value:
+        """The value stored at (i, j..): the epilogue's, lane by lane, on the last k block."""
+        if epilogue is None or last is False:
+            return v
+        if isinstance(v.type, ir.VectorType):
+            out = v
+            for lane in range(v.type.count):
+                e = epilogue(kb, i, kb.add(j, i64(lane)), b.extract_element(v, ir.Constant(ir.IntType(32), lane)))
+                out = b.insert_element(out, e, ir.Constant(ir.IntType(32), lane))
+        else:
+            out = epilogue(kb, i, j, v)
+        return out if last is True else b.select(last, out, v)
+
     def tile_at(i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value, kn: ir.Value,
-                first, partial: bool) -> None:
+                first, last, partial: bool) -> None:
         """Rows [i0, i0 + rows) x the panels ``ps`` (their blocks at ``base``), over k in [k0,
-        k0 + kn): added to y unless ``first`` (the first k block); ``partial``: the last panel,
-        whose columns past n are not stored."""
+        k0 + kn): added to y unless ``first`` (the first k block), finished by the epilogue if
+        ``last``; ``partial``: the last panel, whose columns past n are not stored."""
         w = len(ps) * vecs  # vectors per row
         a_rows = [a.index(kb, kb.add(i0, i64(r)), k0) for r in range(rows)]
 
@@ -198,13 +347,15 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
 
         if not partial:
             for r in range(rows):
-                row = kb.mul(kb.add(i0, i64(r)), n)
+                i = kb.add(i0, i64(r))
+                row = kb.mul(i, n)
                 for q, p in enumerate(ps):
                     for v in range(vecs):
-                        at = kb.add(y_base, kb.add(row, kb.add(kb.mul(p, i64(nr)), i64(v * lanes))))
+                        j = kb.add(kb.mul(p, i64(nr)), i64(v * lanes))
+                        at = kb.add(y_base, kb.add(row, j))
                         ptr = b.bitcast(y.ptr(at), vt.as_pointer())
-                        b.store(plus_old(acc[r * w + q * vecs + v], lambda: b.load(ptr, typ=vt, align=4)), ptr,
-                                align=4)
+                        s = plus_old(acc[r * w + q * vecs + v], lambda: b.load(ptr, typ=vt, align=4))
+                        b.store(finish(s, i, j, last), ptr, align=4)
             return
         for r in range(rows):
             for v in range(vecs):
@@ -213,33 +364,34 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
         j0 = kb.mul(ps[0], i64(nr))
         cols = b.sub(n, j0)
         for r in range(rows):
-            row = kb.add(y_base, kb.add(kb.mul(kb.add(i0, i64(r)), n), j0))
+            i = kb.add(i0, i64(r))
+            row = kb.add(y_base, kb.add(kb.mul(i, n), j0))
             with kb.loop(cols, "ec") as c:
                 ptr = b.gep(edge, [i64(0), kb.add(i64(r * nr), c)], source_etype=edge.type.pointee)
                 at = kb.add(row, c)
-                y.store(at, plus_old(b.load(ptr, typ=F32), lambda: y.load(at)))
+                y.store(at, finish(plus_old(b.load(ptr, typ=F32), lambda: y.load(at)), i, kb.add(j0, c), last))
 
-    def rows_block(i_lo: ir.Value, mn: ir.Value, k0: ir.Value, kn: ir.Value, first) -> None:
+    def rows_block(i_lo: ir.Value, mn: ir.Value, k0: ir.Value, kn: ir.Value, first, last) -> None:
         """Rows [i_lo, i_lo + mn) against every panel."""
         whole = b.udiv(mn, i64(mr)) if not isinstance(mn, ir.Constant) else i64(mn.constant // mr)
         rest_lo = kb.mul(whole, i64(mr))
 
         def over_panel(p: ir.Value, partial: bool) -> None:
             if block is not None:
-                _pack_block(kb, tile, bsrc, panel_ptr(p, k0), kb.mul(p, i64(nr)), k0, kn, n, not partial)
+                bsrc.pack(kb, tile, panel_ptr(p, k0), kb.mul(p, i64(nr)), k0, kn, n, not partial)
             base = [panel_ptr(p, k0)]
             with kb.loop(whole, "ir") as t:
-                tile_at(kb.add(i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, partial)
+                tile_at(kb.add(i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, last, partial)
             # the rows after the whole tiles: one tile of exactly that many rows
             i_rest = kb.add(i_lo, rest_lo)
             if isinstance(mn, ir.Constant):
                 if mn.constant % mr:
-                    tile_at(i_rest, mn.constant % mr, [p], base, k0, kn, first, partial)
+                    tile_at(i_rest, mn.constant % mr, [p], base, k0, kn, first, last, partial)
                 return
             rest = b.sub(mn, rest_lo)
             for rows in range(1, mr):
                 with b.if_then(b.icmp_signed("==", rest, i64(rows))):
-                    tile_at(i_rest, rows, [p], base, k0, kn, first, partial)
+                    tile_at(i_rest, rows, [p], base, k0, kn, first, last, partial)
 
         # a block with fewer rows than a tile, and a packed B: one row against PG panels at
         # once, so the row's PG * vecs accumulators hide the adds' latency
@@ -254,7 +406,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
                     ps = [kb.add(kb.mul(g, i64(pg)), i64(q)) for q in range(pg)]
                     base = [panel_ptr(p, k0) for p in ps]
                     with kb.loop(mn, "ir1") as r:
-                        tile_at(kb.add(i_lo, r), 1, ps, base, k0, kn, first, False)
+                        tile_at(kb.add(i_lo, r), 1, ps, base, k0, kn, first, last, False)
                 with kb.loop(full_panels, "p", start=kb.mul(groups, i64(pg))) as p:
                     over_panel(p, False)
 
@@ -282,9 +434,9 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
                 over_panel(full_panels, True)
 
     if one_block:
-        with kb.loop(_ceildiv(kb, m, i64(tile.mc)), "ic") as ic:
-            i_lo = kb.mul(ic, i64(tile.mc))
-            rows_block(i_lo, smin(kb, i64(tile.mc), b.sub(m, i_lo)), i64(0), k, True)
+        with kb.loop(_ceildiv(kb, m, i64(mc)), "ic") as ic:
+            i_lo = kb.mul(ic, i64(mc))
+            rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), i64(0), k, True, True)
         return
     # at least one block: with k = 0 it stores the zeros y is
     blocks = _ceildiv(kb, k, i64(tile.kc))
@@ -293,9 +445,10 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View", y: T
         k0 = kb.mul(pc, i64(tile.kc))
         kn = smin(kb, i64(tile.kc), b.sub(k, k0))
         first = b.icmp_signed("==", pc, i64(0))
-        with kb.loop(_ceildiv(kb, m, i64(tile.mc)), "ic") as ic:
-            i_lo = kb.mul(ic, i64(tile.mc))
-            rows_block(i_lo, smin(kb, i64(tile.mc), b.sub(m, i_lo)), k0, kn, first)
+        last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
+        with kb.loop(_ceildiv(kb, m, i64(mc)), "ic") as ic:
+            i_lo = kb.mul(ic, i64(mc))
+            rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)
 
 
 class _at_entry:

@@ -168,10 +168,11 @@ def _broadcast_mat(kb: KernelBuilder, c: Tensor) -> Mat:
 
 def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 MatMul through the GEMM microkernel (:mod:`.gemm`), b of rank >= 2.
-    ``params``: (the tile, whether b arrives packed). Tensors: a, b (packed [P, K, NR] when
-    constant), y. With a packed b (which has no batch
-    dims), a's batch dims and rows are one [batch * M, K] matrix."""
-    tile, packed = params
+    ``params``: (the tile, whether b arrives packed, the fused elementwise ops). Tensors: a, b
+    (packed [P, K, NR] when constant), y. With a packed b (which has no batch dims), a's
+    batch dims and rows are one [batch * M, K] matrix."""
+    tile, packed, post = params
+    epilogue = (lambda kb, i, j, v: G.apply_post(kb.b, post, v)) if post else None
     (_, a_shape), (_, b_shape) = types[0], types[1]
     out_shape = types[-1][1]
     a = kb.tensor(0, FLOAT32, a_shape)
@@ -182,7 +183,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     if packed:
         m = a.numel(0, ra - 1)
         n = y.dim(len(out_shape) - 1)
-        G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k)
+        G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k, epilogue)
         return
     rb = len(b_shape)
     m = a.dim(ra - 2) if ra >= 2 else i64(1)
@@ -193,7 +194,8 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
 
     def level(axis: int, offs: list[ir.Value]) -> None:
         if axis == nb:
-            G.gemm(kb, tile, G.View(a, offs[0], k, i64(1)), G.View(bt, offs[1], n, i64(1)), y, offs[2], m, n, k)
+            G.gemm(kb, tile, G.View(a, offs[0], k, i64(1)), G.View(bt, offs[1], n, i64(1)), y, offs[2], m, n, k,
+                   epilogue)
             return
         with kb.loop(extents[axis], f"b{axis}") as i:
             level(axis + 1, [kb.add(off, kb.mul(i, s[axis])) for off, s in zip(offs, steps)])
@@ -203,8 +205,9 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
 
 def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 Gemm through the GEMM microkernel. ``params``: (the Gemm op, whether c is
-    given, the tile, whether b arrives packed). Tensors: a, b, [c], y. alpha and beta * c are applied in one pass over y after the
-    product."""
+    given, the tile, whether b arrives packed). Tensors: a, b, [c], y. alpha, beta * c and
+    the op's fused elementwise ops are the kernel's epilogue, applied as each element is
+    stored."""
     op, has_c, tile, packed = params
     args = iter(enumerate(types))
     a = kb.tensor(*_flat(next(args)))
@@ -218,20 +221,18 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
         bsrc = G.Packed(bt, i64(0))
     else:
         bsrc = G.View(bt, i64(0), i64(1), k) if op.trans_b else G.View(bt, i64(0), n, i64(1))
-    G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k)
-    if op.alpha == 1.0 and c is None:
-        return
-    bld = kb.b
     cm = None if c is None else _broadcast_mat(kb, c)
-    with kb.loop(m, "i") as i:
-        with kb.loop(n, "j") as j:
-            at = kb.add(kb.mul(i, n), j)
-            v = y.load(at)
-            if op.alpha != 1.0:
-                v = fast(bld.fmul(v, ir.Constant(F32, op.alpha)))
-            if cm is not None:
-                cv = cm.load(kb, i, j)
-                if op.beta != 1.0:
-                    cv = fast(bld.fmul(cv, ir.Constant(F32, op.beta)))
-                v = fast(bld.fadd(v, cv))
-            y.store(at, v)
+
+    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
+        bld = kb.b
+        if op.alpha != 1.0:
+            v = fast(bld.fmul(v, ir.Constant(F32, op.alpha)))
+        if cm is not None:
+            cv = cm.load(kb, i, j)
+            if op.beta != 1.0:
+                cv = fast(bld.fmul(cv, ir.Constant(F32, op.beta)))
+            v = fast(bld.fadd(v, cv))
+        return G.apply_post(bld, op.post, v)
+
+    G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k,
+           epilogue if op.alpha != 1.0 or cm is not None or op.post else None)

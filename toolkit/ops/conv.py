@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from ..codegen import conv as C
 from ..codegen import conv_nd as CN
 from ..codegen import conv_pool as CP
+from ..codegen import gemm as G
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
@@ -184,6 +185,7 @@ class Conv(CoreOp):
     window: SlidingWindow
     group: int = 1
     packed: bool = False
+    post: tuple = ()  # one-input elementwise ops fused after it (toolkit.passes.fuse)
 
     def infer(self, ctx: InferContext) -> None:
         x, w, bias = ctx.input(0), ctx.input(1), ctx.optional(2)
@@ -201,14 +203,22 @@ class Conv(CoreOp):
         ctx.set_output(0, x.dtype, (x.shape[0], m) + out)
 
     def _tiled(self, x: Value) -> bool:
-        """Whether the register-tiled 2-D kernel runs this Conv."""
+        """Whether a register-tiled 2-D kernel runs this Conv."""
         return x.rank == 4 and x.dtype == FLOAT32
+
+    def fusable(self, graph: Graph, node: Node) -> bool:
+        return self.as_gemm(graph.values[node.inputs[0]])
+
+    def as_gemm(self, x: Value) -> bool:
+        """Whether this Conv runs as a GEMM (:func:`toolkit.codegen.conv.build_conv2d_gemm`),
+        which can take fused elementwise ops; the others run the direct kernels."""
+        return self._tiled(x) and C.gemm_route(self.window, self.group)
 
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
         x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
         if x.rank == 3 and x.dtype == FLOAT32:
             return self._as_2d(node, graph, x, w)
-        if self.packed or w.const is None or not self._tiled(x):
+        if self.packed or w.const is None or not self._tiled(x) or self.as_gemm(x):
             return None
         # reordered now: the kernel loads a vector of weights per tap
         name = f"{w.name}.packed_g{self.group}"
@@ -253,6 +263,12 @@ class Conv(CoreOp):
         pads = [lw.slot(d) for d in C.symbolic(win.pads)]
         if not self._tiled(x):
             _call_conv_nd(lw, (win, self.group, False, bias), ins, y, pads)
+            return
+        if self.as_gemm(x):
+            staged = C.im2col_stage(win, x.shape)
+            tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
+            lw.call(C.build_conv2d_gemm, (win, G.tile_for(lw.target), bias, self.post),
+                    ins + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)
         tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []

@@ -22,6 +22,15 @@ MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
 
 @dataclass(frozen=True)
 class MatMul(CoreOp):
+    """``post``: one-input elementwise ops fused after it (:mod:`toolkit.passes.fuse`)."""
+
+    post: tuple = ()
+
+    def fusable(self, graph: Graph, node: Node) -> bool:
+        """Whether the GEMM kernel runs it, which can take fused elementwise ops."""
+        a, b = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
+        return a.dtype == FLOAT32 and b.rank >= 2
+
     def infer(self, ctx: InferContext) -> None:
         a, b = ctx.input(0), ctx.input(1)
         for v in (a, b):
@@ -48,9 +57,10 @@ class MatMul(CoreOp):
         tile = G.tile_for(lw.target)
         if b.const is not None and b.rank == 2:
             bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
-            lw.call(L.build_matmul_f32, (tile, True), [lw.tensor(a.name), bp, lw.alloc(node.outputs[0])])
+            lw.call(L.build_matmul_f32, (tile, True, self.post), [lw.tensor(a.name), bp, lw.alloc(node.outputs[0])])
             return
-        lw.call(L.build_matmul_f32, (tile, False), [lw.tensor(a.name), lw.tensor(b.name), lw.alloc(node.outputs[0])])
+        lw.call(L.build_matmul_f32, (tile, False, self.post),
+                [lw.tensor(a.name), lw.tensor(b.name), lw.alloc(node.outputs[0])])
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,10 @@ class Gemm(CoreOp):
     beta: float = 1.0
     trans_a: bool = False
     trans_b: bool = False
+    post: tuple = ()  # one-input elementwise ops fused after it (toolkit.passes.fuse)
+
+    def fusable(self, graph: Graph, node: Node) -> bool:
+        return graph.values[node.inputs[1]].dtype == FLOAT32
 
     def infer(self, ctx: InferContext) -> None:
         a, b = ctx.input(0), ctx.input(1)

@@ -10,12 +10,14 @@ from typing import Callable
 
 from ..ir.graph import CompileError, Graph
 from .dce import dead_code
+from .fuse import fuse
 from .simplify import simplify
 from .verify import verify
 
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("simplify", simplify),
     ("dead-code", dead_code),
+    ("fuse", fuse),
 ]
 
 

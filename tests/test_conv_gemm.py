@@ -1,0 +1,147 @@
+"""Convolution through the GEMM microkernel (toolkit/codegen/conv.py build_conv2d_gemm,
+gemm.Im2col) and elementwise ops fused into GEMM epilogues (toolkit/passes/fuse.py), on
+both targets against onnx.reference (or numpy in float64), one module per model run at
+several bindings of its symbolic dims.
+
+The conv cases reach each path of the patch packing: a panel of pixels inside one output
+row (packed by vectors) and one that wraps to the next row or passes the last pixel
+(gathered); stride phases, dilation, asymmetric padding, no staging at all (no padding,
+unit strides) and the pointwise view; the depth over several cache blocks of k; more
+output channels than a block of rows; a batch of images. The fusion cases check both that
+the graph fused (the activation node is gone, the producer's op carries it) and that the
+values are right, including a depth of several k blocks, where applying the activation to
+a block's partial sums would be wrong."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from toolkit.codegen.gemm import PACKED_HERE_MC
+from util import build, check_model, const, lower_model, make_model, ort_reference, vinfo
+
+F32 = np.float32
+N = helper.make_node
+
+
+def _rand(rng, shape):
+    return rng.uniform(-1, 1, shape).astype(F32)
+
+
+def _conv_model(c, m, k, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), bias=True, post=(), seed=0):
+    rng = np.random.default_rng(seed)
+    inits = [const("w", _rand(rng, (m, c) + k))] + ([const("b", _rand(rng, (m,)))] if bias else [])
+    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t0"], kernel_shape=list(k), strides=list(strides),
+               pads=list(pads), dilations=list(dilations))]
+    for i, (op, attrs) in enumerate(post):
+        nodes.append(N(op, [f"t{i}"], [f"t{i + 1}"], **attrs))
+    nodes[-1].output[0] = "y"
+    return make_model(nodes, [vinfo("x", F32, ["n", c, "h", "w"])], [vinfo("y", F32, None)], inits)
+
+
+CONV_CASES = {
+    # name: (channels in, out, kernel, strides, pads, dilations, bindings (n, h, w))
+    "3x3_pad1": (3, 5, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), [(1, 9, 9), (2, 4, 13)]),
+    # 7 pixels a row: panels wrap rows (gathered); 16 x 16 = 256 pixels: whole panels in rows
+    "3x3_wrap": (4, 6, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), [(1, 7, 7), (1, 16, 16), (1, 3, 2)]),
+    "stride2_asym": (3, 7, (3, 3), (2, 2), (0, 1, 2, 1), (1, 1), [(1, 11, 12), (2, 6, 9)]),
+    "stride_2x3_dil": (2, 4, (3, 2), (2, 3), (1, 2, 1, 0), (2, 3), [(1, 12, 17), (1, 9, 25)]),
+    "7x7_stride2": (3, 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), [(1, 20, 20), (1, 33, 17)]),
+    "no_staging": (3, 6, (3, 2), (1, 1), (0, 0, 0, 0), (1, 1), [(1, 6, 9), (2, 3, 2)]),
+    "pointwise": (5, 9, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), [(1, 5, 5), (2, 1, 19)]),
+    "pointwise_stride2": (5, 4, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), [(1, 9, 8), (1, 2, 2)]),
+    # depth 40 * 9 = 360: two k blocks of 256, the second partial
+    "deep": (40, 13, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), [(1, 6, 6), (1, 3, 10)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_conv_paths(target, case):
+    c, m, k, strides, pads, dil, bindings = CONV_CASES[case]
+    model = _conv_model(c, m, k, strides, pads, dil, seed=len(case))
+    rng = np.random.default_rng(1)
+    feeds = [{"x": _rand(rng, (n, c, h, w))} for n, h, w in bindings]
+    check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_more_channels_than_a_row_block(target):
+    """More output channels than the rows the kernel packs B for at once: the patches are
+    packed again for the second block of rows."""
+    m = PACKED_HERE_MC + 9
+    model = _conv_model(3, m, (3, 3), pads=(1, 1, 1, 1), bias=False)
+    rng = np.random.default_rng(2)
+    check_model(model, target, [{"x": _rand(rng, (1, 3, 5, 4))}, {"x": _rand(rng, (1, 3, 2, 9))}],
+                rtol=1e-4, atol=1e-5)
+
+
+def _ops(graph):
+    return [type(n.op).__name__ for n in graph.nodes]
+
+
+FUSED = [
+    ("Relu", {}),
+    ("Clip", {}),  # no bounds: the identity
+    ("LeakyRelu", {"alpha": 0.1}),
+    ("Sigmoid", {}),
+]
+
+
+def test_conv_fuses_an_activation_chain(target):
+    """Conv -> Relu -> Sigmoid -> LeakyRelu is one node, and right; a depth of two k blocks."""
+    post = [("Relu", {}), ("Sigmoid", {}), ("LeakyRelu", {"alpha": 0.1})]
+    model = _conv_model(30, 6, (3, 3), pads=(1, 1, 1, 1), post=post)
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["Conv"]
+    assert [op.fn for op in graph.nodes[0].op.post] == ["relu", "sigmoid", "leaky_relu"]
+    rng = np.random.default_rng(3)
+    check_model(model, target, [{"x": _rand(rng, (1, 30, 5, 5))}, {"x": _rand(rng, (2, 30, 3, 8))}],
+                rtol=1e-4, atol=1e-5)
+
+
+def test_no_fusion_when_the_value_has_another_reader(target):
+    """A Conv output that is also a graph output keeps its own buffer; the Relu stays."""
+    rng = np.random.default_rng(4)
+    model = make_model([N("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), N("Relu", ["c"], ["y"])],
+                       [vinfo("x", F32, ["n", 2, "h", "w"])], [vinfo("c", F32, None), vinfo("y", F32, None)],
+                       [const("w", _rand(rng, (3, 2, 3, 3)))])
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["Conv", "Elementwise"]
+    check_model(model, target, [{"x": _rand(rng, (1, 2, 4, 5))}, {"x": _rand(rng, (1, 2, 7, 3))}],
+                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs", FUSED)
+def test_matmul_fuses(target, op, attrs):
+    """MatMul -> activation over a constant B (packed at compile time) and a run-time one,
+    with K over two blocks, against onnxruntime."""
+    rng = np.random.default_rng(5)
+    k = 300
+    for b_const in (True, False):
+        inits = [const("b", _rand(rng, (k, 20)))] if b_const else []
+        ins = [vinfo("a", F32, ["m", k])] + ([] if b_const else [vinfo("b", F32, [k, 20])])
+        model = make_model([N("MatMul", ["a", "b"], ["t"]), N(op, ["t"], ["y"], **attrs)], ins,
+                           [vinfo("y", F32, None)], inits)
+        graph, _, _ = lower_model(model, target)
+        assert _ops(graph) == ["MatMul"], (b_const, _ops(graph))
+        feeds = []
+        for m in (1, 7, 13):
+            f = {"a": _rand(rng, (m, k))}
+            if not b_const:
+                f["b"] = _rand(rng, (k, 20))
+            feeds.append(f)
+        check_model(model, target, feeds, rtol=1e-4, atol=1e-5, ref=ort_reference)
+
+
+def test_gemm_epilogue(target):
+    """Gemm's alpha, beta * C (a row of C broadcast over the rows) and a fused Relu in one
+    epilogue, over three k blocks (the epilogue must only see whole sums), against numpy."""
+    rng = np.random.default_rng(6)
+    k, n = 600, 21
+    w, c = _rand(rng, (n, k)), _rand(rng, (n,))
+    model = make_model([N("Gemm", ["a", "w", "c"], ["t"], alpha=0.5, beta=2.0, transB=1), N("Relu", ["t"], ["y"])],
+                       [vinfo("a", F32, ["m", k])], [vinfo("y", F32, None)], [const("w", w), const("c", c)])
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["Gemm"]
+    mod = build(model, target)
+    for m in (1, 6, 11):
+        a = _rand(rng, (m, k))
+        want = np.maximum(0.5 * (a.astype(np.float64) @ w.T.astype(np.float64)) + 2.0 * c, 0)
+        np.testing.assert_allclose(mod.run({"a": a})["y"], want, rtol=1e-4, atol=1e-4)
