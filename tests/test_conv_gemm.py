@@ -90,7 +90,7 @@ def test_conv_fuses_an_activation_chain(target):
     model = _conv_model(30, 6, (3, 3), pads=(1, 1, 1, 1), post=post)
     graph, _, _ = lower_model(model, target)
     assert _ops(graph) == ["Conv"]
-    assert [op.fn for op in graph.nodes[0].op.post] == ["relu", "sigmoid", "leaky_relu"]
+    assert [p.op.fn for p in graph.nodes[0].op.post] == ["relu", "sigmoid", "leaky_relu"]
     rng = np.random.default_rng(3)
     check_model(model, target, [{"x": _rand(rng, (1, 30, 5, 5))}, {"x": _rand(rng, (2, 30, 3, 8))}],
                 rtol=1e-4, atol=1e-5)
@@ -145,3 +145,89 @@ def test_gemm_epilogue(target):
         a = _rand(rng, (m, k))
         want = np.maximum(0.5 * (a.astype(np.float64) @ w.T.astype(np.float64)) + 2.0 * c, 0)
         np.testing.assert_allclose(mod.run({"a": a})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("group,bias", [(1, True), (1, False), (3, True)])
+def test_batch_norm_folds_into_conv(target, group, bias):
+    """Conv -> BatchNormalization -> Relu with constant parameters is one Conv node (the
+    normalization folded into its weights and bias, the Relu into its epilogue on the GEMM
+    route; a grouped Conv keeps its Relu), against onnxruntime."""
+    rng = np.random.default_rng(7 + group)
+    c, m = 6, 9
+    inits = [const("w", _rand(rng, (m, c // group, 3, 3))), const("gamma", _rand(rng, (m,))),
+             const("beta", _rand(rng, (m,))), const("mean", _rand(rng, (m,))),
+             const("var", rng.uniform(0.2, 2, (m,)).astype(F32))] + ([const("b", _rand(rng, (m,)))] if bias else [])
+    model = make_model([N("Conv", ["x", "w"] + (["b"] if bias else []), ["c"], pads=[1, 1, 1, 1], group=group),
+                        N("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["n"], epsilon=1e-3),
+                        N("Relu", ["n"], ["y"])],
+                       [vinfo("x", F32, ["n", c, "h", "w"])], [vinfo("y", F32, None)], inits)
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == (["Conv"] if group == 1 else ["Conv", "Elementwise"])
+    check_model(model, target, [{"x": _rand(rng, (1, c, 5, 6))}, {"x": _rand(rng, (2, c, 3, 9))}],
+                rtol=1e-4, atol=1e-5, ref=ort_reference)
+
+
+def test_batch_norm_with_runtime_parameters_is_not_folded(target):
+    rng = np.random.default_rng(9)
+    model = make_model([N("Conv", ["x", "w"], ["c"]), N("BatchNormalization", ["c", "g", "b", "mean", "var"], ["y"])],
+                       [vinfo("x", F32, ["n", 2, "h", "w"]), vinfo("g", F32, [3])], [vinfo("y", F32, None)],
+                       [const("w", _rand(rng, (3, 2, 1, 1))), const("b", _rand(rng, (3,))),
+                        const("mean", _rand(rng, (3,))), const("var", rng.uniform(0.5, 1, (3,)).astype(F32))])
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["Conv", "BatchNorm"]
+    check_model(model, target, [{"x": _rand(rng, (1, 2, 3, 4)), "g": _rand(rng, (3,))},
+                                {"x": _rand(rng, (1, 2, 5, 1)), "g": _rand(rng, (3,))}],
+                rtol=1e-4, atol=1e-5, ref=ort_reference)
+
+
+def test_conv_fuses_a_residual_sum(target):
+    """Conv -> Sum(., r) -> Relu, r a tensor of the output's shape made after the Conv (the
+    fused node moves after it): one Conv node reading r at each output's position."""
+    rng = np.random.default_rng(10)
+    model = make_model([N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Neg", ["r0"], ["r"]),
+                        N("Sum", ["c", "r"], ["s"]), N("Relu", ["s"], ["y"])],
+                       [vinfo("x", F32, ["n", 3, "h", "w"]), vinfo("r0", F32, ["n", 5, "h", "w"])],
+                       [vinfo("y", F32, None)], [const("w", _rand(rng, (5, 3, 3, 3))), const("b", _rand(rng, (5,)))])
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["Elementwise", "Conv"]
+    assert [(p.op.fn, p.operand) for p in graph.nodes[1].op.post] == [("add", "full"), ("relu", "")]
+    feeds = [{"x": _rand(rng, (n, 3, h, w)), "r0": _rand(rng, (n, 5, h, w))} for n, h, w in [(1, 4, 6), (2, 9, 3)]]
+    check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
+
+
+def test_matmul_fuses_bias_and_residual(target):
+    """MatMul -> Add(bias, .) -> Sub(r, .) -> Relu, bias [N] on the left and the residual
+    on the left of a Sub (operand order kept), batched with a run-time B and with a
+    constant B, against onnx.reference."""
+    rng = np.random.default_rng(11)
+    k, n = 270, 19
+    for b_const in (True, False):
+        inits = [const("bias", _rand(rng, (n,)))] + ([const("b", _rand(rng, (k, n)))] if b_const else [])
+        ins = [vinfo("a", F32, ["s", "m", k]), vinfo("r", F32, ["s", "m", n])]
+        if not b_const:
+            ins.append(vinfo("b", F32, ["s", k, n]))
+        model = make_model([N("MatMul", ["a", "b"], ["t"]), N("Add", ["bias", "t"], ["u"]), N("Sub", ["r", "u"], ["v"]),
+                            N("Relu", ["v"], ["y"])], ins, [vinfo("y", F32, None)], inits)
+        graph, _, _ = lower_model(model, target)
+        assert _ops(graph) == ["MatMul"], (b_const, _ops(graph))
+        assert [(p.op.fn, p.operand, p.left) for p in graph.nodes[0].op.post] == [
+            ("add", "row", False), ("sub", "full", False), ("relu", "", True)]
+        feeds = []
+        for s_, m in ((1, 1), (2, 7), (3, 13)):
+            f = {"a": _rand(rng, (s_, m, k)), "r": _rand(rng, (s_, m, n))}
+            if not b_const:
+                f["b"] = _rand(rng, (s_, k, n))
+            feeds.append(f)
+        check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
+
+
+def test_no_fusion_of_a_broadcasting_operand(target):
+    """Add of a [M, 1] column to a MatMul's [M, N] output is not a per-column bias: not
+    fused, and right."""
+    rng = np.random.default_rng(12)
+    model = make_model([N("MatMul", ["a", "b"], ["t"]), N("Add", ["t", "c"], ["y"])],
+                       [vinfo("a", F32, [6, 10]), vinfo("c", F32, [6, 1])], [vinfo("y", F32, None)],
+                       [const("b", _rand(rng, (10, 9)))])
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["MatMul", "Elementwise"]
+    check_model(model, target, [{"a": _rand(rng, (6, 10)), "c": _rand(rng, (6, 1))}], rtol=1e-4, atol=1e-5)

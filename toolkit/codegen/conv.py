@@ -341,8 +341,9 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     (:mod:`.gemm`): ``y[oc, pixel] = sum_k w[oc, k] * patches[k, pixel]`` with the weights
     as they are ([M, C * kh * kw], row-major) and the patch matrix never materialized
     (:class:`.gemm.Im2col` packs its blocks from the staged input). The bias and the fused
-    elementwise ops ``post`` are the GEMM's epilogue. ``params``: (window, tile, bias,
-    post). Tensors: x, w, [bias], [the staged input of :func:`im2col_stage`], y. Scalars:
+    elementwise ops ``post`` (:class:`.gemm.PostOp`) are the GEMM's epilogue. ``params``:
+    (window, tile, bias, post). Tensors: x, w, [bias], the post ops' operands, [the staged
+    input of :func:`im2col_stage`], y. Scalars:
     the symbolic pads."""
     from . import gemm as G
 
@@ -352,6 +353,8 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     w = kb.tensor(1, FLOAT32, w_shape)
     k = 2 + int(bias)
     bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
+    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(G.post_operands(post))]
+    k += len(operands)
     top, left, _, _ = dims_in(kb, win.pads)
     staged = im2col_stage(win, x_shape)
     if staged is not None:
@@ -369,10 +372,12 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     image = kb.mul(kb.mul(x.dim(1), i64(win.strides[0] * win.strides[1])), plane)
     pointwise = staged is None and win.kernel == (1, 1)
 
-    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
-        if bt is not None:
-            v = kb.b.fadd(v, bt.load(i))
-        return G.apply_post(kb.b, post, v)
+    def epilogue_at(y_base: ir.Value):
+        def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
+            if bt is not None:
+                v = kb.b.fadd(v, bt.load(i))
+            return G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, pixels), j)))
+        return epilogue
 
     table = None
     if not pointwise:
@@ -385,8 +390,9 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
             src = G.View(xs, base, pixels, i64(1))
         else:
             src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
-        G.gemm(kb, tile, G.View(w, i64(0), depth, i64(1)), src, y, kb.mul(n, kb.mul(m, pixels)), m, pixels, depth,
-               epilogue if bt is not None or post else None)
+        y_base = kb.mul(n, kb.mul(m, pixels))
+        G.gemm(kb, tile, G.View(w, i64(0), depth, i64(1)), src, y, y_base, m, pixels, depth,
+               epilogue_at(y_base) if bt is not None or post else None)
 
 
 def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:

@@ -28,7 +28,7 @@ x86 hosts with AVX2 have 8 lanes and 16 registers: 6 x 16 (12 accumulators).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,11 +215,35 @@ def _block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Val
 Epilogue = Callable[[KernelBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
 
 
-def apply_post(b: ir.IRBuilder, post: tuple, v: ir.Value) -> ir.Value:
-    """v (a float32) through the fused elementwise ops ``post`` (one-input core ops, in
-    order), each by its own scalar function."""
-    for op in post:
-        v = op.scalar_fn(b, [v], [FLOAT32], FLOAT32)
+@dataclass(frozen=True)
+class PostOp:
+    """One elementwise op fused after a GEMM (:mod:`toolkit.passes.fuse`): ``op`` is an
+    elementwise core op, applied through its scalar function. A two-input op reads one more
+    tensor, ``operand``: "full" (of y's shape: the element at y's position, a residual) or
+    "row" (one value per column j, a bias of MatMul); ``left``: the GEMM's value is the
+    op's first input."""
+
+    op: object
+    operand: str = ""
+    left: bool = True
+
+
+def post_operands(post: tuple) -> int:
+    """How many extra tensors the fused ops ``post`` read."""
+    return sum(1 for p in post if p.operand)
+
+
+def apply_post(kb: KernelBuilder, post: tuple, v: ir.Value, operands: Sequence[Tensor] = (),
+               i: ir.Value | None = None, j: ir.Value | None = None, flat: ir.Value | None = None) -> ir.Value:
+    """v (a float32) through the fused ops ``post``, in order; a two-input op reads its
+    tensor of ``operands`` (in order) at ``flat`` (y's element) or ``j`` (its column)."""
+    it = iter(operands)
+    for p in post:
+        if not p.operand:
+            v = p.op.scalar_fn(kb.b, [v], [FLOAT32], FLOAT32)
+            continue
+        o = next(it).load(flat if p.operand == "full" else j)
+        v = p.op.scalar_fn(kb.b, [v, o] if p.left else [o, v], [FLOAT32, FLOAT32], FLOAT32)
     return v
 
 

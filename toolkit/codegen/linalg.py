@@ -168,11 +168,17 @@ def _broadcast_mat(kb: KernelBuilder, c: Tensor) -> Mat:
 
 def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 MatMul through the GEMM microkernel (:mod:`.gemm`), b of rank >= 2.
-    ``params``: (the tile, whether b arrives packed, the fused elementwise ops). Tensors: a, b
-    (packed [P, K, NR] when constant), y. With a packed b (which has no batch dims), a's
-    batch dims and rows are one [batch * M, K] matrix."""
+    ``params``: (the tile, whether b arrives packed, the fused ops). Tensors: a, b (packed
+    [P, K, NR] when constant), the fused ops' operands, y. With a packed b (which has no
+    batch dims), a's batch dims and rows are one [batch * M, K] matrix."""
     tile, packed, post = params
-    epilogue = (lambda kb, i, j, v: G.apply_post(kb.b, post, v)) if post else None
+    operands = [kb.tensor(2 + e, FLOAT32, types[2 + e][1]) for e in range(G.post_operands(post))]
+
+    def epilogue_at(y_base: ir.Value, n: ir.Value):
+        if not post:
+            return None
+        return lambda kb, i, j, v: G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, n), j)))
+
     (_, a_shape), (_, b_shape) = types[0], types[1]
     out_shape = types[-1][1]
     a = kb.tensor(0, FLOAT32, a_shape)
@@ -183,7 +189,8 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     if packed:
         m = a.numel(0, ra - 1)
         n = y.dim(len(out_shape) - 1)
-        G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k, epilogue)
+        G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k,
+               epilogue_at(i64(0), n))
         return
     rb = len(b_shape)
     m = a.dim(ra - 2) if ra >= 2 else i64(1)
@@ -195,7 +202,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     def level(axis: int, offs: list[ir.Value]) -> None:
         if axis == nb:
             G.gemm(kb, tile, G.View(a, offs[0], k, i64(1)), G.View(bt, offs[1], n, i64(1)), y, offs[2], m, n, k,
-                   epilogue)
+                   epilogue_at(offs[2], n))
             return
         with kb.loop(extents[axis], f"b{axis}") as i:
             level(axis + 1, [kb.add(off, kb.mul(i, s[axis])) for off, s in zip(offs, steps)])
@@ -205,14 +212,15 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
 
 def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 Gemm through the GEMM microkernel. ``params``: (the Gemm op, whether c is
-    given, the tile, whether b arrives packed). Tensors: a, b, [c], y. alpha, beta * c and
-    the op's fused elementwise ops are the kernel's epilogue, applied as each element is
-    stored."""
+    given, the tile, whether b arrives packed). Tensors: a, b, [c], the fused ops' operands,
+    y. alpha, beta * c and the op's fused ops are the kernel's epilogue, applied as each
+    element is stored."""
     op, has_c, tile, packed = params
     args = iter(enumerate(types))
     a = kb.tensor(*_flat(next(args)))
     bt = kb.tensor(*_flat(next(args)))
     c = kb.tensor(*_flat(next(args))) if has_c else None
+    operands = [kb.tensor(*_flat(next(args))) for _ in range(G.post_operands(op.post))]
     y = kb.tensor(*_flat(next(args)))
     m, n = y.dim(0), y.dim(1)
     k = a.dim(0) if op.trans_a else a.dim(1)
@@ -232,7 +240,7 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
             if op.beta != 1.0:
                 cv = fast(bld.fmul(cv, ir.Constant(F32, op.beta)))
             v = fast(bld.fadd(v, cv))
-        return G.apply_post(bld, op.post, v)
+        return G.apply_post(kb, op.post, v, operands, i, j, kb.add(kb.mul(i, n), j))
 
     G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k,
            epilogue if op.alpha != 1.0 or cm is not None or op.post else None)

@@ -21,6 +21,7 @@ block sizes may be read at run time).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from ..codegen import conv as C
 from ..codegen import conv_nd as CN
@@ -185,7 +186,8 @@ class Conv(CoreOp):
     window: SlidingWindow
     group: int = 1
     packed: bool = False
-    post: tuple = ()  # one-input elementwise ops fused after it (toolkit.passes.fuse)
+    post: tuple = ()  # elementwise ops fused after it (gemm.PostOp; toolkit.passes.fuse)
+    operands_at: ClassVar[int] = 3  # where the fused ops' operands start among the inputs
 
     def infer(self, ctx: InferContext) -> None:
         x, w, bias = ctx.input(0), ctx.input(1), ctx.optional(2)
@@ -267,8 +269,9 @@ class Conv(CoreOp):
         if self.as_gemm(x):
             staged = C.im2col_stage(win, x.shape)
             tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
+            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
             lw.call(C.build_conv2d_gemm, (win, G.tile_for(lw.target), bias, self.post),
-                    ins + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
+                    ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)
         tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []

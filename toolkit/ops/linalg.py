@@ -10,6 +10,7 @@ other dtypes run plain loops, a run-time transposed B staged in a scratch buffer
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from ..codegen import gemm as G
 from ..codegen import linalg as L
@@ -22,9 +23,11 @@ MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
 
 @dataclass(frozen=True)
 class MatMul(CoreOp):
-    """``post``: one-input elementwise ops fused after it (:mod:`toolkit.passes.fuse`)."""
+    """``post``: elementwise ops fused after it (:class:`toolkit.codegen.gemm.PostOp`,
+    :mod:`toolkit.passes.fuse`); their operands follow the inputs."""
 
     post: tuple = ()
+    operands_at: ClassVar[int] = 2
 
     def fusable(self, graph: Graph, node: Node) -> bool:
         """Whether the GEMM kernel runs it, which can take fused elementwise ops."""
@@ -55,12 +58,14 @@ class MatMul(CoreOp):
             lw.run_kernel(L.build_matmul, None, node.inputs[:2], [node.outputs[0]])
             return
         tile = G.tile_for(lw.target)
+        extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
         if b.const is not None and b.rank == 2:
             bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
-            lw.call(L.build_matmul_f32, (tile, True, self.post), [lw.tensor(a.name), bp, lw.alloc(node.outputs[0])])
+            lw.call(L.build_matmul_f32, (tile, True, self.post),
+                    [lw.tensor(a.name), bp] + extra + [lw.alloc(node.outputs[0])])
             return
         lw.call(L.build_matmul_f32, (tile, False, self.post),
-                [lw.tensor(a.name), lw.tensor(b.name), lw.alloc(node.outputs[0])])
+                [lw.tensor(a.name), lw.tensor(b.name)] + extra + [lw.alloc(node.outputs[0])])
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ class Gemm(CoreOp):
     beta: float = 1.0
     trans_a: bool = False
     trans_b: bool = False
-    post: tuple = ()  # one-input elementwise ops fused after it (toolkit.passes.fuse)
+    post: tuple = ()  # elementwise ops fused after it (gemm.PostOp; toolkit.passes.fuse)
+    operands_at: ClassVar[int] = 3
 
     def fusable(self, graph: Graph, node: Node) -> bool:
         return graph.values[node.inputs[1]].dtype == FLOAT32
@@ -113,6 +119,7 @@ class Gemm(CoreOp):
         if b.dtype == FLOAT32:
             tile = G.tile_for(lw.target)
             c = [lw.tensor(node.inputs[2])] if has_c else []
+            c += [lw.tensor(i) for i in node.inputs[self.operands_at:]]
             if b.const is not None and not self.trans_b:
                 bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
                 regs = [lw.tensor(node.inputs[0]), bp] + c

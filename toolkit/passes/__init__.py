@@ -10,11 +10,12 @@ from typing import Callable
 
 from ..ir.graph import CompileError, Graph
 from .dce import dead_code
-from .fuse import fuse
+from .fuse import fold_batch_norm, fuse
 from .simplify import simplify
 from .verify import verify
 
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("fold-batch-norm", fold_batch_norm),
     ("simplify", simplify),
     ("dead-code", dead_code),
     ("fuse", fuse),

@@ -1,40 +1,131 @@
-"""Fuse one-input elementwise ops into the GEMM kernel that produces their input: a Conv,
-MatMul or Gemm followed by Relu (or any chain of one-input float32 elementwise ops: Clip,
-LeakyRelu, Sigmoid, ...) becomes one node whose op carries the chain in ``post``, and the
-kernel applies it as each output element is stored (the GEMM's epilogue, see
-:func:`toolkit.codegen.gemm.apply_post`), so the activation costs no pass over memory and
-its tensor no buffer.
+"""Fuse elementwise ops into the GEMM kernel that produces their input: a Conv, MatMul or
+Gemm followed by a chain of float32 elementwise ops becomes one node whose op carries the
+chain in ``post`` (:class:`toolkit.codegen.gemm.PostOp`), and the kernel applies it as
+each output element is stored (the GEMM's epilogue), so the chain costs no pass over
+memory and its tensors no buffers. A chain link is a one-input op (Relu, Clip, Sigmoid,
+...) or a two-input one (Add, Sub, Mul, Div, Max, Min) whose other input is a tensor of the
+output's shape (a residual) or, after MatMul and Gemm, one value per column (a bias); that
+tensor becomes an input of the fused node, which moves to the chain's end.
 
 A producer fuses when its op says its kernel can (``fusable(graph, node)``), the
 intermediate value has no other reader (no other node, region or graph output reads it),
-and the consumer is in the same node list (not inside a region)."""
+and the consumer is in the same node list (not inside a region).
+
+Before that (and before ``simplify`` reorders Conv weights for its kernels), an inference
+BatchNormalization of a Conv's output is folded into the Conv when the weights, the bias
+and the normalization's parameters are constants: ``w' = w * s`` per output channel and
+``b' = (b - mean) * s + beta`` with ``s = gamma / sqrt(var + epsilon)``, computed in
+float64 (:func:`fold_batch_norm`)."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
 
+import numpy as np
+
+from ..codegen.gemm import PostOp
 from ..ir.dtypes import FLOAT32
-from ..ir.graph import Graph, Node, regions
+from ..ir.graph import Graph, Node, Value, regions
+from ..ops.base import run_infer
+from ..ops.conv import BatchNorm, Conv
 from ..ops.elementwise import Elementwise
 
 
-def fuse(graph: Graph) -> Graph:
+def _uses(graph: Graph) -> Counter:
+    """How many times each value is read: by nodes (regions' too), region outputs and the
+    graph's outputs."""
     uses: Counter[str] = Counter(graph.outputs)
     for node in graph.all_nodes():
         uses.update(i for i in node.inputs if i)
         for r in regions(node):
             uses.update(r.outputs)
+    return uses
+
+
+def fold_batch_norm(graph: Graph) -> Graph:
+    uses = _uses(graph)
+
+    def fold(nodes: list[Node]) -> list[Node]:
+        out: list[Node] = []
+        convs: dict[str, Node] = {}
+        for node in nodes:
+            for r in regions(node):
+                r.nodes = fold(r.nodes)
+            if isinstance(node.op, BatchNorm) and node.inputs[0] in convs and uses[node.inputs[0]] == 1:
+                conv = convs.pop(node.inputs[0])
+                if _fold_into(graph, conv, node):
+                    continue
+            out.append(node)
+            if isinstance(node.op, Conv) and not node.op.packed and len(node.outputs) == 1:
+                convs[node.outputs[0]] = node
+        return out
+
+    graph.nodes = fold(graph.nodes)
+    return graph
+
+
+def _fold_into(graph: Graph, conv: Node, bn: Node) -> bool:
+    """Fold BatchNormalization ``bn`` into ``conv`` (which makes its input), if everything
+    is a float32 constant."""
+    w = graph.values[conv.inputs[1]]
+    bias = graph.values[conv.inputs[2]] if len(conv.inputs) > 2 and conv.inputs[2] else None
+    params = [graph.values[i] for i in bn.inputs[1:5]]
+    if any(v.dtype != FLOAT32 or v.const is None for v in [w] + params + ([bias] if bias is not None else [])):
+        return False
+    gamma, beta, mean, var = (v.const.astype(np.float64).reshape(-1) for v in params)
+    s = gamma / np.sqrt(var + bn.op.epsilon)
+    b0 = bias.const.astype(np.float64).reshape(-1) if bias is not None else np.zeros_like(s)
+    w2 = (w.const.astype(np.float64) * s.reshape((-1,) + (1,) * (w.rank - 1))).astype(np.float32)
+    b2 = ((b0 - mean) * s + beta).astype(np.float32)
+    wn, bn_ = graph.fresh_name(f"{w.name}.bn"), graph.fresh_name(f"{bn.outputs[0]}.bias")
+    graph.add_value(Value(wn, FLOAT32, w.shape, const=w2))
+    graph.add_value(Value(bn_, FLOAT32, (w.shape[0],), const=b2))
+    del graph.values[conv.outputs[0]]
+    conv.inputs = [conv.inputs[0], wn, bn_]
+    conv.outputs = [bn.outputs[0]]
+    run_infer(graph, conv)
+    return True
+
+
+def fuse(graph: Graph) -> Graph:
+    uses = _uses(graph)
     graph.nodes = _fuse(graph, graph.nodes, uses)
     return graph
 
 
-def _unary(graph: Graph, node: Node) -> bool:
-    """A one-input elementwise op from float32 to float32."""
-    if not isinstance(node.op, Elementwise) or len([i for i in node.inputs if i]) != 1 or len(node.outputs) != 1:
+# two-input elementwise ops that fuse with a tensor operand
+BINARY = ("add", "sub", "mul", "div", "max", "min")
+
+
+def _float_elementwise(graph: Graph, node: Node, arity: int) -> bool:
+    """An elementwise op of ``arity`` float32 inputs and a float32 output."""
+    if not isinstance(node.op, Elementwise) or len(node.outputs) != 1:
         return False
+    ins = [i for i in node.inputs if i]
     spec = node.op.spec
-    return (spec.typing == "same" and not spec.to_bool and graph.values[node.inputs[0]].dtype == FLOAT32
-            and graph.values[node.outputs[0]].dtype == FLOAT32)
+    return (len(ins) == arity == len(node.inputs) and spec.typing == "same" and not spec.to_bool
+            and all(graph.values[i].dtype == FLOAT32 for i in ins) and graph.values[node.outputs[0]].dtype == FLOAT32)
+
+
+def _post_op(graph: Graph, node: Node, producer: Node, src: str) -> tuple[PostOp, str | None] | None:
+    """How ``node`` fuses after ``producer`` (which makes ``src``): the PostOp and the
+    operand it reads (None for a one-input op), or None if it does not fuse."""
+    if _float_elementwise(graph, node, 1):
+        return PostOp(node.op), None
+    if not _float_elementwise(graph, node, 2) or node.op.fn not in BINARY or node.inputs[0] == node.inputs[1]:
+        return None
+    left = node.inputs[0] == src
+    other = graph.values[node.inputs[1] if left else node.inputs[0]]
+    y = graph.values[src]
+    if tuple(graph.values[node.outputs[0]].shape) != tuple(y.shape):
+        return None  # the GEMM's value would broadcast
+    if tuple(other.shape) == tuple(y.shape):
+        return PostOp(node.op, "full", left), other.name
+    # one value per column (MatMul's bias): [N] or [1, ..., 1, N]
+    if (not isinstance(producer.op, Conv) and other.rank >= 1 and other.shape[-1] == y.shape[-1]
+            and all(d == 1 for d in other.shape[:-1]) and other.rank <= y.rank):
+        return PostOp(node.op, "row", left), other.name
+    return None
 
 
 def _fuse(graph: Graph, nodes: list[Node], uses: Counter) -> list[Node]:
@@ -43,15 +134,28 @@ def _fuse(graph: Graph, nodes: list[Node], uses: Counter) -> list[Node]:
     for node in nodes:
         for r in regions(node):
             r.nodes = _fuse(graph, r.nodes, uses)
-        if _unary(graph, node):
-            src = node.inputs[0]
-            producer = producers.pop(src, None)
+        fused = None
+        for src in node.inputs[:2]:
+            producer = producers.get(src)
             if producer is not None and uses[src] == 1:
-                producer.op = replace(producer.op, post=producer.op.post + (node.op,))
-                producer.outputs = [node.outputs[0]]
-                producers[node.outputs[0]] = producer
-                del graph.values[src]
-                continue
+                fused = _post_op(graph, node, producer, src)
+                if fused is not None:
+                    break
+        if fused is not None:
+            post, operand = fused
+            producers.pop(src)
+            # the producer moves here, after the operand's maker; nothing between read its output
+            out.remove(producer)
+            out.append(producer)
+            inputs = list(producer.inputs)
+            if operand is not None:
+                inputs += [""] * (producer.op.operands_at - len(inputs)) + [operand]
+            producer.op = replace(producer.op, post=producer.op.post + (post,))
+            producer.inputs = inputs
+            producer.outputs = [node.outputs[0]]
+            producers[node.outputs[0]] = producer
+            del graph.values[src]
+            continue
         out.append(node)
         fusable = getattr(node.op, "fusable", None)
         if fusable is not None and len(node.outputs) == 1 and fusable(graph, node):
