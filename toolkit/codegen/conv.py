@@ -4,7 +4,13 @@ and the normalization kernels: BatchNormalization, LRN, GroupNormalization (and
 InstanceNormalization), LpNormalization. The N-D convolutions are in :mod:`.conv_nd`, the
 pools in :mod:`.conv_pool`.
 
-Conv is a register-blocked direct convolution. A tile is ``OC_BLOCK`` output channels by
+A float32 Conv of one group runs as a GEMM (:func:`build_conv2d_gemm`): the weights are
+the GEMM's A, the patch matrix its B, packed a block at a time from the input staged into
+stride phases (:func:`stage_phases`, :class:`.gemm.Im2col`), and the bias and fused ops are
+the GEMM's epilogue. A grouped Conv (depthwise: one channel per group) has too few rows per
+group for the GEMM's tiles and runs the direct kernel below (:func:`build_conv2d`).
+
+The direct kernel is a register-blocked convolution. A tile is ``OC_BLOCK`` output channels by
 ``TILE_VECS`` vectors of output columns of one output row (SIMD128 on wasm32, AVX2 width
 on hosts that have it: ``Target.f32_lanes``); its accumulators stay in registers over the
 (ic, kh, kw) reduction and are stored once, so each input vector loaded feeds ``OC_BLOCK``

@@ -1,11 +1,12 @@
-"""The float32 GEMM microkernel: the core of MatMul and Gemm.
+"""The float32 GEMM microkernel: the core of MatMul, Gemm and Conv.
 
 ``y[i, j] = sum_k a[i, k] * b[k, j]`` over an [M, K] view ``a`` (any strides: Gemm's
 transA is a view) and B *packed* into panels of ``NR`` columns: panel ``p`` holds columns
 ``[p * NR, p * NR + NR)`` of every row k contiguously, ``[P, K, NR]`` with ``P = ceil(N /
 NR)``, the last panel's missing columns zero. A constant B is packed at compile time
-(:func:`pack_b`); any other is packed by the kernel into a scratch buffer first
-(:func:`pack_runtime`), which also reads a transposed or strided B.
+(:func:`pack_b`); any other is packed by the kernel one ``KC x NR`` block at a time into a
+stack buffer, from a strided :class:`View` (a run-time B, transposed or not) or from an
+:class:`Im2col`, a convolution's patch matrix read straight from its input.
 
 A register tile is ``MR`` rows by ``NR`` columns, ``MR * NR / lanes`` vector accumulators
 that stay in registers over a block of k: each step loads ``NR / lanes`` vectors of the
@@ -19,8 +20,14 @@ columns that exist, through a small buffer. No path falls back to scalar product
 
 Loops are blocked for the caches, as BLIS does: k in blocks of ``KC`` (one block of a panel,
 ``KC * NR`` floats, stays in L1 while every row tile of a block of rows uses it); rows in
-blocks of ``MC`` (the rows' ``MC * KC`` floats of a stay in L2 while every panel passes);
-later k blocks add to the partial sums stored by earlier ones.
+blocks of ``MC`` (the rows' ``MC * KC`` floats of a stay in L2 while every panel passes;
+``PACKED_HERE_MC`` when the kernel packs B itself, which it does again for every block of
+rows); later k blocks add to the partial sums stored by earlier ones.
+
+The last k block stores each element through an optional *epilogue* (:data:`Epilogue`): a
+convolution's bias, Gemm's alpha and beta * C, and the elementwise ops fused after the
+product (:class:`PostOp`, :mod:`toolkit.passes.fuse`), applied by their own scalar
+functions lane by lane.
 
 Tile shapes per target (:func:`tile_for`): wasm32 SIMD128 has 4 lanes and engines map
 locals to 16 vector registers, so 4 x 8 (8 accumulators, 2 panel vectors, 1 broadcast);
