@@ -13,6 +13,7 @@ import numpy as np
 EPILOG = """examples:
   symwasm compile model.onnx -o model.wasm
   symwasm compile model.onnx -o model.so --target native --bind batch=1
+  symwasm compile model.onnx --target native --cpu x86-64-v3   (runs on any CPU with AVX2 and FMA)
   symwasm compile model.onnx --bind seq=128,batch=1 --static   (fails unless every shape is then known)
   symwasm compile model.onnx --range seq=1:512   (or --max seq=512: memory reserved for the largest shapes)
   symwasm inspect model.wasm --bind batch=1,seq=128   (with the memory those sizes need)
@@ -50,10 +51,16 @@ def _parse_ranges(items: list[str]) -> dict[str, tuple[int | None, int | None]]:
 
 
 def cmd_compile(args) -> int:
+    from .codegen.target import get_target
     from .compiler import compile_model
     from .ir.graph import CompileError
     from .link import LinkError
 
+    try:
+        tgt = get_target(args.target, args.cpu)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     src = Path(args.model)
     out = Path(args.output) if args.output else src.with_suffix(".wasm" if args.target == "wasm32" else ".so")
     binds = _parse_binds(args.bind, "--bind")
@@ -63,10 +70,11 @@ def cmd_compile(args) -> int:
         ranges[name] = (lo, hi if old_hi is None else min(hi, old_hi))
     progress = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     if not args.quiet:
-        print(f"compiling {src} for {args.target}", file=sys.stderr, flush=True)
+        cpu = "" if tgt.is_wasm else f" (CPU {tgt.cpu})"
+        print(f"compiling {src} for {args.target}{cpu}", file=sys.stderr, flush=True)
     try:
         r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges,
-                          static=args.static)
+                          static=args.static, cpu=args.cpu)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -122,6 +130,9 @@ def cmd_run(args) -> int:
     except (FileNotFoundError, ValueError, OSError) as e:
         print(f"error: cannot load {args.model}: {e}", file=sys.stderr)
         return 1
+    except wasm_runtime.ModelError as e:  # says the path and that it cannot load
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     feeds = {}
     for item in args.input:
         name, sep, path = item.partition("=")
@@ -167,6 +178,19 @@ def _shape(shape) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def _requires(meta: dict) -> str:
+    """What the module needs of its host: wasm features, or a CPU and its ISA extensions
+    (and which of them this machine lacks)."""
+    features = ", ".join(meta["features"])
+    if meta["target"] == "wasm32":
+        return f", requires wasm features: {features}" if features else ""
+    from wasm_runtime.cpu import missing_features
+
+    text = f", CPU {meta.get('cpu')}, requires ISA extensions: {features or 'none beyond the baseline'}"
+    missing = missing_features(meta["features"])
+    return text + (f" (this machine lacks {', '.join(missing)}: it cannot load the library)" if missing else "")
+
+
 def cmd_inspect(args) -> int:
     from wasm_runtime.metadata import read_metadata
 
@@ -184,8 +208,7 @@ def cmd_inspect(args) -> int:
     p = meta["program"]
     print(f"{args.model}: symwasm module, format {'.'.join(map(str, meta['format_version']))}, "
           f"compiler {meta.get('compiler')}")
-    print(f"  target {meta['target']}" + (f", requires wasm features: {', '.join(meta['features'])}"
-                                         if meta["features"] else "") + f", {size / 1e3:.1f} kB")
+    print(f"  target {meta['target']}{_requires(meta)}, {size / 1e3:.1f} kB")
     print(f"  model '{meta['model']['name']}', opset {meta['model']['opset']}")
     for note in meta["model"].get("notes", []):
         print(f"  note: {note}")
@@ -319,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", help="output file (default: the model's name with .wasm or .so)")
     c.add_argument("--target", choices=("wasm32", "native"), default="wasm32",
                    help="wasm32 (default): one .wasm, no imports; native: a shared library for this host")
+    c.add_argument("--cpu", metavar="NAME",
+                   help="with --target native: the CPU the code is for, native (the default: this "
+                        "machine's CPU, with every extension it has), an x86-64 psABI level (x86-64, "
+                        "x86-64-v2, x86-64-v3: AVX2 and FMA, x86-64-v4: AVX-512) or an LLVM CPU name "
+                        "(skylake, znver3, sapphirerapids). The library records it, and loading it on a "
+                        "CPU that lacks one of its extensions fails, naming them"),
     c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
                    help="fix symbolic dims (the model's named input dims) at compile time, e.g. "
                         "--bind seq=128,batch=1 (repeatable): the model is compiled as if exported with "

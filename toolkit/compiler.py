@@ -69,7 +69,9 @@ def build_metadata(graph: Graph, prog: Encoded, target, memory=None) -> dict:
         values[name] = entry
     return {
         "format": "symwasm", "format_version": list(FORMAT_VERSION), "compiler": __version__,
-        "target": target.name, "features": list(target.wasm_features),
+        # what a host must support: wasm features, or the native CPU's ISA extensions
+        "target": target.name, "features": list(target.wasm_features if target.is_wasm else target.isa),
+        "cpu": None if target.is_wasm else target.cpu,
         "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
@@ -114,14 +116,16 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
                   progress: Callable[[str], None] | None = None,
                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
-                  static: bool = False) -> CompileResult:
+                  static: bool = False, cpu: str | None = None) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
     symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
     demands a static module: every shape known at compile time, so the program is only
     kernel calls over a compile-time arena; otherwise the error lists each value that stays
-    dynamic and why.
+    dynamic and why. ``cpu`` (native only) names the CPU the code is for: an LLVM CPU name or
+    an x86-64 psABI level (``x86-64-v3``); None or ``native`` is this machine's.
 
-    Raises :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
+    Raises ValueError for an unknown target or CPU, and
+    :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
     """
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
@@ -133,7 +137,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         say(f"{name}: {now - t:.2f}s")
         return now
 
-    tgt = get_target(target)
+    tgt = get_target(target, cpu)
     graph = import_model(model, binds, ranges)
     t = stage("import", t0)
     graph = run_pipeline(graph)

@@ -6,11 +6,14 @@ so they never pass through LLVM IR text.
 
 wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata is
 appended as the ``symwasm.metadata`` custom section. native: ``python -m ziglang cc
--shared`` -> a shared library.
+-shared`` -> a shared library, whose ``.symwasm.cpu`` section (not loaded, so readable from
+the file alone) says the CPU its code is for and the ISA extensions it needs: the native
+host checks them before it loads the library.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -31,6 +34,7 @@ def _vm_headers() -> list[Path]:
     return sorted(VM_DIR.glob("*.h"))
 WASM_STACK = 1 << 20
 METADATA_SECTION = "symwasm.metadata"
+CPU_SECTION = ".symwasm.cpu"
 
 
 class LinkError(RuntimeError):
@@ -84,7 +88,8 @@ def vm_objects(target: Target) -> list[Path]:
 
 
 def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
-    """An object defining ``sw_weights`` (64-byte aligned, read-only) as these bytes."""
+    """An object defining ``sw_weights`` (64-byte aligned, read-only) as these bytes, and
+    natively the CPU section: ``{"cpu": name, "features": [...]}`` as JSON."""
     (tmp / "weights.bin").write_bytes(weights or b"\0")
     size = max(len(weights), 1)
     if target.is_wasm:
@@ -92,7 +97,12 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
     else:
         head = ['.section .rodata.sw_weights,"a",@progbits', ".hidden sw_weights", ".type sw_weights,@object"]
     asm = head + [".globl sw_weights", ".p2align 6", "sw_weights:", '.incbin "weights.bin"',
-                  f".size sw_weights, {size}", ""]
+                  f".size sw_weights, {size}"]
+    if not target.is_wasm:
+        (tmp / "cpu.json").write_text(json.dumps({"cpu": target.cpu, "features": list(target.isa)}))
+        # no "a" flag: not loaded, so --gc-sections keeps it and it costs no memory
+        asm += [f'.section {CPU_SECTION},"",@progbits', '.incbin "cpu.json"']
+    asm.append("")
     (tmp / "weights.s").write_text("\n".join("\t" + line if not line.endswith(":") else line for line in asm))
     obj = tmp / "weights.o"
     r = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-target", target.zig_target, "-c", "weights.s",

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from ._abi import EXPORTS
+from .cpu import missing_features
 
 _CTYPES = {"void": None, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "ptr": ctypes.c_void_p}
 
@@ -23,12 +24,19 @@ _LIBS: dict[str, tuple[tuple, ctypes.CDLL]] = {}
 _LIBS_LOCK = threading.Lock()
 
 
-def _library(path: Path) -> ctypes.CDLL:
-    """The loaded library for ``path``, shared by every load of the same file."""
+CPU_SECTION = b".symwasm.cpu"
+
+
+def _library(path: Path, check_cpu: bool = True) -> ctypes.CDLL:
+    """The loaded library for ``path``, shared by every load of the same file. With
+    ``check_cpu``, a library whose code needs ISA extensions this machine lacks is refused
+    before anything of it is loaded."""
     real = os.path.realpath(path)
     st = os.stat(real)
     with open(real, "rb") as f:
         _check_elf(f, st.st_size)
+        if check_cpu:
+            _check_cpu(_section(f, st.st_size, CPU_SECTION))
     stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     with _LIBS_LOCK:
         cached = _LIBS.get(real)
@@ -84,12 +92,62 @@ def _check_elf(f, size: int) -> None:
                              f"{p_offset + p_filesz})")
 
 
-class NativeBackend:
-    """One load of a shared library (its code shared with other loads of the same file)."""
+def _section(f, size: int, name: bytes) -> bytes | None:
+    """The contents of the section called ``name``, or None; the headers are already known
+    to lie within the file (_check_elf)."""
+    f.seek(0)
+    head = f.read(64)
+    shoff, = struct.unpack_from("<Q", head, 40)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 58)
+    if shnum == 0:
+        return None
+    if shentsize < 64 or shstrndx >= shnum:
+        raise ValueError("its section headers are malformed")
+    f.seek(shoff)
+    table = f.read(shentsize * shnum)
 
-    def __init__(self, path: Path):
+    def span(i: int) -> tuple[int, int]:
+        offset, length = struct.unpack_from("<QQ", table, i * shentsize + 24)
+        if offset + length > size:
+            raise ValueError(f"the file is truncated ({size} bytes; a section ends at {offset + length})")
+        return offset, length
+
+    f.seek(span(shstrndx)[0])
+    names = f.read(span(shstrndx)[1])
+    for i in range(shnum):
+        at, = struct.unpack_from("<I", table, i * shentsize)
+        if names[at:at + len(name) + 1] == name + b"\0":
+            offset, length = span(i)
+            f.seek(offset)
+            return f.read(length)
+    return None
+
+
+def _check_cpu(record: bytes | None) -> None:
+    """Refuse a library whose CPU record names ISA extensions this machine lacks. A library
+    without the record (from before it existed) is for the machine that compiled it, and a
+    machine whose flags cannot be read is not checked."""
+    if record is None:
+        return
+    try:
+        cpu = json.loads(record)
+        name, features = str(cpu["cpu"]), [str(f) for f in cpu["features"]]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError("its CPU record is malformed") from None
+    missing = missing_features(features)
+    if missing:
+        raise ValueError(f"it was compiled for CPU '{name}', and this machine's CPU lacks "
+                         f"{', '.join(missing)} (recompile it for this machine: --cpu native)")
+
+
+class NativeBackend:
+    """One load of a shared library (its code shared with other loads of the same file).
+    ``check_cpu=False`` skips the CPU check, to read the metadata of a library for another
+    CPU: sw_metadata is the VM's C code, compiled for the baseline x86-64 (link.py)."""
+
+    def __init__(self, path: Path, check_cpu: bool = True):
         self.path = path
-        self.lib = _library(path)
+        self.lib = _library(path, check_cpu)
         self.fns: dict[str, ctypes._CFuncPtr] = {}
 
     def _fn(self, name: str):

@@ -1,13 +1,18 @@
 """Targets and object emission: one LLVM module per model, optimized with the new pass
-manager and emitted as an object for wasm32 or the host."""
+manager and emitted as an object for wasm32 or a native CPU (this host's, or one named)."""
 from __future__ import annotations
 
 import platform
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
 import llvmlite.binding as llvm
 from llvmlite import ir
+
+from wasm_runtime.cpu import CPU_FLAGS
 
 
 @lru_cache(maxsize=None)
@@ -24,6 +29,9 @@ class Target:
     features: str
     zig_target: str  # for `python -m ziglang cc -target`
     wasm_features: tuple[str, ...] = ()  # what a host must support, for the metadata
+    # native: the ISA extensions the code may use (LLVM names, wasm_runtime.cpu.CPU_FLAGS'
+    # order), which a loader checks against the CPU it runs on
+    isa: tuple[str, ...] = ()
 
     @property
     def is_wasm(self) -> bool:
@@ -32,10 +40,10 @@ class Target:
     @property
     def f32_lanes(self) -> int:
         """float32 lanes of the widest vectors tiled kernels use: SIMD128 on wasm32, AVX2
-        registers on x86 hosts that have them (native code is for the host)."""
+        registers on x86 CPUs that have them."""
         if self.is_wasm or not self.triple.startswith("x86_64"):
             return 4
-        return 8 if "+avx2" in self.features.split(",") else 4
+        return 8 if "avx2" in self.isa else 4
 
     def machine(self) -> llvm.TargetMachine:
         _init()
@@ -46,8 +54,18 @@ class Target:
 WASM_FEATURES = ("simd128", "bulk-memory", "nontrapping-fptoint", "sign-ext", "mutable-globals")
 
 
-def get_target(name: str) -> Target:
+PSABI_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+CPU_EXAMPLES = "native (this machine), " + ", ".join(PSABI_LEVELS) + ", skylake, znver3, sapphirerapids"
+
+
+def get_target(name: str, cpu: str | None = None) -> Target:
+    """The target ``name`` (wasm32 or native). ``cpu`` (native only) is an LLVM CPU name
+    (``skylake``, ``znver3``) or an x86-64 psABI level (``x86-64-v3``); None or ``native``
+    is this machine's CPU with every feature it has. ValueError for anything else."""
     if name == "wasm32":
+        if cpu is not None:
+            raise ValueError(f"CPU '{cpu}': only the native target takes a CPU (a .wasm runs on any CPU; "
+                             "its engine chooses the instructions)")
         return Target("wasm32", "wasm32-unknown-unknown", "generic",
                       ",".join("+" + f for f in WASM_FEATURES), "wasm32-freestanding",
                       WASM_FEATURES)
@@ -57,9 +75,37 @@ def get_target(name: str) -> Target:
         arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
         if platform.system() != "Linux":
             raise ValueError(f"native target: only Linux hosts are supported, not {platform.system()}")
-        return Target("native", llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten(), f"{arch}-linux-gnu")
+        zig_target = f"{arch}-linux-gnu"
+        if cpu is None or cpu == "native":
+            host = llvm.get_host_cpu_features()
+            isa = tuple(f for f in CPU_FLAGS if host.get(f))
+            return Target("native", llvm.get_process_triple(), llvm.get_host_cpu_name(), host.flatten(),
+                          zig_target, isa=isa)
+        # LLVM derives the named CPU's features itself; features="" adds none
+        return Target("native", llvm.get_process_triple(), cpu, "", zig_target,
+                      isa=cpu_features(cpu, zig_target))
     raise ValueError(f"unknown target '{name}' (choose wasm32 or native)")
+
+
+@lru_cache(maxsize=None)
+def cpu_features(cpu: str, zig_target: str) -> tuple[str, ...]:
+    """The ISA extensions (CPU_FLAGS' names and order) of the named CPU, as LLVM defines the
+    CPU: llvmlite offers only the host's, so clang (the ziglang package's, on the same LLVM)
+    is asked which feature macros (``__AVX2__``) the CPU defines."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", cpu):
+        raise ValueError(f"unknown CPU '{cpu}': give an LLVM CPU name or an x86-64 psABI level, "
+                         f"e.g. {CPU_EXAMPLES}")
+    # zig spells LLVM's CPU names with '_' ('-' would start a feature to remove)
+    r = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-target", zig_target,
+                        f"-mcpu={cpu.replace('-', '_')}", "-dM", "-E", "-x", "c", "-"],
+                       input="", capture_output=True, text=True)
+    if r.returncode != 0:
+        if "unknown CPU" in r.stderr:
+            raise ValueError(f"unknown CPU '{cpu}' for {zig_target.split('-')[0]}: give an LLVM CPU name or "
+                             f"an x86-64 psABI level, e.g. {CPU_EXAMPLES}")
+        raise RuntimeError(f"asking clang for the features of CPU '{cpu}' failed:\n{r.stderr.strip()}")
+    macros = set(re.findall(r"#define (__\w+__) ", r.stdout))
+    return tuple(f for f in CPU_FLAGS if "__" + f.upper().replace(".", "_") + "__" in macros)
 
 
 def new_module(target: Target, name: str) -> ir.Module:
