@@ -231,3 +231,58 @@ def test_no_fusion_of_a_broadcasting_operand(target):
     graph, _, _ = lower_model(model, target)
     assert _ops(graph) == ["MatMul", "Elementwise"]
     check_model(model, target, [{"a": _rand(rng, (6, 10)), "c": _rand(rng, (6, 1))}], rtol=1e-4, atol=1e-5)
+
+
+def test_elementwise_chain_runs_in_one_loop(target):
+    """Add -> Exp -> Mul(2) -> Relu -> Sub(1 - .): one elementwise node, broadcasting kept."""
+    rng = np.random.default_rng(13)
+    model = make_model([N("Add", ["a", "b"], ["s"]), N("Exp", ["s"], ["e"]), N("Mul", ["e", "two"], ["m"]),
+                        N("Relu", ["m"], ["r"]), N("Sub", ["one", "r"], ["y"])],
+                       [vinfo("a", F32, ["n", 4]), vinfo("b", F32, [4])], [vinfo("y", F32, None)],
+                       [const("two", np.array(2.0, F32)), const("one", np.array([1.0], F32))])
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["Elementwise"]
+    assert str(graph.nodes[0].op) == "add+exp+mul(., 2)+relu+sub(1, .)"
+    check_model(model, target, [{"a": _rand(rng, (n, 4)), "b": _rand(rng, (4,))} for n in (1, 5, 33)],
+                rtol=1e-5, atol=1e-6)
+
+
+def _gelu_nodes(variant):
+    """The erf-form GELU of x as exporters write it, in one of four arrangements."""
+    scale = (N("Div", ["x", "sqrt2"], ["d"]) if variant != "mul_inv" else N("Mul", ["inv_sqrt2", "x"], ["d"]))
+    nodes = [scale, N("Erf", ["d"], ["e"]), N("Add", ["one", "e"], ["p"])]
+    if variant in ("half_last", "mul_inv"):
+        nodes += [N("Mul", ["x", "p"], ["m"]), N("Mul", ["m", "half"], ["g"])]
+    elif variant == "half_inner":
+        nodes += [N("Mul", ["p", "half"], ["m"]), N("Mul", ["x", "m"], ["g"])]
+    else:  # half_first
+        nodes += [N("Mul", ["x", "half"], ["h"]), N("Mul", ["h", "p"], ["g"])]
+    return nodes
+
+
+GELU_CONSTS = [const("sqrt2", np.array(2 ** 0.5, F32)), const("inv_sqrt2", np.array(0.5 ** 0.5, F32)),
+               const("one", np.array(1.0, F32)), const("half", np.array(0.5, F32))]
+
+
+@pytest.mark.parametrize("variant", ["half_last", "half_inner", "half_first", "mul_inv"])
+def test_gelu_pattern_fuses_into_matmul(target, variant):
+    """MatMul -> Add(bias) -> the five-node erf GELU: one Gelu, fused into the MatMul."""
+    rng = np.random.default_rng(14)
+    nodes = [N("MatMul", ["a", "w"], ["t"]), N("Add", ["t", "bias"], ["x"])] + _gelu_nodes(variant)
+    nodes[-1].output[0] = "y"
+    model = make_model(nodes, [vinfo("a", F32, ["m", 12])], [vinfo("y", F32, None)],
+                       [const("w", _rand(rng, (12, 10)) * 3), const("bias", _rand(rng, (10,)))] + GELU_CONSTS)
+    graph, _, _ = lower_model(model, target)
+    assert _ops(graph) == ["MatMul"]
+    assert [str(p) for p in graph.nodes[0].op.post] == ["add(., row)", "gelu(False,)"]
+    check_model(model, target, [{"a": _rand(rng, (m, 12))} for m in (1, 9)], rtol=1e-5, atol=1e-5)
+
+
+def test_gelu_pattern_with_a_shared_intermediate_is_left_alone(target):
+    """The erf's output is also a graph output: the five nodes stay (and are right)."""
+    rng = np.random.default_rng(15)
+    model = make_model(_gelu_nodes("half_last"), [vinfo("x", F32, ["n"])],
+                       [vinfo("g", F32, None), vinfo("e", F32, None)], GELU_CONSTS)
+    graph, _, _ = lower_model(model, target)
+    assert not any(str(n.op).startswith("gelu") for n in graph.nodes)
+    check_model(model, target, [{"x": _rand(rng, (n,)) * 3} for n in (1, 17)], rtol=1e-5, atol=1e-6)

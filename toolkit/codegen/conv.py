@@ -44,6 +44,7 @@ from llvmlite import ir
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
+from . import fused as F
 from . import mathlib
 from .kernel import F32, I32, I64, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic
 from .reduce import fold, identity
@@ -359,7 +360,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     w = kb.tensor(1, FLOAT32, w_shape)
     k = 2 + int(bias)
     bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
-    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(G.post_operands(post))]
+    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(F.post_operands(post))]
     k += len(operands)
     top, left, _, _ = dims_in(kb, win.pads)
     staged = im2col_stage(win, x_shape)

@@ -26,7 +26,7 @@ rows); later k blocks add to the partial sums stored by earlier ones.
 
 The last k block stores each element through an optional *epilogue* (:data:`Epilogue`): a
 convolution's bias, Gemm's alpha and beta * C, and the elementwise ops fused after the
-product (:class:`PostOp`, :mod:`toolkit.passes.fuse`), applied by their own scalar
+product (:class:`.fused.PostOp`, :mod:`toolkit.passes.fuse`), applied by their own scalar
 functions lane by lane.
 
 Tile shapes per target (:func:`tile_for`): wasm32 SIMD128 has 4 lanes and engines map
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
+from . import fused as F
 from .conv import _ceildiv, _splat, mac, smin
-from ..ir.dtypes import FLOAT32
 from .kernel import F32, I64, KernelBuilder, Tensor, i64
 
 ONE_ROW_PANELS = 4  # panels a lone row runs against at once
@@ -222,36 +222,13 @@ def _block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Val
 Epilogue = Callable[[KernelBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
 
 
-@dataclass(frozen=True)
-class PostOp:
-    """One elementwise op fused after a GEMM (:mod:`toolkit.passes.fuse`): ``op`` is an
-    elementwise core op, applied through its scalar function. A two-input op reads one more
-    tensor, ``operand``: "full" (of y's shape: the element at y's position, a residual) or
-    "row" (one value per column j, a bias of MatMul); ``left``: the GEMM's value is the
-    op's first input."""
-
-    op: object
-    operand: str = ""
-    left: bool = True
-
-
-def post_operands(post: tuple) -> int:
-    """How many extra tensors the fused ops ``post`` read."""
-    return sum(1 for p in post if p.operand)
-
-
 def apply_post(kb: KernelBuilder, post: tuple, v: ir.Value, operands: Sequence[Tensor] = (),
                i: ir.Value | None = None, j: ir.Value | None = None, flat: ir.Value | None = None) -> ir.Value:
-    """v (a float32) through the fused ops ``post``, in order; a two-input op reads its
-    tensor of ``operands`` (in order) at ``flat`` (y's element) or ``j`` (its column)."""
+    """v (a float32) through the fused ops ``post`` (:class:`.fused.PostOp`), in order; an
+    op with a tensor operand reads its tensor of ``operands`` (in order) at ``flat`` (y's
+    element) or ``j`` (its column)."""
     it = iter(operands)
-    for p in post:
-        if not p.operand:
-            v = p.op.scalar_fn(kb.b, [v], [FLOAT32], FLOAT32)
-            continue
-        o = next(it).load(flat if p.operand == "full" else j)
-        v = p.op.scalar_fn(kb.b, [v, o] if p.left else [o, v], [FLOAT32, FLOAT32], FLOAT32)
-    return v
+    return F.apply(kb.b, post, v, lambda p: next(it).load(flat if p.operand == "full" else j))
 
 
 def _vec(lanes: int) -> ir.VectorType:

@@ -22,6 +22,7 @@ from typing import Sequence
 
 from llvmlite import ir
 
+from . import fused as F
 from . import gemm as G
 from .gemm import View as Mat
 from ..ir.dims import Dim
@@ -172,7 +173,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     [P, K, NR] when constant), the fused ops' operands, y. With a packed b (which has no
     batch dims), a's batch dims and rows are one [batch * M, K] matrix."""
     tile, packed, post = params
-    operands = [kb.tensor(2 + e, FLOAT32, types[2 + e][1]) for e in range(G.post_operands(post))]
+    operands = [kb.tensor(2 + e, FLOAT32, types[2 + e][1]) for e in range(F.post_operands(post))]
 
     def epilogue_at(y_base: ir.Value, n: ir.Value):
         if not post:
@@ -220,7 +221,7 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
     a = kb.tensor(*_flat(next(args)))
     bt = kb.tensor(*_flat(next(args)))
     c = kb.tensor(*_flat(next(args))) if has_c else None
-    operands = [kb.tensor(*_flat(next(args))) for _ in range(G.post_operands(op.post))]
+    operands = [kb.tensor(*_flat(next(args))) for _ in range(F.post_operands(op.post))]
     y = kb.tensor(*_flat(next(args)))
     m, n = y.dim(0), y.dim(1)
     k = a.dim(0) if op.trans_a else a.dim(1)

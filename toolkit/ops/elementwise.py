@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from llvmlite import ir
 
 from ..codegen import mathlib
+from ..codegen import fused
 from ..codegen.elementwise import build_elementwise, power
 from ..codegen.kernel import intrinsic
 from ..codegen.minifloat import E8M0_ROUND_MODES
@@ -306,6 +307,12 @@ class Elementwise(CoreOp):
 
     fn: str
     params: tuple = ()
+    post: tuple = ()  # fused one-input or constant-scalar ops after it (codegen.fused.PostOp)
+
+    def fusable(self, graph, node) -> bool:
+        """Whether ops can fuse after it: its result is float32."""
+        spec = self.spec
+        return spec.typing == "same" and not spec.to_bool and graph.values[node.outputs[0]].dtype == FLOAT32
 
     @property
     def spec(self) -> ScalarOp:
@@ -316,7 +323,8 @@ class Elementwise(CoreOp):
         return self.fn
 
     def __str__(self) -> str:
-        return f"{self.fn}{self.params if self.params else ''}"
+        chain = "".join(f"+{p}" for p in self.post)
+        return f"{self.fn}{self.params if self.params else ''}{chain}"
 
     def infer(self, ctx: InferContext) -> None:
         spec = self.spec
@@ -360,7 +368,7 @@ class Elementwise(CoreOp):
         spec = self.spec
         compute = in_dtypes[1] if spec.typing == "where" else in_dtypes[0]
         params = tuple(in_dtypes[:2]) if spec.typing == "pow" else self.params
-        return spec.body(Scalar(b, compute), values, params)
+        return fused.apply(b, self.post, spec.body(Scalar(b, compute), values, params))
 
 
 def _fold_syms(spec: ScalarOp, ins, shape) -> list[Any] | None:

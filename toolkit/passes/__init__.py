@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..ir.graph import CompileError, Graph
 from .dce import dead_code
-from .fuse import fold_batch_norm, fuse
+from .fuse import fold_batch_norm, fuse, gelu
 from .simplify import simplify
 from .verify import verify
 
@@ -18,6 +18,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold-batch-norm", fold_batch_norm),
     ("simplify", simplify),
     ("dead-code", dead_code),
+    ("gelu", gelu),
     ("fuse", fuse),
 ]
 

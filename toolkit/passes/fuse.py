@@ -1,11 +1,17 @@
 """Fuse elementwise ops into the GEMM kernel that produces their input: a Conv, MatMul or
 Gemm followed by a chain of float32 elementwise ops becomes one node whose op carries the
-chain in ``post`` (:class:`toolkit.codegen.gemm.PostOp`), and the kernel applies it as
+chain in ``post`` (:class:`toolkit.codegen.fused.PostOp`), and the kernel applies it as
 each output element is stored (the GEMM's epilogue), so the chain costs no pass over
 memory and its tensors no buffers. A chain link is a one-input op (Relu, Clip, Sigmoid,
-...) or a two-input one (Add, Sub, Mul, Div, Max, Min) whose other input is a tensor of the
-output's shape (a residual) or, after MatMul and Gemm, one value per column (a bias); that
-tensor becomes an input of the fused node, which moves to the chain's end.
+...) or a two-input one (Add, Sub, Mul, Div, Max, Min) whose other input is a constant
+scalar, or a tensor of the output's shape (a residual) or, after MatMul and Gemm, one value
+per column (a bias); that tensor becomes an input of the fused node, which moves to the
+chain's end. An elementwise op producing float32 takes a chain of one-input and
+constant-scalar links the same way: the chain runs in its loop.
+
+The erf form of GELU that exporters write, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (five
+nodes, in any operand order; the scaling by 0.5 on either side, ``x * (1/sqrt 2)`` for the
+division), becomes one Gelu first (:func:`gelu`), which then fuses like any one-input op.
 
 A producer fuses when its op says its kernel can (``fusable(graph, node)``), the
 intermediate value has no other reader (no other node, region or graph output reads it),
@@ -23,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..codegen.gemm import PostOp
+from ..codegen.fused import PostOp
 from ..ir.dtypes import FLOAT32
 from ..ir.graph import Graph, Node, Value, regions
 from ..ops.base import run_infer
@@ -93,6 +99,106 @@ def fuse(graph: Graph) -> Graph:
     return graph
 
 
+def gelu(graph: Graph) -> Graph:
+    """Each erf-form GELU written as five nodes becomes one Gelu node (see the module doc)."""
+    uses = _uses(graph)
+
+    def rewrite(nodes: list[Node]) -> list[Node]:
+        for node in nodes:
+            for r in regions(node):
+                r.nodes = rewrite(r.nodes)
+        made = {o: n for n in nodes for o in n.outputs if o}
+        readers: dict[str, list[Node]] = {}
+        for n in nodes:
+            for i in n.inputs:
+                readers.setdefault(i, []).append(n)
+        drop: set[int] = set()
+        at: dict[int, Node] = {}  # the Gelu replacing the pattern's last node
+        for node in nodes:
+            if _fn(node) == "erf":
+                found = _match_gelu(graph, node, made, readers, uses)
+                if found is not None and not any(id(n) in drop for n in found[0]):
+                    matched, x, out = found
+                    drop.update(id(n) for n in matched)
+                    last = max(matched, key=nodes.index)
+                    at[id(last)] = Node(Elementwise("gelu", (False,)), node.name, "Gelu (erf form)", [x], [out])
+        out_nodes = []
+        for n in nodes:
+            if id(n) in at:
+                out_nodes.append(at[id(n)])
+            elif id(n) not in drop:
+                out_nodes.append(n)
+        return out_nodes
+
+    graph.nodes = rewrite(graph.nodes)
+    return graph
+
+
+def _fn(node: Node) -> str | None:
+    return node.op.fn if isinstance(node.op, Elementwise) and not node.op.post else None
+
+
+def _scalar(graph: Graph, name: str) -> float | None:
+    v = graph.values.get(name)
+    if v is None or v.const is None or v.const.size != 1 or v.dtype != FLOAT32:
+        return None
+    return float(v.const.reshape(-1)[0])
+
+
+def _other(node: Node, name: str) -> str | None:
+    """The input of a two-input ``node`` that is not ``name`` (None if neither or both are)."""
+    if len(node.inputs) != 2 or node.inputs.count(name) != 1:
+        return None
+    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+
+def _match_gelu(graph: Graph, erf: Node, made, readers, uses):
+    """(the matched nodes, x, the output) if ``erf`` is the middle of an erf-form GELU."""
+    def near(v: float | None, want: float) -> bool:
+        return v is not None and abs(v - want) <= 1e-4 * abs(want)
+
+    def only_reader(name: str) -> Node | None:
+        rs = readers.get(name, [])
+        return rs[0] if len(rs) == 1 and uses[name] == 1 else None
+
+    scale = made.get(erf.inputs[0])
+    if scale is None or uses[erf.inputs[0]] != 1:
+        return None
+    if _fn(scale) == "div" and near(_scalar(graph, scale.inputs[1]), 2 ** 0.5):
+        x = scale.inputs[0]
+    elif _fn(scale) == "mul":
+        x = next((i for i in scale.inputs if near(_scalar(graph, _other(scale, i) or ""), 0.5 ** 0.5)), None)
+        if x is None:
+            return None
+    else:
+        return None
+    plus = only_reader(erf.outputs[0])
+    if plus is None or _fn(plus) != "add" or not near(_scalar(graph, _other(plus, erf.outputs[0]) or ""), 1.0):
+        return None
+    p = plus.outputs[0]
+    m1 = only_reader(p)
+    if m1 is None or _fn(m1) != "mul":
+        return None
+    a = _other(m1, p)
+    if a is None:
+        return None
+    if a == x:  # (x * (1 + erf)) * 0.5
+        m2 = only_reader(m1.outputs[0])
+        if m2 is None or _fn(m2) != "mul" or not near(_scalar(graph, _other(m2, m1.outputs[0]) or ""), 0.5):
+            return None
+        return [scale, erf, plus, m1, m2], x, m2.outputs[0]
+    if near(_scalar(graph, a), 0.5):  # x * ((1 + erf) * 0.5)
+        m2 = only_reader(m1.outputs[0])
+        if m2 is None or _fn(m2) != "mul" or _other(m2, m1.outputs[0]) != x:
+            return None
+        return [scale, erf, plus, m1, m2], x, m2.outputs[0]
+    half = made.get(a)  # (x * 0.5) * (1 + erf)
+    if (half is not None and _fn(half) == "mul" and uses[a] == 1 and x in half.inputs
+            and near(_scalar(graph, _other(half, x) or ""), 0.5)):
+        return [scale, erf, plus, half, m1], x, m1.outputs[0]
+    return None
+
+
 # two-input elementwise ops that fuse with a tensor operand
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 
@@ -119,6 +225,10 @@ def _post_op(graph: Graph, node: Node, producer: Node, src: str) -> tuple[PostOp
     y = graph.values[src]
     if tuple(graph.values[node.outputs[0]].shape) != tuple(y.shape):
         return None  # the GEMM's value would broadcast
+    if other.const is not None and other.const.size == 1:
+        return PostOp(node.op, "const", left, float(other.const.reshape(-1)[0])), None
+    if not hasattr(producer.op, "operands_at"):
+        return None  # no tensor operands after an elementwise op
     if tuple(other.shape) == tuple(y.shape):
         return PostOp(node.op, "full", left), other.name
     # one value per column (MatMul's bias): [N] or [1, ..., 1, N]
