@@ -465,9 +465,10 @@ def build_softmax(kb: KernelBuilder, params: tuple[int, str], types: Sequence[Te
             return add(b, acc, e)
 
         total = kb.accumulate(n, identity("sum", ct), exp_sum)
-        if kind == "softmax":
+        if kind == "softmax":  # one division per row, a multiplication per element
+            inv = b.fdiv(one, total)
             with kb.loop(n, "k") as k:
-                y.store(at(k), b.fdiv(y.load(at(k)), total))
+                y.store(at(k), b.fmul(y.load(at(k)), inv))
             return
         # (x - max) first: max + log(total) would round away the small log at a large max
         log_total = mathlib.log(b, total)
