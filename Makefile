@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench clean abi fuzz conformance zoo-models
+.PHONY: all env demo test lint bench bench-peak clean abi fuzz conformance zoo-models
 
 all: demo
 
@@ -70,6 +70,12 @@ conformance: env
 bench: env
 	cd benchmarks && npm ci --no-audit --no-fund --silent
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+	$(MAKE) bench-peak
+
+# the GEMM kernel's GFLOP/s against this machine's measured multiply-add peak (wasmtime, Node,
+# native); PEAK_ARGS=--quick for a shorter run
+bench-peak: env
+	$(PY) benchmarks/gemm_peak.py --out $(BUILD)/gemm_peak.md $(PEAK_ARGS)
 
 # the zoo of exported models in tests/models/zoo is committed, and `make test` only reads it;
 # this rebuilds it with torch, transformers and onnxruntime's quantizer, in a dev environment
