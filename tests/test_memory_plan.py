@@ -67,7 +67,9 @@ def test_plan_reaches_near_its_lower_bound():
         bound = memory.live_peak(prog, binding, plan)
         separate = sum(memory.evaluate(memory._bytes(r), binding) for r, _ in plan.placed) + plan.static_bytes
         assert bound <= planned <= 1.25 * bound, (planned, bound)
-        assert planned < 0.8 * separate
+        # fusion leaves fewer buffers to share (the residual Add and Relu run in the last
+        # MatMul), so the gain is smaller than before it: 0.82 of a buffer each here
+        assert planned < 0.85 * separate
 
 
 @pytest.mark.parametrize("b,s", [(1, 5), (3, 17)])
