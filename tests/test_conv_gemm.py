@@ -80,7 +80,8 @@ FUSED = [
     ("Relu", {}),
     ("Clip", {}),  # no bounds: the identity
     ("LeakyRelu", {"alpha": 0.1}),
-    ("Sigmoid", {}),
+    ("Sigmoid", {}),  # lane by lane
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
 ]
 
 

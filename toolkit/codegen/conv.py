@@ -382,7 +382,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     def epilogue_at(y_base: ir.Value):
         def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
             if bt is not None:
-                v = kb.b.fadd(v, bt.load(i))
+                v = kb.b.fadd(v, F.splat_like(kb.b, bt.load(i), v))
             return G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, pixels), j)))
         return epilogue
 

@@ -11,6 +11,7 @@ from llvmlite import ir
 
 from ..ir.dtypes import FLOAT32
 from .kernel import F32
+from .scalar import Scalar
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,50 @@ def post_operands(post: tuple) -> int:
     return sum(1 for p in post if p.reads_tensor)
 
 
+# ops whose scalar functions use only Scalar's arithmetic, so they also run on vectors
+# (Lanes); the others (exp, erf, ...: mathlib's) run lane by lane
+VECTOR_SAFE = frozenset({"relu", "leaky_relu", "thresholded_relu", "add", "sub", "mul", "div", "max", "min", "neg",
+                         "abs", "identity", "clip", "hard_sigmoid", "hard_swish"})
+
+
+class Lanes(Scalar):
+    """Scalar arithmetic on vectors of ``lanes`` float32: constants are splats."""
+
+    def __init__(self, b: ir.IRBuilder, lanes: int):
+        super().__init__(b, FLOAT32)
+        self.t = ir.VectorType(F32, lanes)
+
+    def const(self, v: float | int) -> ir.Constant:
+        return ir.Constant(self.t, [float(v)] * self.t.count)
+
+
+def splat_like(b: ir.IRBuilder, s: ir.Value, like: ir.Value) -> ir.Value:
+    """The float32 ``s`` as a value of ``like``'s type (a vector: every lane)."""
+    if not isinstance(like.type, ir.VectorType):
+        return s
+    n = like.type.count
+    one = b.insert_element(ir.Constant(like.type, None), s, ir.Constant(ir.IntType(32), 0))
+    return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+
+
 def apply(b: ir.IRBuilder, post: tuple, v: ir.Value, load: Callable[[PostOp], ir.Value] | None = None) -> ir.Value:
-    """v (a float32) through ``post`` in order; ``load(p)`` gives a tensor operand's value."""
+    """v (a float32, or a vector of them) through ``post`` in order; ``load(p)`` gives a
+    tensor operand's value, of v's type."""
+    vector = isinstance(v.type, ir.VectorType)
     for p in post:
-        if not p.operand:
-            v = p.op.scalar_fn(b, [v], [FLOAT32], FLOAT32)
-            continue
-        o = ir.Constant(F32, p.value) if p.operand == "const" else load(p)
-        v = p.op.scalar_fn(b, [v, o] if p.left else [o, v], [FLOAT32, FLOAT32], FLOAT32)
+        args = [v]
+        if p.operand:
+            o = splat_like(b, ir.Constant(F32, p.value), v) if p.operand == "const" else load(p)
+            args = [v, o] if p.left else [o, v]
+        if not vector:
+            v = p.op.scalar_fn(b, args, [FLOAT32] * len(args), FLOAT32)
+        elif p.op.fn in VECTOR_SAFE and not p.op.post:
+            v = p.op.spec.body(Lanes(b, v.type.count), args, p.op.params)
+        else:
+            out = ir.Constant(v.type, None)
+            for lane in range(v.type.count):
+                at = ir.Constant(ir.IntType(32), lane)
+                e = p.op.scalar_fn(b, [b.extract_element(a, at) for a in args], [FLOAT32] * len(args), FLOAT32)
+                out = b.insert_element(out, e, at)
+            v = out
     return v

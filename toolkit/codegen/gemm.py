@@ -27,7 +27,7 @@ rows); later k blocks add to the partial sums stored by earlier ones.
 The last k block stores each element through an optional *epilogue* (:data:`Epilogue`): a
 convolution's bias, Gemm's alpha and beta * C, and the elementwise ops fused after the
 product (:class:`.fused.PostOp`, :mod:`toolkit.passes.fuse`), applied by their own scalar
-functions lane by lane.
+functions: on whole vectors where they are plain arithmetic, lane by lane otherwise.
 
 Tile shapes per target (:func:`tile_for`): wasm32 SIMD128 has 4 lanes and engines map
 locals to 16 vector registers, so 4 x 8 (8 accumulators, 2 panel vectors, 1 broadcast);
@@ -218,17 +218,26 @@ def _block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Val
     return kb.b.gep(buf, [kb.add(kb.mul(kk, i64(nr)), c)], source_etype=F32)
 
 
-# (kb, row i, column j, y[i, j]) -> the value stored: a fused epilogue (bias, activation)
+# (kb, row i, column j, y[i, j]) -> the value stored: a fused epilogue (bias, activation);
+# y[i, j] is a float32, or a vector of the columns from j
 Epilogue = Callable[[KernelBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
 
 
 def apply_post(kb: KernelBuilder, post: tuple, v: ir.Value, operands: Sequence[Tensor] = (),
                i: ir.Value | None = None, j: ir.Value | None = None, flat: ir.Value | None = None) -> ir.Value:
-    """v (a float32) through the fused ops ``post`` (:class:`.fused.PostOp`), in order; an
-    op with a tensor operand reads its tensor of ``operands`` (in order) at ``flat`` (y's
-    element) or ``j`` (its column)."""
+    """v (a float32 or a vector of consecutive columns from ``j``) through the fused ops
+    ``post`` (:class:`.fused.PostOp`), in order; an op with a tensor operand reads its
+    tensor of ``operands`` (in order) at ``flat`` (y's element) or ``j`` (its column)."""
     it = iter(operands)
-    return F.apply(kb.b, post, v, lambda p: next(it).load(flat if p.operand == "full" else j))
+    return F.apply(kb.b, post, v, lambda p: load_like(kb, next(it), flat if p.operand == "full" else j, v))
+
+
+def load_like(kb: KernelBuilder, t: Tensor, at: ir.Value, like: ir.Value) -> ir.Value:
+    """Element ``at`` of float32 ``t``, or the vector of consecutive elements from ``at``
+    when ``like`` is a vector."""
+    if not isinstance(like.type, ir.VectorType):
+        return t.load(at)
+    return kb.b.load(t.ptr(at), typ=like.type, align=4)
 
 
 def _vec(lanes: int) -> ir.VectorType:
@@ -317,16 +326,10 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         return b.load(b.gep(ptr, [at], source_etype=F32), typ=vt, align=4)
 
     def finish(v: ir.Value, i: ir.Value, j: ir.Value, last) -> ir.Value:
-        """The value stored at (i, j..): the epilogue's, lane by lane, on the last k block."""
+        """The value stored at (i, j..): the epilogue's on the last k block."""
         if epilogue is None or last is False:
             return v
-        if isinstance(v.type, ir.VectorType):
-            out = v
-            for lane in range(v.type.count):
-                e = epilogue(kb, i, kb.add(j, i64(lane)), b.extract_element(v, ir.Constant(ir.IntType(32), lane)))
-                out = b.insert_element(out, e, ir.Constant(ir.IntType(32), lane))
-        else:
-            out = epilogue(kb, i, j, v)
+        out = epilogue(kb, i, j, v)
         return out if last is True else b.select(last, out, v)
 
     def tile_at(i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value, kn: ir.Value,

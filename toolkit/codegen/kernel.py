@@ -324,7 +324,12 @@ def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """Call the LLVM intrinsic ``name`` overloaded on its first argument's scalar type
     (llvm.maximum, llvm.smax, llvm.sqrt, ...): these lower to instructions, never libcalls."""
     t = args[0].type
-    return b.call(b.module.declare_intrinsic(name, [t], ir.FunctionType(t, [a.type for a in args])), list(args))
+    fnty = ir.FunctionType(t, [a.type for a in args])
+    if isinstance(t, ir.VectorType):  # llvmlite names scalar overloads only: llvm.maximum.v4f32
+        full = f"{name}.v{t.count}{t.element.intrinsic_name}"
+        fn = b.module.globals.get(full) or ir.Function(b.module, fnty, full)
+        return b.call(fn, list(args))
+    return b.call(b.module.declare_intrinsic(name, [t], fnty), list(args))
 
 
 def fptosi_sat(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool = True) -> ir.Value:

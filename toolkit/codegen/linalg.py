@@ -232,14 +232,29 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
         bsrc = G.View(bt, i64(0), i64(1), k) if op.trans_b else G.View(bt, i64(0), n, i64(1))
     cm = None if c is None else _broadcast_mat(kb, c)
 
+    def c_at(kb: KernelBuilder, i: ir.Value, j: ir.Value, like: ir.Value) -> ir.Value:
+        """C at (i, j..), as ``like``: a vector load when C's columns are contiguous, a splat
+        when C has one column, else lane by lane."""
+        bld = kb.b
+        if not isinstance(like.type, ir.VectorType):
+            return cm.load(kb, i, j)
+        if isinstance(cm.cs, ir.Constant) and cm.cs.constant == 1:
+            return G.load_like(kb, cm.t, cm.index(kb, i, j), like)
+        if isinstance(cm.cs, ir.Constant) and cm.cs.constant == 0:
+            return F.splat_like(bld, cm.load(kb, i, j), like)
+        out = ir.Constant(like.type, None)
+        for lane in range(like.type.count):
+            out = bld.insert_element(out, cm.load(kb, i, kb.add(j, i64(lane))), ir.Constant(ir.IntType(32), lane))
+        return out
+
     def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
         bld = kb.b
         if op.alpha != 1.0:
-            v = fast(bld.fmul(v, ir.Constant(F32, op.alpha)))
+            v = fast(bld.fmul(v, F.splat_like(bld, ir.Constant(F32, op.alpha), v)))
         if cm is not None:
-            cv = cm.load(kb, i, j)
+            cv = c_at(kb, i, j, v)
             if op.beta != 1.0:
-                cv = fast(bld.fmul(cv, ir.Constant(F32, op.beta)))
+                cv = fast(bld.fmul(cv, F.splat_like(bld, ir.Constant(F32, op.beta), v)))
             v = fast(bld.fadd(v, cv))
         return G.apply_post(kb, op.post, v, operands, i, j, kb.add(kb.mul(i, n), j))
 
