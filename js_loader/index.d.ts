@@ -154,6 +154,8 @@ export class Model {
   readonly metadata: Metadata;
   /** Always 'wasm32' for a .wasm module. */
   readonly target: string;
+  /** The variant running: the file's own (`symwasm.variant` section), chosen by `LoadOptions.variant`. */
+  readonly variant: Variant;
   readonly inputs: readonly TensorInfo[];
   readonly outputs: readonly TensorInfo[];
   /**
@@ -183,7 +185,26 @@ export function evaluateFormula(formula: number | unknown[], bindings: Record<st
  * broken metadata, another format, metadata that disagrees with the program); with an Error
  * when the source cannot be read, a TypeError when it is not a source.
  */
-export function loadModel(source: ModelSource): Promise<Model>;
+export function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;
+
+/** A model's files: the baseline, and with `symwasm compile --relaxed-simd` `NAME.relaxed.wasm`. */
+export type Variant = 'relaxed-simd' | 'baseline';
+
+/** The variants, best first. */
+export const VARIANTS: readonly Variant[];
+
+/** The variants this engine validates, best first (relaxed SIMD where `f32x4.relaxed_madd` validates). */
+export function supportedVariants(): Variant[];
+
+export interface LoadOptions {
+  /**
+   * 'auto' (the default): for a source given by URL or path, the best variant this engine
+   * supports whose file is beside it (`NAME.relaxed.wasm` next to `NAME.wasm`, kept only if
+   * its metadata lists it), else the file given; bytes and modules run as given. A named
+   * variant must run: a ModelError (status 4) says why not.
+   */
+  variant?: 'auto' | Variant;
+}
 
 /** How to cancel a `WorkerModel.run`; without either the run goes on until it finishes. */
 export interface RunOptions {
@@ -192,7 +213,7 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
-export interface LoadInWorkerOptions {
+export interface LoadInWorkerOptions extends LoadOptions {
   /** As `setMemoryLimit`, from the start. */
   memoryLimit?: number | bigint;
 }
@@ -206,6 +227,7 @@ export class WorkerModel {
   private constructor();
   readonly metadata: Metadata;
   readonly target: string;
+  readonly variant: Variant;
   readonly inputs: readonly TensorInfo[];
   readonly outputs: readonly TensorInfo[];
   /**

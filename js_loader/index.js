@@ -184,19 +184,116 @@ export async function readMetadata(source) {
  * Load a compiled model.
  * @param {string | URL | ArrayBuffer | ArrayBufferView | WebAssembly.Module} source a URL
  *   (fetched), a file path or file: URL (Node), the module's bytes, or a compiled module
+ * @param {{variant?: string}} [options] variant: 'auto' (default), 'relaxed-simd' or 'baseline' (see prepare)
  * @returns {Promise<Model>}
  */
-export async function loadModel(source) {
-  const { module, metadata, label } = await prepare(source);
-  return new Model(await instantiate(module, label), metadata, label);
+export async function loadModel(source, options = {}) {
+  const { module, metadata, label, variant } = await prepare(source, options?.variant);
+  const model = new Model(await instantiate(module, label), metadata, label);
+  model.variant = variant;
+  return model;
+}
+
+/** A model's variants, best first (the compiler's --relaxed-simd writes the second file). */
+export const VARIANTS = Object.freeze(['relaxed-simd', 'baseline']);
+const VARIANT_SECTION = 'symwasm.variant';
+
+// (module (func (result v128) (f32x4.relaxed_madd (v128.const 0) (v128.const 0) (v128.const 0))))
+const RELAXED_PROBE_BODY = [0x00, ...[0, 1, 2].flatMap(() => [0xfd, 0x0c, ...new Array(16).fill(0)]),
+  0xfd, 0x85, 0x02, 0x0b];
+const RELAXED_PROBE = new Uint8Array([...WASM_MAGIC, 0x01, 0x00, 0x00, 0x00,
+  0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00,
+  0x0a, RELAXED_PROBE_BODY.length + 2, 0x01, RELAXED_PROBE_BODY.length, ...RELAXED_PROBE_BODY]);
+
+/**
+ * The model variants this engine can run, best first: relaxed SIMD where the engine
+ * validates `f32x4.relaxed_madd` (Chromium, Firefox, Node 22; Node 20 with
+ * --experimental-wasm-relaxed-simd), and the baseline.
+ * @returns {string[]}
+ */
+export function supportedVariants() {
+  return WebAssembly.validate(RELAXED_PROBE) ? [...VARIANTS] : ['baseline'];
+}
+
+function variantOf(module) {
+  const sections = WebAssembly.Module.customSections(module, VARIANT_SECTION);
+  return sections.length ? new TextDecoder().decode(sections[0]) : 'baseline';
+}
+
+/** The file of variant `name` next to the file `label` names (a path or URL), or null. */
+function siblingOf(source, label, file) {
+  if (typeof file !== 'string' || file.includes('/')) return null;
+  if (source instanceof URL || FETCHABLE.test(label) || label.startsWith('file:')) return new URL(file, label).href;
+  if (!isNode) return new URL(file, new URL(label, globalThis.location?.href)).href;
+  const slash = label.lastIndexOf('/');
+  return slash < 0 ? file : label.slice(0, slash + 1) + file;
 }
 
 /**
- * Compile `source` and check its metadata: everything short of instantiating, so a foreign
- * module is rejected unrun.
- * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string}>}
+ * Compile `source` (or the variant of it `want` asks for) and check its metadata:
+ * everything short of instantiating, so a foreign module is rejected unrun. A model given
+ * by URL or path is a set of files, one per variant, that its metadata lists; "auto" loads
+ * the best one this engine supports, trying `NAME.relaxed.wasm` next to a baseline
+ * `NAME.wasm` first (so the baseline is not compiled for nothing) and keeping it only if
+ * its metadata lists it as the relaxed-SIMD variant. Bytes and modules run as given.
+ * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string, variant: string}>}
  */
-async function prepare(source) {
+async function prepare(source, want = 'auto') {
+  want ??= 'auto';
+  if (want !== 'auto' && !VARIANTS.includes(want)) {
+    throw new TypeError(`unknown variant '${want}' (choose auto, ${VARIANTS.join(', ')})`);
+  }
+  const byName = typeof source === 'string' || source instanceof URL;
+  const supported = supportedVariants();
+  if (want !== 'auto' && !supported.includes(want)) {
+    throw new ModelError(`${String(source)}: cannot run the ${want} variant: this engine does not validate `
+      + 'relaxed SIMD', STATUS.INVALID_PROGRAM);
+  }
+  if (byName && supported[0] !== 'baseline' && (want === 'auto' || want === supported[0])) {
+    const label = String(source);
+    const guess = /\.wasm$/i.test(label) && !/\.relaxed\.wasm$/i.test(label)
+      ? label.replace(/\.wasm$/i, '.relaxed.wasm') : null;
+    if (guess !== null) {
+      try {
+        const found = await checked(guess);
+        const entry = found.metadata.variants?.[found.variant];
+        if (found.variant === supported[0] && entry?.file === guess.split('/').pop()) return found;
+      } catch (e) {
+        if (want !== 'auto') throw e;
+      }
+    }
+  }
+  if (byName && /\.relaxed\.wasm$/i.test(String(source)) && (want === 'baseline' || supported[0] === 'baseline')) {
+    // the relaxed file named, the baseline wanted (or the only one this engine runs)
+    const guess = String(source).replace(/\.relaxed\.wasm$/i, '.wasm');
+    let found = null;
+    try {
+      found = await checked(guess);
+    } catch { /* no baseline beside it: say so below */ }
+    if (found?.variant === 'baseline' && found.metadata.variants?.['relaxed-simd']?.file
+        === String(source).split('/').pop()) return found;
+    throw new ModelError(`${String(source)}: the relaxed-SIMD variant of a model, which ${want === 'baseline'
+      ? 'was not asked for' : 'this engine does not validate'}, and its baseline ${guess} cannot be loaded`,
+    STATUS.INVALID_PROGRAM);
+  }
+  const found = await checked(source);
+  if (want === 'auto' || found.variant === want || !byName) return found;
+  // the file of another variant, as the metadata names it
+  const other = siblingOf(source, found.label, found.metadata.variants?.[want]?.file);
+  if (other === null) {
+    throw new ModelError(`${found.label}: cannot run the ${want} variant: the model has none (compile with `
+      + '--relaxed-simd)', STATUS.INVALID_PROGRAM);
+  }
+  const alt = await checked(other);
+  if (alt.variant !== want || JSON.stringify(alt.metadata) !== JSON.stringify(found.metadata)) {
+    throw new ModelError(`${alt.label}: not the ${want} variant of ${found.label} (its metadata differs)`,
+      STATUS.INVALID_PROGRAM);
+  }
+  return alt;
+}
+
+/** compileSource and the checks of one file. */
+async function checked(source) {
   const { module, label } = await compileSource(source);
   const metadata = metadataOf(module, label);
   checkFormat(metadata, label);
@@ -206,7 +303,7 @@ async function prepare(source) {
     throw loadError(label, `the module imports ${JSON.stringify(imports.map((i) => i.name))}; `
       + 'symwasm modules import nothing');
   }
-  return { module, metadata, label };
+  return { module, metadata, label, variant: variantOf(module) };
 }
 
 /** @returns {Promise<WebAssembly.Instance>} */
@@ -558,10 +655,10 @@ export class Model {
  * @returns {Promise<WorkerModel>} once the worker has loaded the model and checked it
  */
 export async function loadModelInWorker(source, options = {}) {
-  const { module, metadata, label } = await prepare(source);
+  const { module, metadata, label, variant } = await prepare(source, options?.variant);
   const memoryLimit = options?.memoryLimit === undefined ? undefined : BigInt(options.memoryLimit);
   const init = { module, metadata, label, memoryLimit };
-  return new WorkerModel(await startWorker(init), init);
+  return new WorkerModel(await startWorker(init), init, variant);
 }
 
 /**
@@ -582,10 +679,11 @@ export class WorkerModel {
    * @param {WorkerChannel} channel a worker that has loaded the model
    * @param {{module: WebAssembly.Module, metadata: object, label: string, memoryLimit?: bigint}} init
    */
-  constructor(channel, init) {
+  constructor(channel, init, variant = 'baseline') {
     this.#init = init;
     this.metadata = init.metadata;
     this.target = init.metadata.target;
+    this.variant = variant;
     Object.assign(this, tensorInfos(init.metadata));
     this.#adopt(Promise.resolve(channel));
   }

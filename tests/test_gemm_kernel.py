@@ -1,5 +1,5 @@
 """The float32 GEMM microkernel (toolkit/codegen/gemm.py) behind MatMul and Gemm, on both
-targets, against numpy in float64. The bindings are chosen to reach every path of both
+targets and in wasm32's relaxed-SIMD variant, against numpy in float64. The bindings are chosen to reach every path of both
 targets' tiles (wasm32 4 x 8, AVX2 6 x 16): rows that fill whole tiles and rows left over,
 fewer rows than a tile (one row against several panels at once), M = 0 and 1; N a multiple
 of the panel width and not (the partial panel), N below one vector; K = 0, K inside one
@@ -12,9 +12,17 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen.gemm import GemmTile, pack_b
-from util import build, const, make_model, vinfo
+from util import RELAXED, build, const, make_model, vinfo
 
 F32 = np.float32
+
+
+@pytest.fixture(params=("wasm32", RELAXED, "native"))
+def target(request) -> str:
+    """The GEMM kernels run on both targets and in wasm32's relaxed-SIMD variant (FMA)."""
+    return request.param
+
+
 N = helper.make_node
 KC = 256
 

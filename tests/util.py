@@ -39,10 +39,17 @@ def const(name: str, arr) -> onnx.TensorProto:
     return onnx.numpy_helper.from_array(np.asarray(arr), name)
 
 
+RELAXED = "wasm32-relaxed"  # a test target: wasm32's relaxed-SIMD variant (compile --relaxed-simd)
+
+
 def build(model: onnx.ModelProto, target: str, **kw) -> wasm_runtime.Model:
-    """Compile ``model`` for ``target`` into a fresh file and load it."""
+    """Compile ``model`` for ``target`` into a fresh file and load it (for ``RELAXED``, its
+    relaxed-SIMD variant)."""
     _counter[0] += 1
-    path = _TMP / f"m{_counter[0]}{'.wasm' if target == 'wasm32' else '.so'}"
+    path = _TMP / f"m{_counter[0]}{'.so' if target == 'native' else '.wasm'}"
+    if target == RELAXED:
+        compile_model(model, path, target="wasm32", relaxed=True, **kw)
+        return wasm_runtime.load(path, variant="relaxed-simd")
     compile_model(model, path, target=target, **kw)
     return wasm_runtime.load(path)
 
@@ -111,7 +118,7 @@ def lower_model(model: onnx.ModelProto, target: str = "wasm32"):
     from toolkit.program.lower import lower_graph
 
     graph = run_pipeline(import_model(model))
-    tgt = get_target(target)
+    tgt = get_target("wasm32" if target == RELAXED else target)
     module = new_module(tgt, "t")
     prog = lower_graph(graph, KernelTable(module, tgt, Program()))
     return graph, prog, module

@@ -61,6 +61,10 @@ def cmd_compile(args) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.relaxed_simd and not tgt.is_wasm:
+        print("error: --relaxed-simd is a wasm32 variant; the native target uses the CPU's own FMA "
+              "(see --cpu)", file=sys.stderr)
+        return 2
     src = Path(args.model)
     out = Path(args.output) if args.output else src.with_suffix(".wasm" if args.target == "wasm32" else ".so")
     binds = _parse_binds(args.bind, "--bind")
@@ -74,7 +78,7 @@ def cmd_compile(args) -> int:
         print(f"compiling {src} for {args.target}{cpu}", file=sys.stderr, flush=True)
     try:
         r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges,
-                          static=args.static, cpu=args.cpu)
+                          static=args.static, cpu=args.cpu, relaxed=args.relaxed_simd)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -90,6 +94,9 @@ def cmd_compile(args) -> int:
     code = r.module_bytes - r.weights_bytes
     print(f"wrote {out} ({args.target}, {r.module_bytes / 1e6:.2f} MB: weights {r.weights_bytes / 1e6:.2f} MB, "
           f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s")
+    for name, path in r.variants.items():
+        if path != out:
+            print(f"wrote {path} (the {name} variant: {path.stat().st_size / 1e6:.2f} MB)")
     dyn = [f"{i['name']}: {i['dtype']}{_shape(i['shape'])}" for i in r.metadata["outputs"]]
     print(f"outputs: {', '.join(dyn)}")
     dynamic = r.metadata["dynamic"]
@@ -209,6 +216,13 @@ def cmd_inspect(args) -> int:
     print(f"{args.model}: symwasm module, format {'.'.join(map(str, meta['format_version']))}, "
           f"compiler {meta.get('compiler')}")
     print(f"  target {meta['target']}{_requires(meta)}, {size / 1e3:.1f} kB")
+    variants = meta.get("variants") or {}
+    if len(variants) > 1:  # the model's files, and what each needs beyond the baseline
+        parts = []
+        for name, v in variants.items():
+            extra = [f for f in v["features"] if f not in meta["features"]]
+            parts.append(f"{name} ({v['file']}{': + ' + ', '.join(extra) if extra else ''})")
+        print(f"  variants: {', '.join(parts)}; hosts run the best their engine validates")
     print(f"  model '{meta['model']['name']}', opset {meta['model']['opset']}")
     for note in meta["model"].get("notes", []):
         print(f"  note: {note}")
@@ -348,6 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "x86-64-v2, x86-64-v3: AVX2 and FMA, x86-64-v4: AVX-512) or an LLVM CPU name "
                         "(skylake, znver3, sapphirerapids). The library records it, and loading it on a "
                         "CPU that lacks one of its extensions fails, naming them"),
+    c.add_argument("--relaxed-simd", action="store_true",
+                   help="with --target wasm32: also write the relaxed-SIMD variant, MODEL.relaxed.wasm "
+                        "next to the output (multiply-adds fused by f32x4.relaxed_madd). Engines without "
+                        "relaxed SIMD reject it, so the baseline stays; the Python host and the JS loader "
+                        "pick the variant their engine validates")
     c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
                    help="fix symbolic dims (the model's named input dims) at compile time, e.g. "
                         "--bind seq=128,batch=1 (repeatable): the model is compiled as if exported with "

@@ -11,7 +11,7 @@ from typing import Callable, Mapping
 from . import __version__
 from .abi import FORMAT_VERSION
 from .codegen.embed import embed_program
-from .codegen.target import emit_object, get_target, new_module
+from .codegen.target import emit_object, get_target, new_module, relaxed_simd, variant
 from .frontend.onnx.importer import import_model
 from .ir import dims as D
 from .ir.graph import CompileError, Graph
@@ -36,13 +36,14 @@ class CompileResult:
     module_bytes: int = 0
     weights_bytes: int = 0
     stages: dict[str, float] = field(default_factory=dict)
+    variants: dict[str, Path] = field(default_factory=dict)  # wasm32: each variant's file
 
 
 def _dim_json(d):
     return d if isinstance(d, int) else str(d)
 
 
-def build_metadata(graph: Graph, prog: Encoded, target, memory=None) -> dict:
+def build_metadata(graph: Graph, prog: Encoded, target, memory=None, variants: dict | None = None) -> dict:
     def io(name):
         v = graph.values[name]
         return {"name": name, "dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
@@ -72,6 +73,9 @@ def build_metadata(graph: Graph, prog: Encoded, target, memory=None) -> dict:
         # what a host must support: wasm features, or the native CPU's ISA extensions
         "target": target.name, "features": list(target.wasm_features if target.is_wasm else target.isa),
         "cpu": None if target.is_wasm else target.cpu,
+        # wasm32: the model's files, one per variant, each with the features an engine needs;
+        # a host loads the best its engine validates (the files differ only in their code)
+        "variants": variants,
         "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
@@ -116,13 +120,16 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
                   progress: Callable[[str], None] | None = None,
                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
-                  static: bool = False, cpu: str | None = None) -> CompileResult:
+                  static: bool = False, cpu: str | None = None, relaxed: bool = False) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
     symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
     demands a static module: every shape known at compile time, so the program is only
     kernel calls over a compile-time arena; otherwise the error lists each value that stays
     dynamic and why. ``cpu`` (native only) names the CPU the code is for: an LLVM CPU name or
     an x86-64 psABI level (``x86-64-v3``); None or ``native`` is this machine's.
+    ``relaxed`` (wasm32 only) also writes the relaxed-SIMD variant next to ``output``
+    (``model.relaxed.wasm``, FMA through ``f32x4.relaxed_madd``); both files' metadata name
+    both, and hosts pick the variant their engine supports.
 
     Raises ValueError for an unknown target or CPU, and
     :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
@@ -138,6 +145,14 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         return now
 
     tgt = get_target(target, cpu)
+    if relaxed and not tgt.is_wasm:
+        raise ValueError("relaxed SIMD is a wasm32 variant; the native target uses the CPU's own FMA")
+    out = Path(output)
+    files = {tgt: out}
+    if relaxed:
+        files[relaxed_simd(tgt)] = out.with_name(f"{out.stem}.relaxed{out.suffix or '.wasm'}")
+    variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
+        if tgt.is_wasm else None
     graph = import_model(model, binds, ranges)
     t = stage("import", t0)
     graph = run_pipeline(graph)
@@ -150,13 +165,13 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         check_static_program(prog)
     encoded = prog.encode()
     t = stage("lower", t)
-    meta = build_metadata(graph, encoded, tgt, prog.memory)
+    meta = build_metadata(graph, encoded, tgt, prog.memory, variants)
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
     weights = embed_program(module, encoded, meta_bytes)
-    obj = emit_object(module, tgt)
+    objs = {t_: emit_object(module, t_) for t_ in files}
     t = stage("codegen", t)
-    out = Path(output)
-    link(tgt, obj, out, meta_bytes, weights)
+    for t_, path in files.items():
+        link(t_, objs[t_], path, meta_bytes, weights)
     stage("link", t)
     return CompileResult(out, tgt.name, graph, prog, encoded, meta, time.perf_counter() - t0,
-                         out.stat().st_size, len(weights), stages)
+                         out.stat().st_size, len(weights), stages, {variant(t_): p for t_, p in files.items()})

@@ -21,8 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from wasm_runtime.metadata import SECTION as METADATA_SECTION
+from wasm_runtime.metadata import VARIANT_SECTION
+
 from .abi import EXPORTS
-from .codegen.target import Target
+from .codegen.target import Target, baseline, variant
 
 VM_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm"
 # the VM, and the kernels written in C (sw_lib.h: strings, regular expressions, images),
@@ -33,7 +36,6 @@ VM_SOURCES = ("sw_vm.c", "sw_alloc.c", "sw_strconst.c", "sw_text.c", "sw_regex.c
 def _vm_headers() -> list[Path]:
     return sorted(VM_DIR.glob("*.h"))
 WASM_STACK = 1 << 20
-METADATA_SECTION = "symwasm.metadata"
 CPU_SECTION = ".symwasm.cpu"
 
 
@@ -113,18 +115,23 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
 
 
 def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes, weights: bytes = b"") -> None:
+    """The kernels, the VM and the weights as one module (wasm32: the metadata and the
+    variant's name appended as custom sections) or shared library at ``output``."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
         kobj = Path(tmp) / "model.o"
         kobj.write_bytes(kernel_object)
-        objs = [str(p) for p in vm_objects(target)] + [str(kobj), str(weights_object(target, weights, Path(tmp)))]
+        # the VM's C code is the same in every variant
+        objs = [str(p) for p in vm_objects(baseline(target))] + [str(kobj),
+                                                               str(weights_object(target, weights, Path(tmp)))]
         linked = Path(tmp) / output.name
         if target.is_wasm:
             _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
                  *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
                  *objs, "-o", str(linked))
-            data = linked.read_bytes() + custom_section(METADATA_SECTION, metadata)
+            data = (linked.read_bytes() + custom_section(METADATA_SECTION, metadata)
+                    + custom_section(VARIANT_SECTION, variant(target).encode()))
             linked.write_bytes(data)
         else:
             _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o", str(linked))

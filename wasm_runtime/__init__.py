@@ -160,8 +160,11 @@ class Model:
         self._shape_buffer = self._b.call("sw_shape_buffer", self._ctx)
         self._buffers: dict[int, tuple[int, int]] = {}  # input -> (address, capacity)
 
+    variant: str | None = None  # wasm32: the variant running ("baseline", "relaxed-simd")
+
     def __repr__(self) -> str:
-        return f"<symwasm.Model {self.path.name} ({self.target}) inputs={self.inputs} outputs={self.outputs}>"
+        target = f"{self.target}, {self.variant}" if self.variant else self.target
+        return f"<symwasm.Model {self.path.name} ({target}) inputs={self.inputs} outputs={self.outputs}>"
 
     def close(self) -> None:
         """Free the instance's memory now (it is freed when the Model is collected anyway)."""
@@ -380,18 +383,25 @@ class Model:
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
-def load(path: str | os.PathLike) -> Model:
+def load(path: str | os.PathLike, variant: str = "auto") -> Model:
     """Load a compiled model: ``.wasm`` runs under wasmtime, anything else is a native
-    library loaded with ctypes. Each call gives a new, independent instance."""
+    library loaded with ctypes. Each call gives a new, independent instance.
+
+    ``variant`` (wasm32): a model compiled with ``--relaxed-simd`` has two files, the
+    baseline and ``NAME.relaxed.wasm``; "auto" runs the best one this engine supports whose
+    file is beside ``path`` (``Model.variant`` says which), "baseline" or "relaxed-simd"
+    demand one."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such model: {p}")
+    chosen = None
     try:
         if is_wasm(p):
-            from .wasm_host import WasmBackend
+            from .wasm_host import WasmBackend, choose_variant
 
             metadata = wasm_metadata(p)
             check_format(metadata, str(p))
+            p, chosen = choose_variant(p, metadata, variant)
             backend = WasmBackend(p)
         else:
             from .native_host import NativeBackend
@@ -405,7 +415,9 @@ def load(path: str | os.PathLike) -> Model:
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError) as e:
         # a truncated or edited file: bad JSON, bad UTF-8, missing fields, a foreign library
         raise ModelError(f"{p}: cannot load the model: {e}", STATUS["INVALID_PROGRAM"]) from None
-    return Model(backend, metadata, p)
+    model = Model(backend, metadata, p)
+    model.variant = chosen
+    return model
 
 
 def check_metadata(metadata: dict) -> None:

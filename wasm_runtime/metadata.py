@@ -7,6 +7,7 @@ from pathlib import Path
 
 WASM_MAGIC = b"\0asm"
 SECTION = "symwasm.metadata"
+VARIANT_SECTION = "symwasm.variant"  # "baseline" or "relaxed-simd": which of a model's files a .wasm is
 
 
 def _leb(data: bytes, pos: int) -> tuple[int, int]:
@@ -46,6 +47,13 @@ def wasm_metadata(path: str | Path) -> dict:
     if SECTION not in sections:
         raise ValueError(f"{path}: a WebAssembly module without symwasm metadata")
     return json.loads(sections[SECTION])
+
+
+def wasm_variant(path: str | Path) -> str:
+    """Which of its model's files a .wasm is: "baseline" or "relaxed-simd" (files from before
+    variants existed are the baseline)."""
+    raw = wasm_custom_sections(Path(path).read_bytes()).get(VARIANT_SECTION, b"baseline")
+    return raw.decode(errors="replace")
 
 
 def read_metadata(path: str | Path) -> dict:

@@ -16,11 +16,51 @@ from pathlib import Path
 import wasmtime
 
 from ._stop import Trapped
+from .metadata import wasm_metadata, wasm_variant
 
 # linear memory beyond the VM's own limit that the store allows: the module's data (program,
 # weights), stack and allocator slack
 MEMORY_SLACK = 256 << 20
 WASM32_MAX_MEMORY = 4 << 30
+
+
+# a model's variants, best first, and the wasm features this host's engine has
+VARIANTS = ("relaxed-simd", "baseline")
+ENGINE_FEATURES = frozenset({"simd128", "bulk-memory", "nontrapping-fptoint", "sign-ext", "mutable-globals",
+                             "relaxed-simd"})
+
+
+def choose_variant(path: Path, metadata: dict, want: str = "auto") -> tuple[Path, str]:
+    """The file of the model at ``path`` to run and its variant: ``want`` names one
+    ("baseline", "relaxed-simd") or "auto", the best whose features this engine has and
+    whose file is beside ``path`` with the same metadata. A named variant that cannot run
+    is an error; "auto" falls back to the file given."""
+    if want not in ("auto",) + VARIANTS:
+        raise ValueError(f"unknown variant '{want}' (choose auto, {', '.join(VARIANTS)})")
+    files = metadata.get("variants") or {}
+    this = wasm_variant(path)
+    for name in ([want] if want != "auto" else [v for v in VARIANTS if v in files]):
+        if name == this:
+            return path, name
+        problem = None
+        entry = files.get(name)
+        if entry is None:
+            problem = f"the model has no {name} variant (compile with --relaxed-simd)"
+        elif not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or "/" in entry["file"]:
+            problem = f"its metadata's {name} entry is malformed"
+        elif missing := sorted(set(entry.get("features", [])) - ENGINE_FEATURES):
+            problem = f"this engine lacks {', '.join(missing)}"
+        else:
+            other = path.parent / entry["file"]
+            if not other.exists():
+                problem = f"its {name} file {other} is missing"
+            elif wasm_variant(other) != name or wasm_metadata(other) != metadata:
+                problem = f"{other} is not the {name} variant of this model (its metadata differs)"
+            else:
+                return other, name
+        if want != "auto":
+            raise ValueError(f"cannot run the {name} variant: {problem}")
+    return path, this
 
 
 class WasmBackend:
@@ -30,6 +70,7 @@ class WasmBackend:
         self.path = path
         cfg = wasmtime.Config()
         cfg.wasm_simd = True
+        cfg.wasm_relaxed_simd = True
         cfg.wasm_bulk_memory = True
         self.engine = wasmtime.Engine(cfg)
         try:

@@ -26,7 +26,7 @@ before(async () => {
     throw new Error(`${CHROMIUM} is missing: the browser tests drive Debian's Chromium; install it with `
       + '`apt-get update && apt-get install -y chromium` (`make test` does)');
   }
-  built = await buildFixtures('add_mul', 'where_greater', 'matmul', 'strings');
+  built = await buildFixtures('add_mul', 'where_greater', 'matmul', 'strings', 'dense');
   server = await serve([{ prefix: '/fixtures/', dir: built.dir }, { prefix: '/', dir: LOADER_DIR }]);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
   page = await browser.newPage();
@@ -59,6 +59,13 @@ async function assertRunsMatch(name, picks, how) {
 test('Chromium: add_mul, one module fetched by URL, four bindings of n match onnx.reference', async () => {
   const report = await assertRunsMatch('add_mul', [0, 1, 2, 3], 'url');
   assert.equal(new Set(report.map((r) => r.run)).size, 4);
+});
+
+test('Chromium: a --relaxed-simd model runs dense.relaxed.wasm (Chromium validates relaxed SIMD) and, asked for, '
+  + 'the baseline; both match onnx.reference at three bindings', async () => {
+  const report = await page.evaluate((n) => globalThis.symwasmTest.variantRuns(n), 'dense');
+  assert.deepEqual(report, { supported: ['relaxed-simd', 'baseline'], auto: { variant: 'relaxed-simd', problems: [] },
+    baseline: { variant: 'baseline', problems: [] } });
 });
 
 test('Chromium: where_greater, two symbols and a bool output, three bindings match', async () => {

@@ -192,8 +192,19 @@ def strings():
     return m, [feeds(3), feeds(6), feeds(0)], None, {}
 
 
+def dense():
+    """A dense layer, relu(x @ w + b) with x [n, 24], compiled with --relaxed-simd: two files,
+    dense.wasm and dense.relaxed.wasm (its multiply-adds f32x4.relaxed_madd)."""
+    m = model("dense", [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["u"]),
+                        helper.make_node("Relu", ["u"], ["y"])],
+              [("x", F32, ["n", 24])], [("y", F32, ["n", 20])],
+              [numpy_helper.from_array(f32(24, 20), "w"), numpy_helper.from_array(f32(20), "b")])
+    return m, [{"x": f32(n, 24)} for n in (1, 5, 13)], None, {}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
-                                    e8m0, strings)}  # new ones last: they share RNG
+                                    e8m0, strings, dense)}  # new ones last: they share RNG
+RELAXED = {"dense"}  # compiled with the relaxed-SIMD variant too
 
 
 def encode(arr) -> dict:
@@ -214,7 +225,7 @@ def run_record(ref: ReferenceEvaluator, names: list[str], feeds: dict) -> dict:
 def build(name: str, out: Path) -> dict:
     m, runs, growth, errors = FIXTURES[name]()
     wasm = out / f"{name}.wasm"
-    compile_model(m, wasm, target="wasm32")
+    result = compile_model(m, wasm, target="wasm32", relaxed=name in RELAXED)
     ref = ReferenceEvaluator(m)
     names = [o.name for o in m.graph.output]
     host = wasm_runtime.load(wasm)
@@ -227,7 +238,8 @@ def build(name: str, out: Path) -> dict:
                              "message": str(e), "status": e.status})
         else:
             raise AssertionError(f"{name}: the Python host accepted the '{case}' inputs")
-    return {"wasm": wasm.name, "doc": FIXTURES[name].__doc__, "runs": [run_record(ref, names, f) for f in runs],
+    return {"wasm": wasm.name, "variants": {k: p.name for k, p in result.variants.items()},
+            "doc": FIXTURES[name].__doc__, "runs": [run_record(ref, names, f) for f in runs],
             "growth": run_record(ref, names, growth) if growth else None, "errors": recorded}
 
 

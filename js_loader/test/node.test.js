@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 
 import { DTYPES, SIGNATURES } from '../abi.js';
-import { evaluateFormula, FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, WorkerModel } from '../index.js';
+import { evaluateFormula, FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, supportedVariants, WorkerModel } from '../index.js';
 import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
 import { longFeeds } from '../test-support/cancel.js';
 import { decodeTensor, describeRun, feedsOf, mismatches } from '../test-support/fixtures.js';
@@ -645,4 +645,50 @@ test('an idle WorkerModel does not keep Node running (run as `node --input-type=
     console.log(model.inputs.length);`;
   const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
   assert.equal(stdout, '2\n');
+});
+
+test('variants: a --relaxed-simd model runs the best variant the engine validates, or the one asked for', async () => {
+  assert.deepEqual(fixtures.dense.variants, { baseline: 'dense.wasm', 'relaxed-simd': 'dense.relaxed.wasm' });
+  const relaxedHere = supportedVariants()[0] === 'relaxed-simd';
+  const auto = await loadModel(wasmPath('dense'));
+  assert.equal(auto.variant, relaxedHere ? 'relaxed-simd' : 'baseline');
+  for (const run of fixtures.dense.runs) await assertRunMatches(auto, run);
+  // the relaxed file named, the baseline asked for: its sibling
+  const base = await loadModel(path.join(dir, 'dense.relaxed.wasm'), { variant: 'baseline' });
+  assert.equal(base.variant, 'baseline');
+  for (const run of fixtures.dense.runs) await assertRunMatches(base, run);
+  if (!relaxedHere) {
+    await assert.rejects(loadModel(wasmPath('dense'), { variant: 'relaxed-simd' }), (e) => e instanceof ModelError
+      && e.status === STATUS.INVALID_PROGRAM
+      && e.message.endsWith('cannot run the relaxed-simd variant: this engine does not validate relaxed SIMD'));
+  }
+  await assert.rejects(loadModel(wasmPath('dense'), { variant: 'fast' }), /unknown variant 'fast'/);
+  // bytes run as given, and say which file they are
+  assert.equal((await loadModel(await readFile(wasmPath('dense')))).variant, 'baseline');
+  const worker = await loadModelInWorker(wasmPath('dense'), { variant: 'baseline' });
+  assert.equal(worker.variant, 'baseline');
+  await assertRunMatches(worker, fixtures.dense.runs[1]);
+  worker.dispose();
+});
+
+test('variants: where relaxed SIMD validates (Node 20 with its flag), auto runs dense.relaxed.wasm, which matches '
+  + 'onnx.reference; a .relaxed.wasm beside a model whose metadata does not list it is ignored', async () => {
+  // a stray pair: add_mul's baseline beside dense's relaxed file
+  await writeFile(path.join(dir, 'stray.wasm'), await readFile(wasmPath('add_mul')));
+  await writeFile(path.join(dir, 'stray.relaxed.wasm'), await readFile(path.join(dir, 'dense.relaxed.wasm')));
+  const script = path.join(dir, 'relaxed_child.mjs');
+  await writeFile(script, `
+    import { loadModel, supportedVariants } from ${JSON.stringify(pathToFileURL(path.join(LOADER_DIR, 'index.js')).href)};
+    import { feedsOf, mismatches } from ${JSON.stringify(pathToFileURL(path.join(LOADER_DIR, 'test-support/fixtures.js')).href)};
+    const fixtures = ${JSON.stringify({ dense: fixtures.dense })};
+    const model = await loadModel(${JSON.stringify(wasmPath('dense'))});
+    const problems = [];
+    for (const run of fixtures.dense.runs) problems.push(...mismatches(await model.run(feedsOf(run.inputs)), run.expected));
+    const stray = await loadModel(${JSON.stringify(path.join(dir, 'stray.wasm'))});
+    console.log(JSON.stringify({ supported: supportedVariants(), variant: model.variant, problems, stray: stray.variant,
+      strayInputs: stray.inputs.map((i) => i.name) }));
+  `);
+  const { stdout } = await promisify(execFile)(process.execPath, ['--experimental-wasm-relaxed-simd', script]);
+  assert.deepEqual(JSON.parse(stdout), { supported: ['relaxed-simd', 'baseline'], variant: 'relaxed-simd', problems: [],
+    stray: 'baseline', strayInputs: ['x', 'b'] });
 });

@@ -6,7 +6,7 @@ import platform
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import llvmlite.binding as llvm
@@ -106,6 +106,32 @@ def cpu_features(cpu: str, zig_target: str) -> tuple[str, ...]:
         raise RuntimeError(f"asking clang for the features of CPU '{cpu}' failed:\n{r.stderr.strip()}")
     macros = set(re.findall(r"#define (__\w+__) ", r.stdout))
     return tuple(f for f in CPU_FLAGS if "__" + f.upper().replace(".", "_") + "__" in macros)
+
+
+RELAXED_SIMD = "relaxed-simd"  # the module variant (and wasm feature) name
+
+
+def relaxed_simd(target: Target) -> Target:
+    """wasm32 with relaxed SIMD: from the same IR, LLVM turns the kernels' contractible
+    multiply-adds (``contract`` fmul + fadd on f32x4) into ``f32x4.relaxed_madd``, a fused
+    multiply-add on hosts with FMA. An engine without relaxed SIMD rejects such a module, so
+    it is a second file next to the baseline (see toolkit.compiler)."""
+    if not target.is_wasm:
+        raise ValueError("relaxed SIMD is a wasm32 feature")
+    return replace(target, features=target.features + ",+" + RELAXED_SIMD,
+                   wasm_features=target.wasm_features + (RELAXED_SIMD,))
+
+
+def baseline(target: Target) -> Target:
+    """``target`` without relaxed SIMD (the VM's own C code is compiled for it)."""
+    if RELAXED_SIMD not in target.wasm_features:
+        return target
+    return replace(target, features=target.features.replace(",+" + RELAXED_SIMD, ""),
+                   wasm_features=tuple(f for f in target.wasm_features if f != RELAXED_SIMD))
+
+
+def variant(target: Target) -> str:
+    return RELAXED_SIMD if RELAXED_SIMD in target.wasm_features else "baseline"
 
 
 def new_module(target: Target, name: str) -> ir.Module:
