@@ -37,7 +37,8 @@ def choose_variant(path: Path, metadata: dict, want: str = "auto") -> tuple[Path
     is an error; "auto" falls back to the file given."""
     if want not in ("auto",) + VARIANTS:
         raise ValueError(f"unknown variant '{want}' (choose auto, {', '.join(VARIANTS)})")
-    files = metadata.get("variants") or {}
+    files = metadata.get("variants")
+    files = files if isinstance(files, dict) else {}
     this = wasm_variant(path)
     for name in ([want] if want != "auto" else [v for v in VARIANTS if v in files]):
         if name == this:
