@@ -14,7 +14,8 @@ the peak. Then float32 MatMul models go through the normal compiler
   symbolic M    [m, 1024] @ a constant [1024, 1024], compiled with m symbolic, run at m = 1000
 
 Engines: wasm32 under wasmtime (the Python host), wasm32 in Node (the JS loader; the peak
-module through WebAssembly.instantiate, both in gemm_peak_node.mjs), and native. One thread.
+module through WebAssembly.instantiate, both in gemm_peak_node.mjs), each for the baseline
+and the relaxed-SIMD variant (``compile --relaxed-simd``), and native. One thread.
 
     python benchmarks/gemm_peak.py [--quick] [--out build/gemm_peak.md]
 """
@@ -43,7 +44,7 @@ import wasm_runtime  # noqa: E402
 from toolkit.codegen.conv import _splat, mac  # noqa: E402
 from toolkit.codegen.gemm import tile_for  # noqa: E402
 from toolkit.codegen.kernel import F32, I32  # noqa: E402
-from toolkit.codegen.target import Target, emit_object, get_target, new_module  # noqa: E402
+from toolkit.codegen.target import Target, emit_object, get_target, new_module, relaxed_simd, variant  # noqa: E402
 from toolkit.compiler import compile_model  # noqa: E402
 
 ACCUMULATORS = (8, 10, 12, 14)  # independent chains; a peak_<n> function each
@@ -214,8 +215,8 @@ def time_python(model: wasm_runtime.Model, feeds, warmup_s: float, min_time_s: f
 class Node:
     """gemm_peak_node.mjs as a child process, one JSON request per line."""
 
-    def __init__(self):
-        self.proc = subprocess.Popen(["node", str(HERE / "gemm_peak_node.mjs")], stdin=subprocess.PIPE,
+    def __init__(self, *flags: str):
+        self.proc = subprocess.Popen(["node", *flags, str(HERE / "gemm_peak_node.mjs")], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, cwd=REPO)
 
     def __call__(self, op: str, **req) -> dict:
@@ -270,13 +271,17 @@ def main() -> int:
     warmup_s, min_time_s = (0.3, 0.5) if args.quick else (1.0, 2.0)
     peak_s = 0.1 if args.quick else PEAK_SECONDS
     wasm, native = get_target("wasm32"), get_target("native")
+    relaxed = relaxed_simd(wasm)
     tmp = Path(tempfile.mkdtemp(prefix="symwasm-peak-"))
     todo = cases(size)
     rows = []  # (engine, (peak, accumulators), tile, [gflops per case])
     node = Node()
+    # Node 20's V8 validates relaxed SIMD only behind this flag (Node 22 has it by default)
+    node_relaxed = Node("--experimental-wasm-relaxed-simd")
     try:
-        for target in (wasm, native):
-            out = tmp / target.name
+        for target in (wasm, relaxed, native):
+            is_relaxed = variant(target) != "baseline"
+            out = tmp / (target.name + ("-relaxed" if is_relaxed else ""))
             out.mkdir()
             peak_path = build_peak(target, out)
             tile = tile_for(target)
@@ -284,21 +289,24 @@ def main() -> int:
             paths = []
             for i, (name, model, feeds, _) in enumerate(todo):
                 path = out / f"case{i}.{'wasm' if target.is_wasm else 'so'}"
-                compile_model(model, path, target=target.name)
+                path = compile_model(model, path, target=target.name, relaxed=is_relaxed).variants.get(
+                    variant(target), path)
                 got = wasm_runtime.load(path).run(feeds)["y"]
                 np.testing.assert_allclose(got, _expected(model, feeds), rtol=1e-3, atol=1e-2 * np.sqrt(size),
                                            err_msg=f"{name} on {target.name}")
                 paths.append(path)
-            engines = [("wasm32, wasmtime", wasmtime_peak), ("wasm32, Node", None)] if target.is_wasm \
+            name = "wasm32 relaxed SIMD" if is_relaxed else "wasm32"
+            engines = [(f"{name}, wasmtime", wasmtime_peak), (f"{name}, Node", None)] if target.is_wasm \
                 else [(f"native ({target.cpu})", native_peak)]
+            child = node_relaxed if is_relaxed else node
             for engine, peak_fn in engines:
                 print(f"{engine}: peak ...", file=sys.stderr, flush=True)
-                peak = peak_fn(peak_path, target, peak_s) if peak_fn else node_peak(node, peak_path, target, peak_s)
+                peak = peak_fn(peak_path, target, peak_s) if peak_fn else node_peak(child, peak_path, target, peak_s)
                 gflops = []
                 for (name, model, feeds, flops), path in zip(todo, paths):
                     if peak_fn is None:
-                        node("load", wasm=str(path))
-                        ms = min(node("bench", inputs=_raw_inputs(feeds, tmp), warmup_s=warmup_s,
+                        child("load", wasm=str(path))
+                        ms = min(child("bench", inputs=_raw_inputs(feeds, tmp), warmup_s=warmup_s,
                                       min_time_s=min_time_s, min_runs=3)["times_ms"])
                     else:
                         ms = time_python(wasm_runtime.load(path), feeds, warmup_s, min_time_s)
@@ -307,6 +315,7 @@ def main() -> int:
                 rows.append((engine, peak, tile_text, gflops))
     finally:
         node.close()
+        node_relaxed.close()
     names = [name for name, *_ in todo]
     lines = [f"# GEMM kernel against the measured peak ({size}x{size}x{size} float32 MatMul)", "",
              f"Host: {host_line(native)}.", "",
@@ -319,7 +328,9 @@ def main() -> int:
               "and its percentage of that engine's peak. The peak is the best of "
               f"{', '.join(map(str, ACCUMULATORS))} independent `acc * x + y` chains on vectors of the "
               "target's lanes, built with the GEMM kernel's `mac` (FMA natively when the CPU has it; a "
-              "multiply and an add on wasm32, whose SIMD128 has no fused multiply-add).", ""]
+              "multiply and an add on wasm32, whose SIMD128 has no fused multiply-add; `f32x4.relaxed_madd` "
+              "in the relaxed-SIMD variant, `compile --relaxed-simd`, which Node 20 runs with "
+              "`--experimental-wasm-relaxed-simd`).", ""]
     text = "\n".join(lines)
     print(text)
     if args.out:
