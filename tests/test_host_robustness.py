@@ -115,17 +115,18 @@ def test_input_buffers_count_against_the_limit(target):
 
 
 def test_the_static_arena_counts_against_the_limit(target):
-    """A static model holds its arena; a limit below it leaves no room for the inputs."""
+    """A static model holds its arena; a limit below it leaves no room for the inputs.
+    float64: two kernels and two arena buffers (float32 would fuse into one)."""
     model = make_model([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Neg", ["t"], ["y"])],
-                       [vinfo("x", np.float32, [64, 64])], [vinfo("y", np.float32, None)])
+                       [vinfo("x", np.float64, [64, 64])], [vinfo("y", np.float64, None)])
     m = wasm_runtime.load(_compiled(target, "arena", model))
     arena = m.metadata["program"]["arena_size"]
-    assert arena >= 2 * 64 * 64 * 4 and m.memory_held() == arena
+    assert arena >= 2 * 64 * 64 * 8 and m.memory_held() == arena
     m.set_memory_limit(arena + 100)
-    feeds = {"x": np.ones((64, 64), np.float32)}
-    with pytest.raises(wasm_runtime.ModelError, match=rf"input 'x': cannot allocate 16384 bytes .*model holds {arena}"):
+    feeds = {"x": np.ones((64, 64), np.float64)}
+    with pytest.raises(wasm_runtime.ModelError, match=rf"input 'x': cannot allocate 32768 bytes .*model holds {arena}"):
         m.run(feeds)
-    m.set_memory_limit(arena + 16384)
+    m.set_memory_limit(arena + 32768)
     assert_outputs_match(m.run(feeds), reference(model, feeds))
 
 
