@@ -88,8 +88,16 @@ FUSED = [
     ("Relu", {}),
     ("Clip", {}),  # no bounds: the identity
     ("LeakyRelu", {"alpha": 0.1}),
-    ("Sigmoid", {}),  # lane by lane
+    ("Sigmoid", {}),
     ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+    ("Gelu", {}),
+    ("Tanh", {}),
+    ("Softplus", {}),
+    ("Elu", {"alpha": 0.7}),
+    ("Selu", {}),
+    ("Softsign", {}),
+    ("Floor", {}),
+    ("Cos", {}),  # lane by lane
 ]
 
 
@@ -127,7 +135,7 @@ def test_matmul_fuses(target, op, attrs):
         inits = [const("b", _rand(rng, (k, 20)))] if b_const else []
         ins = [vinfo("a", F32, ["m", k])] + ([] if b_const else [vinfo("b", F32, [k, 20])])
         model = make_model([N("MatMul", ["a", "b"], ["t"]), N(op, ["t"], ["y"], **attrs)], ins,
-                           [vinfo("y", F32, None)], inits)
+                           [vinfo("y", F32, None)], inits, opset=20)
         graph, _, _ = lower_model(model, target)
         assert _ops(graph) == ["MatMul"], (b_const, _ops(graph))
         feeds = []

@@ -42,10 +42,12 @@ def post_operands(post: tuple) -> int:
     return sum(1 for p in post if p.reads_tensor)
 
 
-# ops whose scalar functions use only Scalar's arithmetic, so they also run on vectors
-# (Lanes); the others (exp, erf, ...: mathlib's) run lane by lane
+# ops whose scalar functions are Scalar's arithmetic, intrinsics and mathlib's functions
+# (which take vectors), so they also run on vectors (Lanes); the others run lane by lane
 VECTOR_SAFE = frozenset({"relu", "leaky_relu", "thresholded_relu", "add", "sub", "mul", "div", "max", "min", "neg",
-                         "abs", "identity", "clip", "hard_sigmoid", "hard_swish"})
+                         "abs", "identity", "clip", "hard_sigmoid", "hard_swish", "exp", "log", "tanh", "sigmoid",
+                         "erf", "gelu", "softplus", "softsign", "swish", "mish", "elu", "selu", "celu", "sqrt",
+                         "reciprocal", "ceil", "floor", "round"})
 
 
 class Lanes(Scalar):

@@ -321,8 +321,9 @@ class KernelBuilder:
 
 
 def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
-    """Call the LLVM intrinsic ``name`` overloaded on its first argument's scalar type
-    (llvm.maximum, llvm.smax, llvm.sqrt, ...): these lower to instructions, never libcalls."""
+    """Call the LLVM intrinsic ``name`` overloaded on its first argument's type, a scalar or
+    a vector (llvm.maximum, llvm.smax, llvm.sqrt, llvm.fabs.v4f32, ...): these lower to
+    instructions, never libcalls."""
     t = args[0].type
     fnty = ir.FunctionType(t, [a.type for a in args])
     if isinstance(t, ir.VectorType):  # llvmlite names scalar overloads only: llvm.maximum.v4f32

@@ -26,6 +26,8 @@ from decimal import Context, Decimal, localcontext
 
 from llvmlite import ir
 
+from .kernel import intrinsic
+
 __all__ = ["exp", "log", "tanh", "sigmoid", "erf", "pow", "expm1", "log1p", "softplus", "sin", "cos", "tan",
            "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod"]
 
@@ -106,17 +108,7 @@ def _bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.bitcast(x, _int_type(x.type))
 
 
-def _intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
-    ty = args[0].type
-    if isinstance(ty, ir.VectorType):
-        suffix = f"v{ty.count}{ty.element.intrinsic_name}"
-    else:
-        suffix = ty.intrinsic_name
-    full = f"{name}.{suffix}"
-    fn = b.module.globals.get(full)
-    if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), full)
-    return b.call(fn, args)
+_intrinsic = intrinsic  # overloaded on scalars and vectors (kernel.intrinsic)
 
 
 def _fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
