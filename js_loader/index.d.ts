@@ -199,9 +199,9 @@ export function supportedVariants(): Variant[];
 export interface LoadOptions {
   /**
    * 'auto' (the default): for a source given by URL or path, the best variant this engine
-   * supports whose file is beside it (`NAME.relaxed.wasm` next to `NAME.wasm`, kept only if
-   * its metadata lists it), else the file given; bytes and modules run as given. A named
-   * variant must run: a ModelError (status 4) says why not.
+   * supports among the files its metadata lists beside it (`NAME.relaxed.wasm` next to
+   * `NAME.wasm`), else the file given; bytes and modules run as given. A named variant must
+   * run: a ModelError (status 4) says why not.
    */
   variant?: 'auto' | Variant;
 }

@@ -222,20 +222,74 @@ function variantOf(module) {
 
 /** The file of variant `name` next to the file `label` names (a path or URL), or null. */
 function siblingOf(source, label, file) {
-  if (typeof file !== 'string' || file.includes('/')) return null;
+  if (typeof file !== 'string' || file.includes('/') || file.includes('\\')) return null;
   if (source instanceof URL || FETCHABLE.test(label) || label.startsWith('file:')) return new URL(file, label).href;
   if (!isNode) return new URL(file, new URL(label, globalThis.location?.href)).href;
   const slash = label.lastIndexOf('/');
   return slash < 0 ? file : label.slice(0, slash + 1) + file;
 }
 
+/** The bytes of a model given by path (Node) or URL. */
+async function readSource(source) {
+  const label = String(source);
+  if (isNode && !FETCHABLE.test(label)) {
+    const { readFile } = await import('node:fs/promises');
+    try {
+      return { bytes: await readFile(source instanceof URL || label.startsWith('file:') ? new URL(label) : source), label };
+    } catch (e) {
+      if (e.code === 'ENOENT') throw new Error(`no such model: ${label}`, { cause: e });
+      throw e;
+    }
+  }
+  const response = await fetch(source);
+  if (!response.ok) throw new Error(`${label}: HTTP ${response.status} ${response.statusText}`);
+  return { bytes: new Uint8Array(await response.arrayBuffer()), label };
+}
+
+/** A module's custom sections by name, read from its bytes without compiling them (null if
+ * the bytes are not a module's). */
+function customSectionsOf(bytes) {
+  const view = new Uint8Array(ArrayBuffer.isView(bytes) ? bytes.buffer : bytes, bytes.byteOffset ?? 0, bytes.byteLength);
+  if (view.length < 8 || WASM_MAGIC.some((b, i) => view[i] !== b)) return null;
+  const leb = (at) => {
+    let value = 0;
+    let shift = 0;
+    for (;;) {
+      if (at >= view.length || shift > 28) throw new RangeError('truncated');
+      const byte = view[at++];
+      value += (byte & 0x7f) * 2 ** shift;
+      shift += 7;
+      if (!(byte & 0x80)) return [value, at];
+    }
+  };
+  const out = new Map();
+  try {
+    let pos = 8;
+    while (pos < view.length) {
+      const id = view[pos];
+      const [size, start] = leb(pos + 1);
+      const end = start + size;
+      if (end > view.length) return null;
+      if (id === 0) {
+        const [n, at] = leb(start);
+        out.set(new TextDecoder().decode(view.subarray(at, at + n)), view.subarray(at + n, end));
+      }
+      pos = end;
+    }
+  } catch {
+    return null;
+  }
+  return out;
+}
+
 /**
  * Compile `source` (or the variant of it `want` asks for) and check its metadata:
  * everything short of instantiating, so a foreign module is rejected unrun. A model given
- * by URL or path is a set of files, one per variant, that its metadata lists; "auto" loads
- * the best one this engine supports, trying `NAME.relaxed.wasm` next to a baseline
- * `NAME.wasm` first (so the baseline is not compiled for nothing) and keeping it only if
- * its metadata lists it as the relaxed-SIMD variant. Bytes and modules run as given.
+ * by URL or path is a set of files, one per variant, that its metadata lists: its bytes are
+ * read first and their metadata parsed without compiling them; with "auto" the best variant
+ * this engine validates runs, another file only if the metadata lists it (nothing is
+ * fetched on a guess) and only if that file carries the same metadata. Bytes and modules
+ * run as given.
  * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string, variant: string}>}
  */
 async function prepare(source, want = 'auto') {
@@ -243,58 +297,47 @@ async function prepare(source, want = 'auto') {
   if (want !== 'auto' && !VARIANTS.includes(want)) {
     throw new TypeError(`unknown variant '${want}' (choose auto, ${VARIANTS.join(', ')})`);
   }
-  const byName = typeof source === 'string' || source instanceof URL;
   const supported = supportedVariants();
   if (want !== 'auto' && !supported.includes(want)) {
     throw new ModelError(`${String(source)}: cannot run the ${want} variant: this engine does not validate `
       + 'relaxed SIMD', STATUS.INVALID_PROGRAM);
   }
-  if (byName && supported[0] !== 'baseline' && (want === 'auto' || want === supported[0])) {
-    const label = String(source);
-    const guess = /\.wasm$/i.test(label) && !/\.relaxed\.wasm$/i.test(label)
-      ? label.replace(/\.wasm$/i, '.relaxed.wasm') : null;
-    if (guess !== null) {
-      try {
-        const found = await checked(guess);
-        const entry = found.metadata.variants?.[found.variant];
-        if (found.variant === supported[0] && entry?.file === guess.split('/').pop()) return found;
-      } catch (e) {
-        if (want !== 'auto') throw e;
-      }
+  if (!(typeof source === 'string' || source instanceof URL)) {
+    const found = await checked(source);
+    if (want !== 'auto' && found.variant !== want) {
+      throw new ModelError(`${found.label}: the ${found.variant} variant of a model, not the ${want} one`,
+        STATUS.INVALID_PROGRAM);
     }
+    return found;
   }
-  if (byName && /\.relaxed\.wasm$/i.test(String(source)) && (want === 'baseline' || supported[0] === 'baseline')) {
-    // the relaxed file named, the baseline wanted (or the only one this engine runs)
-    const guess = String(source).replace(/\.relaxed\.wasm$/i, '.wasm');
-    let found = null;
-    try {
-      found = await checked(guess);
-    } catch { /* no baseline beside it: say so below */ }
-    if (found?.variant === 'baseline' && found.metadata.variants?.['relaxed-simd']?.file
-        === String(source).split('/').pop()) return found;
-    throw new ModelError(`${String(source)}: the relaxed-SIMD variant of a model, which ${want === 'baseline'
-      ? 'was not asked for' : 'this engine does not validate'}, and its baseline ${guess} cannot be loaded`,
-    STATUS.INVALID_PROGRAM);
+  const { bytes, label } = await readSource(source);
+  const given = () => checked(bytes, label);
+  const sections = customSectionsOf(bytes);
+  let metadata = null;
+  try {
+    metadata = JSON.parse(new TextDecoder().decode(sections?.get(SECTION)));
+  } catch { /* the checks of the given file say what is wrong */ }
+  const own = sections?.has(VARIANT_SECTION) ? new TextDecoder().decode(sections.get(VARIANT_SECTION)) : 'baseline';
+  const files = metadata?.variants !== null && typeof metadata?.variants === 'object' ? metadata.variants : {};
+  for (const name of want === 'auto' ? supported : [want]) {
+    if (name === own) return given();
+    const other = siblingOf(source, label, files[name]?.file);
+    let problem = other === null ? `the model has no ${name} variant (compile with --relaxed-simd)` : null;
+    if (problem === null) {
+      const alt = await checked(other);
+      if (alt.variant === name && JSON.stringify(alt.metadata) === JSON.stringify(metadata)) return alt;
+      problem = `${alt.label} is not the ${name} variant of this model (its metadata differs)`;
+    }
+    if (want !== 'auto') throw new ModelError(`${label}: cannot run the ${want} variant: ${problem}`, STATUS.INVALID_PROGRAM);
   }
-  const found = await checked(source);
-  if (want === 'auto' || found.variant === want || !byName) return found;
-  // the file of another variant, as the metadata names it
-  const other = siblingOf(source, found.label, found.metadata.variants?.[want]?.file);
-  if (other === null) {
-    throw new ModelError(`${found.label}: cannot run the ${want} variant: the model has none (compile with `
-      + '--relaxed-simd)', STATUS.INVALID_PROGRAM);
-  }
-  const alt = await checked(other);
-  if (alt.variant !== want || JSON.stringify(alt.metadata) !== JSON.stringify(found.metadata)) {
-    throw new ModelError(`${alt.label}: not the ${want} variant of ${found.label} (its metadata differs)`,
-      STATUS.INVALID_PROGRAM);
-  }
-  return alt;
+  return given();
 }
 
-/** compileSource and the checks of one file. */
-async function checked(source) {
-  const { module, label } = await compileSource(source);
+/** Compile `source` (with `label` for bytes read from a named file) and check it. */
+async function checked(source, label = null) {
+  const compiled = label === null ? await compileSource(source) : { module: await compileBytes(source, label), label };
+  const { module } = compiled;
+  ({ label } = compiled);
   const metadata = metadataOf(module, label);
   checkFormat(metadata, label);
   checkMetadata(metadata, label);
