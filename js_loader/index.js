@@ -7,14 +7,15 @@
  * codes, exports, the tensor layout) come from `abi.js`, generated from toolkit/abi.py.
  * `loadModelInWorker` runs a model in a worker (worker.js) so that a run can be cancelled.
  */
-import { DTYPES, EXPORTS, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT } from './abi.js';
+import { DTYPES, EXPORTS, EXPORTS_SINCE, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT } from './abi.js';
 
 export { DTYPES, FORMAT_VERSION, STATUS };
 
 const CODE_DTYPES = Object.fromEntries(Object.entries(DTYPES).map(([name, d]) => [d.code, name]));
 /** Everything the host calls, checked once at load so a foreign module fails there with a
- * plain message instead of a TypeError mid-run. */
-const ABI_EXPORTS = ['memory', ...EXPORTS];
+ * plain message instead of a TypeError mid-run: all but the exports a later format added
+ * (a module of an older minor version lacks them; the loader then takes the older way). */
+const ABI_EXPORTS = ['memory', ...EXPORTS.filter((name) => !EXPORTS_SINCE[name])];
 const SECTION = 'symwasm.metadata';
 const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
 
@@ -426,6 +427,10 @@ function tensorInfos(metadata) {
 export class Model {
   #exports;
   #ctx = 0;
+  /** Format 3.5: the context's io table (sw_io_table), so a run is one call (sw_run_io); 0 before. */
+  #io = 0;
+  /** Per input, its buffer's address and capacity: asked for again only when it must grow. */
+  #buffers = [];
 
   /**
    * Use loadModel(); this checks the metadata against the program and creates the model's
@@ -454,6 +459,9 @@ export class Model {
       throw new ModelError(`${label}: out of memory while creating the model's context`, STATUS.OUT_OF_MEMORY);
     }
     this.#check(this.#call('sw_context_status', this.#ctx));
+    if ('sw_io_table' in instance.exports && 'sw_run_io' in instance.exports) {
+      this.#io = this.#call('sw_io_table', this.#ctx) >>> 0;
+    }
   }
 
   /** The metadata must describe the program the module runs: a module whose metadata was
@@ -543,27 +551,36 @@ export class Model {
       }
       this.#setInput(index, info, feeds[info.name]);
     });
-    this.#check(this.#call('sw_run', this.#ctx));
+    this.#check(this.#call(this.#io ? 'sw_run_io' : 'sw_run', this.#ctx));
     const result = {};
+    const memory = this.#memory();
     this.outputs.forEach((info, i) => {
-      const desc = this.#call('sw_output_tensor', this.#ctx, i) >>> 0;
-      if (!desc) throw new Error(`output '${info.name}' was not produced (a symwasm bug)`);
+      const desc = this.#io ? this.#io + (this.inputs.length + i) * TENSOR_LAYOUT.size
+        : this.#call('sw_output_tensor', this.#ctx, i) >>> 0;
       // a DataView needs no alignment and states the byte order (wasm is little-endian)
-      const view = new DataView(this.#memory(), desc, TENSOR_LAYOUT.size);
+      const view = new DataView(memory, desc, TENSOR_LAYOUT.size);
       const code = view.getInt32(TENSOR_LAYOUT.dtype, true);
+      if (!desc || (this.#io && !code && !view.getUint32(TENSOR_LAYOUT.data, true))) {
+        throw new Error(`output '${info.name}' was not produced (a symwasm bug)`);
+      }
       const dtype = CODE_DTYPES[code];
       if (!dtype) throw new Error(`output '${info.name}': dtype code ${code} is unknown (a symwasm bug)`);
       const rank = view.getInt32(TENSOR_LAYOUT.rank, true);
+      if (!(rank >= 0 && rank <= MAX_RANK)) throw new Error(`output '${info.name}': rank ${rank} (a symwasm bug)`);
       const shape = Array.from({ length: rank }, (_, a) => Number(view.getBigInt64(TENSOR_LAYOUT.shape + 8 * a, true)));
       const ptr = view.getUint32(TENSOR_LAYOUT.data, true);
+      const count = shape.reduce((a, b) => a * b, 1);
+      const nbytes = count * DTYPES[dtype].size;
+      if (shape.some((d) => d < 0) || ptr + nbytes > memory.byteLength) {
+        throw new Error(`output '${info.name}': its ${nbytes} bytes at ${ptr} lie outside the module's memory `
+          + '(a symwasm bug)');
+      }
       if (dtype === 'string') {
-        result[info.name] = { data: this.#readStrings(ptr, shape.reduce((a, b) => a * b, 1)), shape, dtype };
+        result[info.name] = { data: this.#readStrings(ptr, count), shape, dtype };
         return;
       }
-      const T = DTYPES[dtype].array;
-      const nbytes = shape.reduce((a, b) => a * b, 1) * T.BYTES_PER_ELEMENT;
       // slice() copies, so the result survives the next run; the copy is also aligned
-      result[info.name] = { data: new T(this.#memory().slice(ptr, ptr + nbytes)), shape, dtype };
+      result[info.name] = { data: new DTYPES[dtype].array(memory.slice(ptr, ptr + nbytes)), shape, dtype };
     });
     return result;
   }
@@ -591,8 +608,7 @@ export class Model {
     const encoder = new TextEncoder();
     const parts = data.map((s) => encoder.encode(s));
     const nbytes = 16 * parts.length + parts.reduce((a, p) => a + p.length, 0);
-    const ptr = this.#call('sw_input_buffer', this.#ctx, index, BigInt(nbytes)) >>> 0;
-    if (!ptr) this.#check(STATUS.OUT_OF_MEMORY);
+    const ptr = this.#inputBuffer(index, nbytes);
     const view = new DataView(this.#memory(), ptr, nbytes);
     const bytes = new Uint8Array(this.#memory(), ptr, nbytes);
     let at = 16 * parts.length;
@@ -640,16 +656,34 @@ export class Model {
     } else {
       this.#writeData(index, dtype, data);
     }
-    const shapePtr = this.#call('sw_shape_buffer', this.#ctx) >>> 0;
     // a DataView needs no 8-byte alignment and states the byte order (wasm is little-endian)
+    if (this.#io) {
+      // format 3.5: the io table's entry; sw_run_io declares the input
+      const view = new DataView(this.#memory(), this.#io + index * TENSOR_LAYOUT.size, TENSOR_LAYOUT.size);
+      view.setInt32(TENSOR_LAYOUT.dtype, DTYPES[dtype].code, true);
+      view.setInt32(TENSOR_LAYOUT.rank, shape.length, true);
+      for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(TENSOR_LAYOUT.shape + a * 8, BigInt(shape[a] ?? 0), true);
+      return;
+    }
+    const shapePtr = this.#call('sw_shape_buffer', this.#ctx) >>> 0;
     const view = new DataView(this.#memory(), shapePtr, MAX_RANK * 8);
     for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(a * 8, BigInt(shape[a] ?? 0), true);
     this.#check(this.#call('sw_set_input', this.#ctx, index, DTYPES[dtype].code, shape.length));
   }
 
-  #writeData(index, dtype, data) {
-    const ptr = this.#call('sw_input_buffer', this.#ctx, index, BigInt(data.byteLength)) >>> 0;
+  /** The module's buffer for input index, of at least nbytes; asked for only when it must grow. */
+  #inputBuffer(index, nbytes) {
+    const cached = this.#buffers[index];
+    if (cached && cached[1] >= nbytes) return cached[0];
+    this.#buffers[index] = undefined;
+    const ptr = this.#call('sw_input_buffer', this.#ctx, index, BigInt(nbytes)) >>> 0;
     if (!ptr) this.#check(STATUS.OUT_OF_MEMORY);
+    this.#buffers[index] = [ptr, nbytes];
+    return ptr;
+  }
+
+  #writeData(index, dtype, data) {
+    const ptr = this.#inputBuffer(index, data.byteLength);
     const dst = new Uint8Array(this.#memory(), ptr, data.byteLength);
     if (dtype === 'bool') {
       // the VM's bool is exactly 0 or 1, as numpy guarantees; a Uint8Array may hold any byte

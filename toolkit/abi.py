@@ -28,7 +28,9 @@ from pathlib import Path
 # 3.2: the small formats: bfloat16, float8 (4 kinds), float4, int4/uint4, int2/uint2
 # 3.3: float8 e8m0 (the MX scale format)
 # 3.4: string tensors (dtype 8): elements are sw_str {address, length} of UTF-8 bytes
-FORMAT_VERSION = (3, 4)
+# 3.5: sw_io_table and sw_run_io: a whole run (inputs declared, outputs described) in one call;
+#      a .wasm's sw_metadata is empty (the custom section holds the metadata, once)
+FORMAT_VERSION = (3, 5)
 MAX_RANK = 8
 
 
@@ -184,6 +186,7 @@ TYPES: dict[str, tuple[str, str]] = {
     "cstr": ("const char*", "ptr"),
     "dims": ("int64_t*", "ptr"),
     "tensor": ("const sw_tensor*", "ptr"),
+    "io": ("sw_tensor*", "ptr"),
 }
 
 
@@ -193,6 +196,7 @@ class Export:
     ret: str  # a key of TYPES
     params: tuple[tuple[str, str], ...]  # (type key, name)
     doc: str
+    since: tuple[int, int] = (3, 0)  # the format version that added it: older modules lack it
 
 
 CTX = ("ctx", "ctx")
@@ -200,7 +204,8 @@ EXPORTS: tuple[Export, ...] = (
     Export("sw_format_version", "i32", (), "the module's format version, major << 16 | minor"),
     Export("sw_num_inputs", "i32", (), "how many inputs the model has"),
     Export("sw_num_outputs", "i32", (), "how many outputs the model has"),
-    Export("sw_metadata", "cstr", (), "the metadata JSON (also the symwasm.metadata custom section of a .wasm)"),
+    Export("sw_metadata", "cstr", (), "a native library's metadata JSON; in a .wasm (from format 3.5) empty, "
+                                      "since its symwasm.metadata custom section holds the metadata"),
     Export("sw_metadata_len", "i32", (), "its length in bytes"),
     Export("sw_input_name", "cstr", (("i32", "index"),),
            "input index's name as the program knows it (NUL-terminated); NULL if there is no such input"),
@@ -229,6 +234,14 @@ EXPORTS: tuple[Export, ...] = (
     Export("sw_run", "status", (CTX,), "runs the model; outputs stay valid until the next run"),
     Export("sw_output_tensor", "tensor", (CTX, ("i32", "index")),
            "output index's descriptor (sw_tensor), NULL if there is none"),
+    Export("sw_io_table", "io", (CTX,),
+           "the context's io table, sw_tensor[ninputs + noutputs], at a fixed address for the "
+           "context's life: the host fills each input's dtype, rank and shape (its data goes in its "
+           "input buffer) before sw_run_io", since=(3, 5)),
+    Export("sw_run_io", "status", (CTX,),
+           "one call per run: sw_set_input for every input from the io table, then sw_run; the table's "
+           "entries after the inputs then describe the outputs (all zero for one not produced)",
+           since=(3, 5)),
     Export("sw_cancel_flag", "ptr", (CTX,),
            "an int32 that, set non-zero (from any thread) during sw_run, stops the call with "
            "SW_CANCELLED; the host clears it before each sw_run"),
@@ -340,6 +353,9 @@ def python_module() -> str:
     for e in EXPORTS:
         kinds = ", ".join(f'"{TYPES[t][1]}"' for t, _ in e.params)
         L.append(f'    "{e.name}": ("{TYPES[e.ret][1]}", ({kinds}{"," if len(e.params) == 1 else ""})),')
+    L += ["}", "", "# exports added after 3.0, with the format version that added them: a module of an older",
+          "# minor version lacks them", "EXPORTS_SINCE = {"]
+    L += [f'    "{e.name}": {e.since!r},' for e in EXPORTS if e.since != (3, 0)]
     L += ["}", "", "# byte offsets of sw_tensor's fields (and its size) by pointer size", "TENSOR_LAYOUT = {"]
     for ptr in (4, 8):
         L.append(f"    {ptr}: {layout('sw_tensor', ptr)!r},")
@@ -367,6 +383,9 @@ def js_module() -> str:
           "export const STATUS_MEANING = " + obj({s.code: repr(s.meaning) for s in STATUSES}) + ";", "",
           "/** Every export the loader may call (besides `memory`). */",
           "export const EXPORTS = Object.freeze([" + ", ".join(f"'{e.name}'" for e in EXPORTS) + "]);", "",
+          "/** Exports added after 3.0, with the format version that added them (older modules lack them). */",
+          "export const EXPORTS_SINCE = Object.freeze({ "
+          + ", ".join(f"{e.name}: [{e.since[0]}, {e.since[1]}]" for e in EXPORTS if e.since != (3, 0)) + " });", "",
           "/** Each export's wasm32 signature: [parameter types, result types]. */",
           "export const SIGNATURES = Object.freeze({"]
     for e in EXPORTS:
@@ -390,7 +409,8 @@ def markdown_tables() -> str:
     L += ["", "| export | meaning |", "| --- | --- |"]
     for e in EXPORTS:
         params = ", ".join(f"{TYPES[t][0]} {n}" for t, n in e.params) or "void"
-        L.append(f"| `{TYPES[e.ret][0]} {e.name}({params})` | {e.doc.replace('|', chr(92) + '|')} |")
+        since = f" (format {e.since[0]}.{e.since[1]} and later)" if e.since != (3, 0) else ""
+        L.append(f"| `{TYPES[e.ret][0]} {e.name}({params})` | {e.doc.replace('|', chr(92) + '|')}{since} |")
     for name in STRUCTS:
         L += ["", f"`{name}` (byte offsets on wasm32 / native):", "", "| field | type | wasm32 | native |",
               "| --- | --- | ---: | ---: |"]

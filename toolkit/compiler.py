@@ -167,7 +167,9 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     t = stage("lower", t)
     meta = build_metadata(graph, encoded, tgt, prog.memory, variants)
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode()
-    weights = embed_program(module, encoded, meta_bytes)
+    # a .wasm's metadata is its symwasm.metadata custom section (read without instantiating);
+    # only a native library serves it through sw_metadata, so a .wasm does not carry it twice
+    weights = embed_program(module, encoded, b"" if tgt.is_wasm else meta_bytes)
     objs = {t_: emit_object(module, t_) for t_ in files}
     t = stage("codegen", t)
     for t_, path in files.items():

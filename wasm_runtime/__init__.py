@@ -12,6 +12,7 @@ Either raises :class:`ModelError` with status CANCELLED, and the model runs norm
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 from pathlib import Path
@@ -38,6 +39,8 @@ def _np_dtype(name: str) -> np.dtype:
 
 
 CODE_DTYPES = {code: _np_dtype(name) for name, (code, _, _) in DTYPES.items()}
+# a feed's (little-endian, numeric) numpy dtype -> its DTYPES entry, without building its name
+_FEED_DTYPES = {np.dtype(name).newbyteorder("<"): entry for name, entry in DTYPES.items() if name != "string"}
 
 
 def _abi_name(dt: np.dtype) -> str:
@@ -118,6 +121,7 @@ class Model:
         self._flag_lock = threading.Lock()
         self._ptr_size = 4 if self.target == "wasm32" else 8
         self._layout = TENSOR_LAYOUT[self._ptr_size]
+        self._table_dtype = tensor_dtype(self._ptr_size)
         self._ctx = 0
         version = self._b.call("sw_format_version")
         if (version >> 16, version & 0xFFFF) != tuple(metadata["format_version"]):
@@ -159,6 +163,11 @@ class Model:
         self._b.call("sw_set_memory_limit", self._ctx, self._memory_limit)
         self._shape_buffer = self._b.call("sw_shape_buffer", self._ctx)
         self._buffers: dict[int, tuple[int, int]] = {}  # input -> (address, capacity)
+        # fixed for the context's life: its cancel flag and (format 3.5) its io table
+        self._cancel_flag = self._b.cancel_flag(self._ctx)
+        one_call = self._b.has("sw_run_io") and self._b.has("sw_io_table")
+        self._io = self._b.call("sw_io_table", self._ctx) if one_call else 0
+        self._in_descs = np.zeros(len(self.inputs), self._table_dtype)
 
     variant: str | None = None  # wasm32: the variant running ("baseline", "relaxed-simd")
 
@@ -279,7 +288,7 @@ class Model:
             self._live()
             self._stop_reason = ""
             with self._flag_lock:
-                self._flag = self._b.cancel_flag(self._ctx)
+                self._flag = self._cancel_flag
                 self._flag.value = 0
             timer = None
             if timeout is not None:
@@ -312,43 +321,61 @@ class Model:
         if unknown:
             raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
                              f"{', '.join(names)}", STATUS["INVALID_INPUT"])
+        b = self._b
+        one_call = bool(self._io)  # format 3.5: the whole run in one export call through the io table
+        descs = self._in_descs
         for index, info in enumerate(self.inputs):
             if info.name not in feeds:
                 raise ModelError(f"input '{info.name}' is missing", STATUS["INVALID_INPUT"])
-            try:
-                arr = np.asarray(feeds[info.name])
-            except Exception as e:  # noqa: BLE001 - whatever the object is, say so
-                raise ModelError(f"input '{info.name}': cannot be read as an array ({type(e).__name__}: {e})",
-                                 STATUS["INVALID_INPUT"]) from None
-            entry = DTYPES.get(_abi_name(arr.dtype))
-            if entry is None:
-                raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported "
-                                 f"(expected {info.dtype})", STATUS["INVALID_INPUT"])
-            if arr.ndim > MAX_RANK:
-                raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", STATUS["INVALID_INPUT"])
-            # before any copy: a broadcast view may stand for far more bytes than it holds
-            if arr.nbytes > self._memory_limit:
-                raise ModelError(f"input '{info.name}': cannot allocate {arr.nbytes} bytes (memory limit "
-                                 f"{self._memory_limit})", STATUS["OUT_OF_MEMORY"])
-            if entry[0] == STRING_CODE:
-                if info.dtype.kind != "O":
-                    raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported (expected {info.dtype})",
-                                     STATUS["INVALID_INPUT"])
-                parts = utf8_parts(np.asarray(arr, dtype=object), f"input '{info.name}'")
+            arr, code = self._input_array(info, feeds[info.name])
+            if code == STRING_CODE:
+                parts = utf8_parts(arr, f"input '{info.name}'")
                 ptr = self._input_buffer(index, 16 * len(parts) + sum(map(len, parts)))
-                self._b.write(ptr, string_buffer(parts, ptr))
+                b.write(ptr, string_buffer(parts, ptr))
             else:
-                if arr.dtype.byteorder == ">":  # the module reads little-endian
-                    arr = arr.astype(arr.dtype.newbyteorder("<"))
-                if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
-                    arr = arr.copy(order="C")
-                ptr = self._input_buffer(index, arr.nbytes)
-                self._b.write(ptr, arr.tobytes())
-            self._b.write(self._shape_buffer, np.array(list(arr.shape) + [0] * (MAX_RANK - arr.ndim),
-                                                       dtype="<i8").tobytes())
-            self._check(self._b.call("sw_set_input", self._ctx, index, entry[0], arr.ndim))
-        self._check(self._b.call("sw_run", self._ctx))
-        return {info.name: self._output(i) for i, info in enumerate(self.outputs)}
+                b.put(self._input_buffer(index, arr.nbytes), arr)
+            shape = list(arr.shape) + [0] * (MAX_RANK - arr.ndim)
+            if one_call:
+                descs[index] = (0, code, arr.ndim, shape)
+            else:
+                b.write(self._shape_buffer, np.array(shape, dtype="<i8").tobytes())
+                self._check(b.call("sw_set_input", self._ctx, index, code, arr.ndim))
+        if not one_call:
+            self._check(b.call("sw_run", self._ctx))
+            return {info.name: self._output(i) for i, info in enumerate(self.outputs)}
+        b.put(self._io, descs)
+        self._check(b.call("sw_run_io", self._ctx))
+        out = b.copy_out(self._io + descs.nbytes, (len(self.outputs),), self._table_dtype).tolist()
+        return {info.name: self._read_tensor(i, out[i]) for i, info in enumerate(self.outputs)}
+
+    def _input_array(self, info: TensorInfo, value) -> tuple[np.ndarray, int]:
+        """The feed for an input as the module reads it (C order, little-endian; strings an
+        object array) and its dtype code; checks what the host must check before copying."""
+        try:
+            arr = np.asarray(value)
+        except Exception as e:  # noqa: BLE001 - whatever the object is, say so
+            raise ModelError(f"input '{info.name}': cannot be read as an array ({type(e).__name__}: {e})",
+                             STATUS["INVALID_INPUT"]) from None
+        entry = _FEED_DTYPES.get(arr.dtype) or DTYPES.get(_abi_name(arr.dtype))
+        if entry is None:
+            raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported "
+                             f"(expected {info.dtype})", STATUS["INVALID_INPUT"])
+        if arr.ndim > MAX_RANK:
+            raise ModelError(f"input '{info.name}': rank {arr.ndim} exceeds {MAX_RANK}", STATUS["INVALID_INPUT"])
+        # before any copy: a broadcast view may stand for far more bytes than it holds
+        if arr.nbytes > self._memory_limit:
+            raise ModelError(f"input '{info.name}': cannot allocate {arr.nbytes} bytes (memory limit "
+                             f"{self._memory_limit})", STATUS["OUT_OF_MEMORY"])
+        if entry[0] == STRING_CODE:
+            if info.dtype.kind != "O":
+                raise ModelError(f"input '{info.name}': dtype {arr.dtype} is not supported (expected {info.dtype})",
+                                 STATUS["INVALID_INPUT"])
+            return np.asarray(arr, dtype=object), entry[0]
+        if arr.dtype.byteorder == ">":  # the module reads little-endian
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d arrays 1-d)
+            arr = arr.copy(order="C")
+        return arr, entry[0]
 
     def _input_buffer(self, index: int, nbytes: int) -> int:
         """The module's buffer for an input; asked for again only when it must grow."""
@@ -362,25 +389,38 @@ class Model:
         return ptr
 
     def _output(self, i: int) -> np.ndarray:
+        """Output i through sw_output_tensor (modules before format 3.5)."""
         ptr = self._b.call("sw_output_tensor", self._ctx, i)
         if not ptr:
             raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", STATUS["INTERNAL"])
-        lay = self._layout
-        desc = self._b.read(ptr, lay["size"])
-        data = int.from_bytes(desc[lay["data"]:lay["data"] + self._ptr_size], "little")
-        code = int.from_bytes(desc[lay["dtype"]:lay["dtype"] + 4], "little", signed=True)
-        rank = int.from_bytes(desc[lay["rank"]:lay["rank"] + 4], "little", signed=True)
-        shape = tuple(int(d) for d in np.frombuffer(desc[lay["shape"]:lay["shape"] + 8 * rank], dtype="<i8"))
-        dtype = CODE_DTYPES[code]
-        n = int(np.prod(shape, dtype=np.int64))
+        return self._read_tensor(i, self._b.copy_out(ptr, (), self._table_dtype).tolist())
+
+    def _read_tensor(self, i: int, desc: tuple) -> np.ndarray:
+        """Output i's array, copied out of the module once, from its sw_tensor (as a tuple:
+        data, dtype, rank, shape)."""
+        data, code, rank, dims = desc
+        if not data and not code:
+            raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", STATUS["INTERNAL"])
+        dtype = CODE_DTYPES.get(code)
+        shape = tuple(dims[:rank].tolist()) if 0 <= rank <= MAX_RANK else ()
+        if dtype is None or not 0 <= rank <= MAX_RANK or min(shape, default=0) < 0:
+            raise Trapped(f"output '{self.outputs[i].name}' has a corrupt descriptor (dtype code {code}, rank {rank})")
         if code == STRING_CODE:
+            n = math.prod(shape)
             elems = np.frombuffer(self._b.read(data, 16 * n), dtype="<i8").reshape(n, 2)
             out = np.empty(n, dtype=object)
             for k, (addr, length) in enumerate(elems.tolist()):
                 out[k] = self._b.read(addr, length).decode("utf-8", "surrogateescape") if length else ""
             return out.reshape(shape)
-        raw = self._b.read(data, n * dtype.itemsize)
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        return self._b.copy_out(data, shape, dtype)
+
+
+def tensor_dtype(ptr_size: int) -> np.dtype:
+    """sw_tensor as a numpy structured dtype (the ABI's layout for this pointer size)."""
+    lay = TENSOR_LAYOUT[ptr_size]
+    return np.dtype({"names": ["data", "dtype", "rank", "shape"],
+                     "formats": ["<u4" if ptr_size == 4 else "<u8", "<i4", "<i4", ("<i8", (MAX_RANK,))],
+                     "offsets": [lay["data"], lay["dtype"], lay["rank"], lay["shape"]], "itemsize": lay["size"]})
 
 
 def load(path: str | os.PathLike, variant: str = "auto") -> Model:

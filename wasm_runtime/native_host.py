@@ -15,6 +15,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from ._abi import EXPORTS
 from .cpu import missing_features
 
@@ -166,6 +168,25 @@ class NativeBackend:
     def call(self, name: str, *args):
         r = self._fn(name)(*args)
         return 0 if r is None and EXPORTS[name][0] == "ptr" else r
+
+    def has(self, name: str) -> bool:
+        try:
+            self._fn(name)
+        except ValueError:
+            return False
+        return True
+
+    def put(self, ptr: int, arr) -> None:
+        """Copy a C-contiguous array to ``ptr``: one memmove."""
+        if arr.nbytes:
+            ctypes.memmove(ptr, arr.ctypes.data, arr.nbytes)
+
+    def copy_out(self, ptr: int, shape: tuple, dtype) -> "np.ndarray":
+        """A new array of the bytes at ``ptr``: one memmove."""
+        out = np.empty(shape, dtype=dtype)
+        if out.nbytes:
+            ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
+        return out
 
     def write(self, ptr: int, data: bytes) -> None:
         ctypes.memmove(ptr, data, len(data))

@@ -13,10 +13,23 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
+import numpy as np
 import wasmtime
 
+from ._abi import EXPORTS
 from ._stop import Trapped
 from .metadata import wasm_metadata, wasm_variant
+
+try:  # wasmtime-py's ctypes bindings: a call through them skips its per-call type queries
+    from wasmtime import _ffi as _wt
+
+    _FAST_CALLS = all(hasattr(_wt, n) for n in ("wasmtime_func_call", "wasmtime_val_t", "wasm_trap_t"))
+except ImportError:  # pragma: no cover - another wasmtime-py layout: the public API still works
+    _wt, _FAST_CALLS = None, False
+
+# an ABI kind's wasm32 value type, and wasmtime's code for it
+_WASM_TYPE = {"i32": "i32", "ptr": "i32", "i64": "i64"}
+_VALKIND = {"i32": 0, "i64": 1}
 
 # linear memory beyond the VM's own limit that the store allows: the module's data (program,
 # weights), stack and allocator slack
@@ -83,6 +96,8 @@ class WasmBackend:
                              f"symwasm modules import nothing")
         if "memory" not in [e.name for e in self.module.exports]:
             raise ValueError("the module exports no memory; it is not a symwasm module")
+        self.signatures = self._check_signatures()
+        self.fast = _FAST_CALLS
         self.memory_cap = WASM32_MAX_MEMORY
         self.instantiate()
 
@@ -96,8 +111,32 @@ class WasmBackend:
             raise ValueError(f"the module trapped while starting ({e.message})") from None
         exports = self.instance.exports(self.store)
         self.memory: wasmtime.Memory = exports["memory"]
-        self.fns = {name: exports[name] for name in
-                    [e.name for e in self.module.exports] if name.startswith("sw_")}
+        self.fns = {name: exports[name] for name in self.signatures}
+        self._mem: tuple[int, int] | None = None  # memory's base address and size, while known
+
+    def _check_signatures(self) -> dict[str, tuple[list[int], int, bool]]:
+        """Each ABI export's wasm signature must be the ABI's (calls skip wasmtime-py's
+        per-call checks, so a module must not get this far with another signature). Returns,
+        per export the module has, its parameters' value kinds, its result count and
+        whether the result is an address."""
+        out = {}
+        for e in self.module.exports:
+            if e.name not in EXPORTS:
+                continue
+            ret, params = EXPORTS[e.name]
+            want = ([_WASM_TYPE[k] for k in params], [] if ret == "void" else [_WASM_TYPE[ret]])
+            ty = e.type
+            got = ([str(t) for t in ty.params], [str(t) for t in ty.results]) if isinstance(ty, wasmtime.FuncType) \
+                else None
+            if got != want:
+                shown = f"({', '.join(got[0])}) -> ({', '.join(got[1])})" if got else f"a {type(ty).__name__}"
+                raise ValueError(f"export {e.name} is {shown} but the ABI says ({', '.join(want[0])}) -> "
+                                 f"({', '.join(want[1])}); not a symwasm module of this format")
+            out[e.name] = ([_VALKIND[_WASM_TYPE[k]] for k in params], len(want[1]), ret == "ptr")
+        return out
+
+    def has(self, name: str) -> bool:
+        return name in self.fns
 
     def limit_memory(self, vm_limit: int) -> None:
         """Cap linear memory at the VM's limit plus slack (the VM refuses first; the cap only
@@ -108,28 +147,83 @@ class WasmBackend:
     def cancel_flag(self, ctx: int) -> ctypes.c_int32:
         """The context's cancel flag (sw_cancel_flag), writable from any thread through the
         memory's base address."""
-        at = self.call("sw_cancel_flag", ctx)
-        if at < 0 or at + 4 > self.memory.data_len(self.store):
-            raise Trapped("the module's cancel flag lies outside its memory")
-        return ctypes.c_int32.from_address(ctypes.addressof(self.memory.data_ptr(self.store).contents) + at)
+        return ctypes.c_int32.from_address(self._at(self.call("sw_cancel_flag", ctx), 4))
 
     def call(self, name: str, *args):
         fn = self.fns.get(name)
         if fn is None:
             raise ValueError(f"{self.path}: not a symwasm module of this format (it does not export {name})")
-        try:
-            return fn(self.store, *args)
-        except wasmtime.Trap as e:
-            raise Trapped(f"the module trapped in {name}: {e.message}") from None
+        kinds, nres, address = self.signatures[name]
+        self._mem = None  # the call may grow memory
+        if not self.fast:
+            try:
+                r = fn(self.store, *args)
+            except wasmtime.Trap as e:
+                raise Trapped(f"the module trapped in {name}: {e.message}") from None
+            return r & 0xFFFFFFFF if address else r
+        # wasmtime_func_call with the values built here: the signature was checked at load
+        params = (_wt.wasmtime_val_t * max(1, len(args)))()
+        for p, kind, a in zip(params, kinds, args):
+            p.kind = kind
+            if kind:
+                p.of.i64 = a
+            else:
+                p.of.i32 = a
+        results = (_wt.wasmtime_val_t * max(1, nres))()
+        trap = ctypes.POINTER(_wt.wasm_trap_t)()
+        # the store's context is asked for on every call: it raises once the store is closed
+        # (a Model collected after its store, at exit), where a cached pointer would dangle
+        error = _wt.wasmtime_func_call(self.store._context(), ctypes.byref(fn._func), params, len(args), results, nres,
+                                       ctypes.byref(trap))
+        if error:
+            raise Trapped(f"the call of {name} failed: {wasmtime.WasmtimeError._from_ptr(error)}")
+        if trap:
+            raise Trapped(f"the module trapped in {name}: {wasmtime.Trap._from_ptr(trap).message}")
+        if not nres:
+            return None
+        r = results[0]
+        if r.kind:
+            return r.of.i64
+        return r.of.i32 & 0xFFFFFFFF if address else r.of.i32
+
+    def _at(self, ptr: int, n: int) -> int:
+        """The host address of the module's bytes [ptr, ptr + n), which must lie in its memory
+        (a module's addresses are checked before the host touches them). The memory's base and
+        size are asked for again after every call into the module, which may grow it."""
+        mem = self._mem
+        if mem is None or ptr + n > mem[1]:
+            mem = self._mem = (ctypes.addressof(self.memory.data_ptr(self.store).contents),
+                               self.memory.data_len(self.store))
+        if ptr < 0 or n < 0 or ptr + n > mem[1]:
+            raise Trapped(f"the module gave the range [{ptr}, {ptr + n}) outside its {mem[1]}-byte memory")
+        return mem[0] + ptr
+
+    def put(self, ptr: int, arr: np.ndarray) -> None:
+        """Copy a C-contiguous array into memory at ``ptr``: one memmove."""
+        if arr.nbytes:
+            ctypes.memmove(self._at(ptr, arr.nbytes), arr.ctypes.data, arr.nbytes)
+
+    def copy_out(self, ptr: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """A new array of the module's bytes at ``ptr`` (checked to lie in its memory before
+        anything is allocated): one memmove."""
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        at = self._at(ptr, n)
+        out = np.empty(shape, dtype=dtype)
+        if n:
+            ctypes.memmove(out.ctypes.data, at, n)
+        return out
 
     def write(self, ptr: int, data: bytes) -> None:
-        self.memory.write(self.store, data, ptr)
+        ctypes.memmove(self._at(ptr, len(data)), data, len(data))
 
     def read(self, ptr: int, n: int) -> bytes:
-        return bytes(self.memory.read(self.store, ptr, ptr + n)) if n else b""
+        return ctypes.string_at(self._at(ptr, n), n) if n else b""
 
     def cstr(self, ptr: int, limit: int = 4096) -> str:
         """The NUL-terminated UTF-8 text at ``ptr`` (at most ``limit`` bytes)."""
+        self._mem = None
         size = self.memory.data_len(self.store)
         raw = self.read(ptr, max(0, min(limit, size - ptr)))
         return raw.split(b"\0", 1)[0].decode(errors="replace")

@@ -369,7 +369,7 @@ const i32const = (v) => [0x41, ...sleb(v)];
 const FORMAT = (FORMAT_VERSION[0] << 16) | FORMAT_VERSION[1];
 const WORKING = {
   sw_format_version: i32const(FORMAT), sw_num_inputs: i32const(0), sw_num_outputs: i32const(0),
-  sw_context_create: i32const(64), sw_context_status: i32const(0),
+  sw_context_create: i32const(64), sw_context_status: i32const(0), sw_io_table: i32const(0),
 };
 const META = { format: 'symwasm', format_version: [...FORMAT_VERSION], inputs: [], outputs: [], target: 'wasm32' };
 
@@ -457,6 +457,19 @@ test('modules that are not symwasm modules are a ModelError (status 4) at load n
   const missing = path.join(dir, 'missing.wasm');
   await assert.rejects(loadModel(missing), { message: `no such model: ${missing}` });
   await assert.rejects(loadModel(42), TypeError);
+});
+
+test('a 3.5 module runs in one call (sw_run_io); one of format 3.4, without it, loads and runs the older way', async () => {
+  // sw_run is `unreachable` in both fakes: the first run must go through sw_run_io
+  const current = fakeModule({ bodies: { ...WORKING, sw_io_table: i32const(256), sw_run_io: i32const(0) } });
+  assert.deepEqual(await (await loadModel(current)).run({}), {});
+  const older = fakeModule({
+    bodies: { ...WORKING, sw_format_version: i32const((3 << 16) | 4), sw_run: i32const(0) },
+    omit: ['sw_io_table', 'sw_run_io'], metadata: { ...META, format_version: [3, 4] },
+  });
+  assert.deepEqual(await (await loadModel(older)).run({}), {});
+  const missing = fakeModule({ bodies: WORKING, omit: ['sw_run'] });
+  await assert.rejects(loadModel(missing), { message: /it does not export sw_run\)$/ });
 });
 
 test('counts that disagree with the program are refused at load', async () => {

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define SW_FORMAT_MAJOR 3
-#define SW_FORMAT_MINOR 4
+#define SW_FORMAT_MINOR 5
 #define SW_MAX_RANK 8
 
 /* dtype codes (ONNX TensorProto) */
@@ -218,7 +218,7 @@ SW_EXPORT(sw_format_version) int32_t sw_format_version(void);
 SW_EXPORT(sw_num_inputs) int32_t sw_num_inputs(void);
 /* how many outputs the model has */
 SW_EXPORT(sw_num_outputs) int32_t sw_num_outputs(void);
-/* the metadata JSON (also the symwasm.metadata custom section of a .wasm) */
+/* a native library's metadata JSON; in a .wasm (from format 3.5) empty, since its symwasm.metadata custom section holds the metadata */
 SW_EXPORT(sw_metadata) const char* sw_metadata(void);
 /* its length in bytes */
 SW_EXPORT(sw_metadata_len) int32_t sw_metadata_len(void);
@@ -250,6 +250,10 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* ctx, int32_t index,
 SW_EXPORT(sw_run) sw_status_t sw_run(sw_context* ctx);
 /* output index's descriptor (sw_tensor), NULL if there is none */
 SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(sw_context* ctx, int32_t index);
+/* the context's io table, sw_tensor[ninputs + noutputs], at a fixed address for the context's life: the host fills each input's dtype, rank and shape (its data goes in its input buffer) before sw_run_io */
+SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* ctx);
+/* one call per run: sw_set_input for every input from the io table, then sw_run; the table's entries after the inputs then describe the outputs (all zero for one not produced) */
+SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* ctx);
 /* an int32 that, set non-zero (from any thread) during sw_run, stops the call with SW_CANCELLED; the host clears it before each sw_run */
 SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* ctx);
 /* the last error message (UTF-8) */

@@ -43,6 +43,7 @@ struct sw_context {
   int64_t dynamic_size;  /* its bytes, kept between runs (counted in memory_held) */
   sw_input_slot* inputs;
   int32_t* outputs; /* register of each output, -1 when none */
+  sw_tensor* io; /* sw_io_table: ninputs descriptors the host fills, then noutputs sw_run_io fills */
   int64_t shape_buffer[SW_MAX_RANK];
   int64_t memory_limit; /* never above SIZE_MAX: see sw_set_memory_limit */
   int64_t memory_held;   /* between runs: the static and dynamic arenas and the input buffers */
@@ -483,8 +484,9 @@ SW_EXPORT(sw_context_create) sw_context* sw_context_create(void) {
   c->heap = (int64_t*)zalloc(sizeof(int64_t) * (size_t)(P->nheap + 1));
   c->inputs = (sw_input_slot*)zalloc(sizeof(sw_input_slot) * (size_t)(P->ninputs + 1));
   c->outputs = (int32_t*)zalloc(sizeof(int32_t) * (size_t)(P->noutputs + 1));
+  c->io = (sw_tensor*)zalloc(sizeof(sw_tensor) * (size_t)(P->ninputs + P->noutputs + 1));
   if (c->status != SW_OK || !c->regs || !c->reg_state || !c->owner || !c->reg_bytes || !c->heap || !c->inputs ||
-      !c->outputs) {
+      !c->outputs || !c->io) {
     c->status = fail_text(c, SW_OUT_OF_MEMORY, 0, "out of memory while creating a context");
     return c;
   }
@@ -518,11 +520,13 @@ SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
   sw_mem_free(c->heap);
   sw_mem_free(c->inputs);
   sw_mem_free(c->outputs);
+  sw_mem_free(c->io);
   sw_mem_free(c);
 }
 
 SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(sw_context* c) { return c->shape_buffer; }
 SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* c) { return c->memory_held + c->memory_in_use; }
+SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* c) { return c->io; }
 SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* c) { return (void*)&c->cancel; }
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* c) { return c->error_text; }
 SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(sw_context* c) { return c->error_len; }
@@ -573,7 +577,8 @@ SW_EXPORT(sw_input_buffer) void* sw_input_buffer(sw_context* c, int32_t index, i
   return in->buffer;
 }
 
-SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank) {
+/* declares input index with this dtype, rank and shape (sw_set_input, sw_run_io) */
+static sw_status_t set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank, const int64_t* shape) {
   if (c->status != SW_OK) return c->status;
   if (index < 0 || index >= c->P->ninputs) return fail_text(c, SW_INVALID_INPUT, 0, "input index out of range");
   sw_input_slot* in = &c->inputs[index];
@@ -601,14 +606,14 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, i
   }
   int64_t bytes = sw_dtype_size(dtype);
   for (int i = 0; i < rank; i++) {
-    if (c->shape_buffer[i] < 0) {
+    if (shape[i] < 0) {
       err_append(c, "input '");
       err_append(c, name);
       err_append(c, "': negative dim ");
       err_append_int(c, i);
       return SW_INVALID_INPUT;
     }
-    if (mul_overflow(bytes, c->shape_buffer[i], &bytes)) bytes = INT64_MAX;
+    if (mul_overflow(bytes, shape[i], &bytes)) bytes = INT64_MAX;
   }
   if (!in->buffer || bytes > in->capacity) {
     err_append(c, "input '");
@@ -642,9 +647,13 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, i
   in->t.data = in->buffer;
   in->t.dtype = dtype;
   in->t.rank = rank;
-  for (int i = 0; i < SW_MAX_RANK; i++) in->t.shape[i] = i < rank ? c->shape_buffer[i] : 0;
+  for (int i = 0; i < SW_MAX_RANK; i++) in->t.shape[i] = i < rank ? shape[i] : 0;
   in->set = 1;
   return SW_OK;
+}
+
+SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank) {
+  return set_input(c, index, dtype, rank, c->shape_buffer);
 }
 
 /* The whole descriptor of output i (NULL if none); its layout is sw_tensor's (sw_abi.h). */
@@ -1216,5 +1225,26 @@ SW_EXPORT(sw_run) sw_status_t sw_run(sw_context* c) {
   err_clear(c);
   sw_status_t st = execute(c);
   if (st != SW_OK) release_all(c);
+  return st;
+}
+
+/* One call per run: declare every input from the io table, run, and describe every output
+ * in the table after the inputs (all zero for an output the run did not produce). */
+SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* c) {
+  if (c->status != SW_OK) return c->status;
+  int32_t n_in = c->P->ninputs, n_out = c->P->noutputs;
+  for (int32_t i = 0; i < n_in; i++) {
+    sw_status_t st = set_input(c, i, c->io[i].dtype, c->io[i].rank, c->io[i].shape);
+    if (st != SW_OK) return st;
+  }
+  sw_status_t st = sw_run(c);
+  for (int32_t i = 0; i < n_out; i++) {
+    const sw_tensor* t = st == SW_OK ? sw_output_tensor(c, i) : 0;
+    if (t) {
+      mem_copy(&c->io[n_in + i], t, sizeof(sw_tensor));
+    } else {
+      mem_set(&c->io[n_in + i], 0, sizeof(sw_tensor));
+    }
+  }
   return st;
 }
