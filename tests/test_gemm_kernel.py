@@ -1,6 +1,6 @@
 """The float32 GEMM microkernel (toolkit/codegen/gemm.py) behind MatMul and Gemm, on both
 targets and in wasm32's relaxed-SIMD variant, against numpy in float64. The bindings are chosen to reach every path of both
-targets' tiles (wasm32 4 x 8, AVX2 6 x 16): rows that fill whole tiles and rows left over,
+targets' tiles (wasm32 2 x 16, AVX2 6 x 16): rows that fill whole tiles and rows left over,
 fewer rows than a tile (one row against several panels at once), M = 0 and 1; N a multiple
 of the panel width and not (the partial panel), N below one vector; K = 0, K inside one
 cache block, on its edge, and K over several blocks with a partial last one; a constant B

@@ -14,7 +14,7 @@ panel and broadcasts ``MR`` elements of a, so every value loaded feeds several
 multiply-adds (fused on hosts with FMA). The rows after the last whole tile run as one
 tile of exactly that many rows (one variant per count when M is symbolic); fewer rows than a
 tile, with B packed, run a row at a time against several panels at once, so the M = 1 case
-has ``ONE_ROW_PANELS * NR / lanes`` accumulators too; the last,
+has ``ROW_ACCUMULATORS`` accumulators too (against that many vectors of panels); the last,
 partial panel computes all its ``NR`` columns (the padding is zero) and stores only the
 columns that exist, through a small buffer. No path falls back to scalar products.
 
@@ -45,7 +45,7 @@ from . import fused as F
 from .conv import _ceildiv, _splat, mac, smin
 from .kernel import F32, I64, KernelBuilder, Tensor, i64
 
-ONE_ROW_PANELS = 4  # panels a lone row runs against at once
+ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
 
 
@@ -66,7 +66,12 @@ def tile_for(target) -> GemmTile:
     lanes = target.f32_lanes
     if lanes == 8:
         return GemmTile(mr=6, nr=16, lanes=8, kc=256, mc=72)
-    return GemmTile(mr=4, nr=8, lanes=4, kc=256, mc=64)
+    # wasm32: 2 rows by 4 vectors. Measured at 512^3 against 4x8, 3x12, 3x16, 5x8, 6x8, 2x12
+    # and 2x20 (benchmarks/gemm_peak.py): 78% of the multiply-add peak in Node and 60% under
+    # wasmtime, against 73% and 53% for 4x8. Fewer rows means fewer broadcasts of a per step
+    # (Cranelift lowers load32_splat to three instructions); taller tiles spill V8's 16
+    # vector registers
+    return GemmTile(mr=2, nr=16, lanes=4, kc=256, mc=64)
 
 
 def panels(n: int, nr: int) -> int:
@@ -406,7 +411,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
 
         # a block with fewer rows than a tile, and a packed B: one row against PG panels at
         # once, so the row's PG * vecs accumulators hide the adds' latency
-        pg = ONE_ROW_PANELS
+        pg = ROW_ACCUMULATORS // tile.vecs
         if block is None and pg > 1:
             few = b.icmp_signed("<", mn, i64(mr)) if not isinstance(mn, ir.Constant) else mn.constant < mr
             groups = b.udiv(full_panels, i64(pg)) if not isinstance(full_panels, ir.Constant) \
