@@ -172,7 +172,11 @@ export class Model {
    * RangeError naming a symbol without a value.
    */
   requiredBytes(bindings: Record<string, number>): number;
-  /** Free the instance's buffers and context now; later runs reject with a ModelError. */
+  /**
+   * Free the instance now (its context, buffers and this object's hold on its memory). Later
+   * runs reject, and `setMemoryLimit` throws, a ModelError of status 1 (`SOURCE: the model
+   * was disposed`); disposing again does nothing.
+   */
   dispose(): void;
 }
 
@@ -193,15 +197,21 @@ export type Variant = 'relaxed-simd' | 'baseline';
 /** The variants, best first. */
 export const VARIANTS: readonly Variant[];
 
-/** The variants this engine validates, best first (relaxed SIMD where `f32x4.relaxed_madd` validates). */
+/**
+ * The variants this engine validates, best first: probes of the WebAssembly features a
+ * symwasm module may need say which (relaxed SIMD where `f32x4.relaxed_madd` validates).
+ * Empty on an engine without WebAssembly SIMD, where loading any model fails.
+ */
 export function supportedVariants(): Variant[];
 
 export interface LoadOptions {
   /**
-   * 'auto' (the default): for a source given by URL or path, the best variant this engine
-   * supports among the files its metadata lists beside it (`NAME.relaxed.wasm` next to
-   * `NAME.wasm`), else the file given; bytes and modules run as given. A named variant must
-   * run: a ModelError (status 4) says why not.
+   * 'auto' (the default): for a source given by URL or path, the best variant whose
+   * WebAssembly features this engine validates among the files its metadata lists beside it
+   * (`NAME.relaxed.wasm` next to `NAME.wasm`); bytes and modules run as given. Where no
+   * variant can run, a ModelError (status 4) names the features the engine lacks
+   * (`m.wasm: cannot load the model: this engine lacks simd128`). A named variant must run:
+   * a ModelError (status 4) says why not.
    */
   variant?: 'auto' | Variant;
 }
@@ -213,15 +223,15 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
-export interface LoadInWorkerOptions extends LoadOptions {
+export interface CreateWorkerOptions extends LoadOptions {
   /** As `setMemoryLimit`, from the start. */
   memoryLimit?: number | bigint;
 }
 
 /**
  * A model whose instance runs in a worker of its own (Node worker_threads or a browser
- * module Worker), so that a run can be stopped; get one from `loadModelInWorker`. Runs are
- * served one at a time, in the order they were called.
+ * module Worker), off the calling thread, so that a run can be stopped; get one from
+ * `createWorker`. Runs are served one at a time, in the order they were called.
  */
 export class WorkerModel {
   private constructor();
@@ -241,15 +251,21 @@ export class WorkerModel {
   setMemoryLimit(bytes: number | bigint): void;
   /** As `Model.requiredBytes`. */
   requiredBytes(bindings: Record<string, number>): number;
-  /** Terminate the worker; pending and later runs reject with a ModelError. */
+  /**
+   * Terminate the worker, which frees the instance. Pending and later runs reject, and
+   * `setMemoryLimit` throws, a ModelError of status 1 (`SOURCE: the model was disposed`);
+   * disposing again does nothing.
+   */
   dispose(): void;
 }
 
 /**
- * Compile a model on this thread and load it into a worker; resolves once the worker has
- * loaded and checked it, with the same load failures as `loadModel`.
+ * Compile a model on this thread and load it into a worker of its own, whose runs have
+ * `Model.run`'s API and can be stopped; resolves once the worker has loaded and checked it,
+ * with the same load failures as `loadModel`. In browsers the worker is `worker.js` beside
+ * `index.js`, which must come from the page's origin.
  */
-export function loadModelInWorker(source: ModelSource, options?: LoadInWorkerOptions): Promise<WorkerModel>;
+export function createWorker(source: ModelSource, options?: CreateWorkerOptions): Promise<WorkerModel>;
 
 /** The metadata of a compiled model, without instantiating it. */
 export function readMetadata(source: ModelSource): Promise<Metadata>;

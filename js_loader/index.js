@@ -5,7 +5,8 @@
  * (`wasm_runtime`): the same validation, the same error messages, the same status codes.
  * Plain ES module with no dependencies and no build step. The ABI's tables (dtypes, status
  * codes, exports, the tensor layout) come from `abi.js`, generated from toolkit/abi.py.
- * `loadModelInWorker` runs a model in a worker (worker.js) so that a run can be cancelled.
+ * `createWorker` runs a model in a worker (worker.js): off the calling thread, and a run can
+ * be cancelled.
  */
 import { DTYPES, EXPORTS, EXPORTS_SINCE, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT } from './abi.js';
 
@@ -65,6 +66,30 @@ const isNode = typeof process !== 'undefined' && typeof process.versions?.node =
 /** Strings that name something fetch() can load in Node; any other string there is a path. */
 const FETCHABLE = /^(https?|data|blob):/i;
 
+/** The TypeError for a source that is none of those loadModel takes. */
+function notASource(source) {
+  return new TypeError('a model source is a URL, a file path (Node), an ArrayBuffer, a Uint8Array '
+    + `or a WebAssembly.Module, not ${source === null ? 'null' : typeof source}`);
+}
+
+/** A path or file: URL read from disk (Node's fetch() cannot read files). */
+async function readFromDisk(source, label) {
+  const { readFile } = await import('node:fs/promises');
+  try {
+    return await readFile(source instanceof URL || label.startsWith('file:') ? new URL(label) : source);
+  } catch (e) {
+    if (e.code === 'ENOENT') throw new Error(`no such model: ${label}`, { cause: e });
+    throw e;
+  }
+}
+
+/** A fetched model's response, refused unless it is a success. */
+async function fetchSource(source, label) {
+  const response = await fetch(source);
+  if (!response.ok) throw new Error(`${label}: HTTP ${response.status} ${response.statusText}`);
+  return response;
+}
+
 /**
  * Compile `source` into a WebAssembly.Module, labelled for messages.
  * @returns {Promise<{module: WebAssembly.Module, label: string}>}
@@ -74,25 +99,10 @@ async function compileSource(source) {
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
     return { module: await compileBytes(source, 'the given bytes'), label: 'the given bytes' };
   }
-  if (typeof source !== 'string' && !(source instanceof URL)) {
-    throw new TypeError('a model source is a URL, a file path (Node), an ArrayBuffer, a Uint8Array '
-      + `or a WebAssembly.Module, not ${source === null ? 'null' : typeof source}`);
-  }
+  if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
   const label = String(source);
-  if (isNode && !FETCHABLE.test(label)) {
-    // Node's fetch() cannot read files: read paths and file: URLs from disk
-    const { readFile } = await import('node:fs/promises');
-    let bytes;
-    try {
-      bytes = await readFile(source instanceof URL || label.startsWith('file:') ? new URL(label) : source);
-    } catch (e) {
-      if (e.code === 'ENOENT') throw new Error(`no such model: ${label}`, { cause: e });
-      throw e;
-    }
-    return { module: await compileBytes(bytes, label), label };
-  }
-  const response = await fetch(source);
-  if (!response.ok) throw new Error(`${label}: HTTP ${response.status} ${response.statusText}`);
+  if (isNode && !FETCHABLE.test(label)) return { module: await compileBytes(await readFromDisk(source, label), label), label };
+  const response = await fetchSource(source, label);
   // compileStreaming insists on the application/wasm type; many static servers send another
   if (response.headers.get('content-type')?.startsWith('application/wasm')) {
     try {
@@ -199,21 +209,54 @@ export async function loadModel(source, options = {}) {
 export const VARIANTS = Object.freeze(['relaxed-simd', 'baseline']);
 const VARIANT_SECTION = 'symwasm.variant';
 
-// (module (func (result v128) (f32x4.relaxed_madd (v128.const 0) (v128.const 0) (v128.const 0))))
-const RELAXED_PROBE_BODY = [0x00, ...[0, 1, 2].flatMap(() => [0xfd, 0x0c, ...new Array(16).fill(0)]),
-  0xfd, 0x85, 0x02, 0x0b];
-const RELAXED_PROBE = new Uint8Array([...WASM_MAGIC, 0x01, 0x00, 0x00, 0x00,
-  0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00,
-  0x0a, RELAXED_PROBE_BODY.length + 2, 0x01, RELAXED_PROBE_BODY.length, ...RELAXED_PROBE_BODY]);
+/** A module's bytes from its sections, each [id, content] (every probe's is under 128 bytes,
+ * so its size is one LEB128 byte). */
+function wasmModule(sections) {
+  return new Uint8Array([...WASM_MAGIC, 0x01, 0x00, 0x00, 0x00, ...sections.flatMap(([id, content]) => [id, content.length, ...content])]);
+}
+
+/** A module with one function `() -> result` (no result when undefined) running `code`;
+ * `more` are sections between the function and code sections (a memory). */
+function probeFunction(result, code, more = []) {
+  const body = [0x00, ...code, 0x0b];
+  return wasmModule([[1, [0x01, 0x60, 0x00, ...(result === undefined ? [0x00] : [0x01, result])]], [3, [0x01, 0x00]],
+    ...more, [10, [0x01, body.length, ...body]]]);
+}
+
+const [I32, V128] = [0x7f, 0x7b];
+const V128_ZERO = [0xfd, 0x0c, ...new Array(16).fill(0)];
+/**
+ * One tiny module per WebAssembly feature a symwasm module may need, by the name the
+ * compiler writes in its metadata (toolkit/codegen/target.py: WASM_FEATURES, and
+ * relaxed-simd): each uses one instruction of its feature, so an engine has the feature
+ * when it validates the probe.
+ */
+const FEATURE_PROBES = Object.freeze({
+  simd128: probeFunction(V128, V128_ZERO),
+  'bulk-memory': probeFunction(undefined, [0x41, 0, 0x41, 0, 0x41, 0, 0xfc, 0x0b, 0x00], [[5, [0x01, 0x00, 0x00]]]), // memory.fill
+  'nontrapping-fptoint': probeFunction(I32, [0x43, 0, 0, 0, 0, 0xfc, 0x00]), // i32.trunc_sat_f32_s
+  'sign-ext': probeFunction(I32, [0x41, 0, 0xc0]), // i32.extend8_s
+  'mutable-globals': wasmModule([[6, [0x01, I32, 0x01, 0x41, 0, 0x0b]], [7, [0x01, 0x01, 0x67, 0x03, 0x00]]]), // exported
+  'relaxed-simd': probeFunction(V128, [...V128_ZERO, ...V128_ZERO, ...V128_ZERO, 0xfd, 0x85, 0x02]), // f32x4.relaxed_madd
+});
+
+/** Those of `features` (metadata names) this engine does not validate. A name without a
+ * probe is not checked: the engine's compile error then says what is wrong. */
+function missingFeatures(features) {
+  return features.filter((f) => Object.hasOwn(FEATURE_PROBES, f) && !WebAssembly.validate(FEATURE_PROBES[f]));
+}
 
 /**
  * The model variants this engine can run, best first: relaxed SIMD where the engine
- * validates `f32x4.relaxed_madd` (Chromium, Firefox, Node 22; Node 20 with
- * --experimental-wasm-relaxed-simd), and the baseline.
+ * validates every feature a symwasm module may use, `f32x4.relaxed_madd` among them
+ * (Chromium, Firefox, Node 22; Node 20 with --experimental-wasm-relaxed-simd), the baseline
+ * where it validates all but relaxed SIMD, and none on an engine without WebAssembly SIMD.
  * @returns {string[]}
  */
 export function supportedVariants() {
-  return WebAssembly.validate(RELAXED_PROBE) ? [...VARIANTS] : ['baseline'];
+  const missing = missingFeatures(Object.keys(FEATURE_PROBES));
+  if (!missing.length) return [...VARIANTS];
+  return missing.every((f) => f === 'relaxed-simd') ? ['baseline'] : [];
 }
 
 function variantOf(module) {
@@ -230,21 +273,13 @@ function siblingOf(source, label, file) {
   return slash < 0 ? file : label.slice(0, slash + 1) + file;
 }
 
-/** The bytes of a model given by path (Node) or URL. */
+/** The bytes of a model given by path (Node), URL or as bytes. */
 async function readSource(source) {
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return { bytes: source, label: 'the given bytes' };
+  if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
   const label = String(source);
-  if (isNode && !FETCHABLE.test(label)) {
-    const { readFile } = await import('node:fs/promises');
-    try {
-      return { bytes: await readFile(source instanceof URL || label.startsWith('file:') ? new URL(label) : source), label };
-    } catch (e) {
-      if (e.code === 'ENOENT') throw new Error(`no such model: ${label}`, { cause: e });
-      throw e;
-    }
-  }
-  const response = await fetch(source);
-  if (!response.ok) throw new Error(`${label}: HTTP ${response.status} ${response.statusText}`);
-  return { bytes: new Uint8Array(await response.arrayBuffer()), label };
+  if (isNode && !FETCHABLE.test(label)) return { bytes: await readFromDisk(source, label), label };
+  return { bytes: new Uint8Array(await (await fetchSource(source, label)).arrayBuffer()), label };
 }
 
 /** A module's custom sections by name, read from its bytes without compiling them (null if
@@ -285,12 +320,14 @@ function customSectionsOf(bytes) {
 
 /**
  * Compile `source` (or the variant of it `want` asks for) and check its metadata:
- * everything short of instantiating, so a foreign module is rejected unrun. A model given
- * by URL or path is a set of files, one per variant, that its metadata lists: its bytes are
- * read first and their metadata parsed without compiling them; with "auto" the best variant
- * this engine validates runs, another file only if the metadata lists it (nothing is
- * fetched on a guess) and only if that file carries the same metadata. Bytes and modules
- * run as given.
+ * everything short of instantiating, so a foreign module is rejected unrun. The bytes are
+ * read first and their metadata parsed without compiling them, so that a file needing a
+ * WebAssembly feature this engine lacks is refused by name rather than by a CompileError.
+ * A model given by URL or path is a set of files, one per variant, that its metadata lists:
+ * with "auto" the best variant whose features this engine validates runs, another file only
+ * if the metadata lists it (nothing is fetched on a guess) and only if that file carries the
+ * same metadata. Bytes and modules run as given (a module compiled here has every feature
+ * it needs).
  * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string, variant: string}>}
  */
 async function prepare(source, want = 'auto') {
@@ -298,40 +335,59 @@ async function prepare(source, want = 'auto') {
   if (want !== 'auto' && !VARIANTS.includes(want)) {
     throw new TypeError(`unknown variant '${want}' (choose auto, ${VARIANTS.join(', ')})`);
   }
-  const supported = supportedVariants();
-  if (want !== 'auto' && !supported.includes(want)) {
-    throw new ModelError(`${String(source)}: cannot run the ${want} variant: this engine does not validate `
-      + 'relaxed SIMD', STATUS.INVALID_PROGRAM);
-  }
-  if (!(typeof source === 'string' || source instanceof URL)) {
+  if (source instanceof WebAssembly.Module) {
     const found = await checked(source);
     if (want !== 'auto' && found.variant !== want) {
-      throw new ModelError(`${found.label}: the ${found.variant} variant of a model, not the ${want} one`,
+      throw new ModelError(`${found.label}: cannot run the ${want} variant: it is the ${found.variant} variant`,
         STATUS.INVALID_PROGRAM);
     }
     return found;
   }
   const { bytes, label } = await readSource(source);
-  const given = () => checked(bytes, label);
   const sections = customSectionsOf(bytes);
   let metadata = null;
   try {
     metadata = JSON.parse(new TextDecoder().decode(sections?.get(SECTION)));
   } catch { /* the checks of the given file say what is wrong */ }
   const own = sections?.has(VARIANT_SECTION) ? new TextDecoder().decode(sections.get(VARIANT_SECTION)) : 'baseline';
-  const files = metadata?.variants !== null && typeof metadata?.variants === 'object' ? metadata.variants : {};
-  for (const name of want === 'auto' ? supported : [want]) {
-    if (name === own) return given();
-    const other = siblingOf(source, label, files[name]?.file);
-    let problem = other === null ? `the model has no ${name} variant (compile with --relaxed-simd)` : null;
-    if (problem === null) {
-      const alt = await checked(other);
-      if (alt.variant === name && JSON.stringify(alt.metadata) === JSON.stringify(metadata)) return alt;
-      problem = `${alt.label} is not the ${name} variant of this model (its metadata differs)`;
+  const variants = metadata?.variants !== null && typeof metadata?.variants === 'object' ? metadata.variants : {};
+  const features = (name) => {
+    const listed = variants[name]?.features ?? (name === own ? metadata?.features : null);
+    return Array.isArray(listed) ? listed.filter((f) => typeof f === 'string') : [];
+  };
+  // a path or URL names a set of files, one per variant; bytes are the one they are
+  const named = typeof source === 'string' || source instanceof URL;
+  const files = named ? variants : {};
+  const candidates = want === 'auto' ? VARIANTS.filter((name) => name === own || Object.hasOwn(files, name)) : [want];
+  const problems = new Map();
+  for (const name of candidates) {
+    const missing = missingFeatures(features(name));
+    let problem;
+    if (!named && name !== own) {
+      problem = `it is the ${own} variant`;
+    } else if (missing.length) {
+      problem = `this engine lacks ${missing.join(', ')}`;
+    } else if (name === own) {
+      return checked(bytes, label);
+    } else {
+      const other = siblingOf(source, label, files[name]?.file);
+      if (other === null) {
+        problem = `the model has no ${name} variant (compile with --relaxed-simd)`;
+      } else {
+        const alt = await checked(other);
+        if (alt.variant === name && JSON.stringify(alt.metadata) === JSON.stringify(metadata)) return alt;
+        problem = `${alt.label} is not the ${name} variant of this model (its metadata differs)`;
+      }
     }
     if (want !== 'auto') throw new ModelError(`${label}: cannot run the ${want} variant: ${problem}`, STATUS.INVALID_PROGRAM);
+    problems.set(name, problem);
   }
-  return given();
+  // the file's own variant was a candidate and failed: this engine lacks a feature it needs
+  if (candidates.includes(own)) {
+    const each = [...problems].map(([name, problem]) => `${name}: ${problem}`);
+    throw loadError(label, problems.size === 1 ? problems.get(own) : `no variant of it runs on this engine (${each.join('; ')})`);
+  }
+  return checked(bytes, label);
 }
 
 /** Compile `source` (with `label` for bytes read from a named file) and check it. */
@@ -426,6 +482,7 @@ function tensorInfos(metadata) {
  */
 export class Model {
   #exports;
+  #label;
   #ctx = 0;
   /** Format 3.5: the context's io table (sw_io_table), so a run is one call (sw_run_io); 0 before. */
   #io = 0;
@@ -445,6 +502,7 @@ export class Model {
       throw loadError(label, `not a symwasm module of this format (it does not export ${missing.join(', ')})`);
     }
     this.#exports = instance.exports;
+    this.#label = label;
     this.metadata = metadata;
     this.target = metadata.target;
     Object.assign(this, tensorInfos(metadata));
@@ -518,14 +576,19 @@ export class Model {
     return requiredBytes(this.metadata, bindings);
   }
 
-  /** Free the model's buffers and context now; the model cannot run afterwards. */
+  /**
+   * Free the instance now: its context and buffers, and this object's hold on the module's
+   * memory. Later runs and setMemoryLimit fail with a ModelError; disposing again does nothing.
+   */
   dispose() {
     if (this.#ctx) this.#call('sw_context_destroy', this.#ctx);
     this.#ctx = 0;
+    this.#exports = null;
+    this.#buffers = [];
   }
 
   #live() {
-    if (!this.#ctx) throw new ModelError('the model was disposed', STATUS.INVALID_INPUT);
+    if (!this.#ctx) throw new ModelError(`${this.#label}: the model was disposed`, STATUS.INVALID_INPUT);
   }
 
   /**
@@ -725,13 +788,15 @@ export class Model {
 // once, on this thread, and sent to every worker, so a restart only instantiates it.
 
 /**
- * Load a compiled model into a worker of its own, so that a run can be stopped (`timeout`,
- * `signal`) without blocking this thread. Load failures are the same as loadModel's.
+ * Load a compiled model into a worker of its own (Node worker_threads, a browser module
+ * Worker): its runs take the calling thread no time, have Model's `run` API, and can be
+ * stopped (`timeout`, `signal`). Load failures are the same as loadModel's.
  * @param {string | URL | ArrayBuffer | ArrayBufferView | WebAssembly.Module} source as for loadModel
- * @param {{memoryLimit?: number | bigint}} [options] memoryLimit: as Model.setMemoryLimit
+ * @param {{variant?: string, memoryLimit?: number | bigint}} [options] variant: as for loadModel;
+ *   memoryLimit: as Model.setMemoryLimit
  * @returns {Promise<WorkerModel>} once the worker has loaded the model and checked it
  */
-export async function loadModelInWorker(source, options = {}) {
+export async function createWorker(source, options = {}) {
   const { module, metadata, label, variant } = await prepare(source, options?.variant);
   const memoryLimit = options?.memoryLimit === undefined ? undefined : BigInt(options.memoryLimit);
   const init = { module, metadata, label, memoryLimit };
@@ -752,7 +817,7 @@ export class WorkerModel {
   #disposed = false;
 
   /**
-   * Use loadModelInWorker().
+   * Use createWorker().
    * @param {WorkerChannel} channel a worker that has loaded the model
    * @param {{module: WebAssembly.Module, metadata: object, label: string, memoryLimit?: bigint}} init
    */
@@ -829,17 +894,22 @@ export class WorkerModel {
     this.#channel?.then((channel) => channel.post({ type: 'limit', bytes: limit }), () => {});
   }
 
-  /** Stop the worker and free everything; runs still pending reject with a ModelError. */
+  /** Terminate the worker, which frees its instance; runs still pending and later calls fail
+   * with a ModelError. Disposing again does nothing. */
   dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
-    const error = new ModelError('the model was disposed', STATUS.INVALID_INPUT);
+    const error = this.#disposedError();
     this.#channel?.then((channel) => channel.close(error), () => {});
     this.#channel = null;
   }
 
+  #disposedError() {
+    return new ModelError(`${this.#init.label}: the model was disposed`, STATUS.INVALID_INPUT);
+  }
+
   #live() {
-    if (this.#disposed) throw new ModelError('the model was disposed', STATUS.INVALID_INPUT);
+    if (this.#disposed) throw this.#disposedError();
   }
 
   /** The current worker, started if there is none (the first run after a crash). */
@@ -935,7 +1005,7 @@ async function spawnWorker() {
       },
     };
   }
-  if (typeof Worker === 'undefined') throw new Error('loadModelInWorker: this environment has no Worker');
+  if (typeof Worker === 'undefined') throw new Error('createWorker: this environment has no Worker');
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   return {
     post: (message, transfer) => worker.postMessage(message, transfer),

@@ -1,5 +1,5 @@
 /**
- * The worker behind loadModelInWorker (index.js), in Node (worker_threads) and in browsers
+ * The worker behind createWorker (index.js), in Node (worker_threads) and in browsers
  * (a module Worker): it loads the model from the compiled module it is sent and runs it,
  * one message at a time. Not a module to import.
  *
@@ -18,7 +18,7 @@ function connect(nodePort) {
 // browsers: no await before the listener is added, or the first messages could be missed
 const inBrowser = typeof WorkerGlobalScope !== 'undefined';
 const nodePort = inBrowser ? null : (await import('node:worker_threads')).parentPort;
-if (!inBrowser && !nodePort) throw new Error('worker.js runs as loadModelInWorker\'s worker; import index.js instead');
+if (!inBrowser && !nodePort) throw new Error('worker.js runs as createWorker\'s worker; import index.js instead');
 const port = connect(nodePort);
 
 let model = null;

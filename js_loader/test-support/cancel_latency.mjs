@@ -8,11 +8,10 @@
  */
 import { existsSync } from 'node:fs';
 
-import { loadModelInWorker } from '../index.js';
+import { createWorker } from '../index.js';
 import { cancelRepeatedly, median } from './cancel.js';
-import { buildFixtures, LOADER_DIR, serve } from './harness.js';
+import { buildFixtures, CHROMIUM, launchChromium, LOADER_DIR, serve } from './harness.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const times = Number(process.argv[2] ?? 10);
 
 function summarize(where, report) {
@@ -25,16 +24,15 @@ function summarize(where, report) {
 
 const built = await buildFixtures('matmul');
 try {
-  const model = await loadModelInWorker(`${built.dir}/${built.fixtures.matmul.wasm}`);
+  const model = await createWorker(`${built.dir}/${built.fixtures.matmul.wasm}`);
   summarize('Node', await cancelRepeatedly(model, built.fixtures.matmul.runs[1], { times }));
   model.dispose();
 
   if (!existsSync(CHROMIUM)) {
     console.log(`Chromium: not measured (${CHROMIUM} is missing)`);
   } else {
-    const { chromium } = await import('playwright-core');
     const server = await serve([{ prefix: '/fixtures/', dir: built.dir }, { prefix: '/', dir: LOADER_DIR }]);
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu'] });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.goto(`${server.url}/test-support/browser.html`);

@@ -1,6 +1,6 @@
 /**
  * Node-side test harness: build the fixtures with the repository's Python (the compiler and
- * onnx.reference live there) and serve files over a local HTTP server.
+ * onnx.reference live there), serve files over a local HTTP server and start Chromium.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -69,4 +69,22 @@ export async function serve(mounts) {
     url: `http://127.0.0.1:${server.address().port}`,
     close: () => new Promise((resolve) => server.close(resolve)),
   };
+}
+
+export const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+/**
+ * Debian's Chromium, headless, driven by playwright-core (a browser download by npm is not
+ * possible here). Without it the browser tests fail; they never skip.
+ * @returns {Promise<import('playwright-core').Browser>}
+ */
+export async function launchChromium() {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: the browser tests drive Debian's Chromium; install it with `
+      + '`apt-get update && apt-get install -y chromium` (`make test` does)');
+  }
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 }

@@ -3,17 +3,10 @@
 // with onnx.reference's; it also cancels long runs of a model in a worker. Needs Debian's
 // Chromium at /usr/bin/chromium: without it these tests fail (CI installs it); they never skip.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
-import { chromium } from 'playwright-core';
-
 import { STATUS } from '../abi.js';
-import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
-
-const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+import { buildFixtures, launchChromium, LOADER_DIR, serve } from '../test-support/harness.js';
 
 let built;
 let server;
@@ -22,13 +15,9 @@ let page;
 const pageErrors = [];
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: the browser tests drive Debian's Chromium; install it with `
-      + '`apt-get update && apt-get install -y chromium` (`make test` does)');
-  }
   built = await buildFixtures('add_mul', 'where_greater', 'matmul', 'strings', 'dense');
   server = await serve([{ prefix: '/fixtures/', dir: built.dir }, { prefix: '/', dir: LOADER_DIR }]);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  browser = await launchChromium();
   page = await browser.newPage();
   // a failing import or top-level await in the page shows up here, not as a rejection
   page.on('pageerror', (e) => pageErrors.push(e.message));

@@ -6,12 +6,14 @@ import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { Worker } from 'node:worker_threads';
 
 import { DTYPES, SIGNATURES } from '../abi.js';
-import { evaluateFormula, FORMAT_VERSION, loadModel, loadModelInWorker, Model, ModelError, readMetadata, STATUS, supportedVariants, WorkerModel } from '../index.js';
+import { createWorker, evaluateFormula, FORMAT_VERSION, loadModel, Model, ModelError, readMetadata, STATUS, supportedVariants, WorkerModel } from '../index.js';
 import { buildFixtures, LOADER_DIR, serve } from '../test-support/harness.js';
 import { longFeeds } from '../test-support/cancel.js';
 import { decodeTensor, describeRun, feedsOf, mismatches } from '../test-support/fixtures.js';
@@ -181,12 +183,26 @@ test('a feed may name its dtype: a Uint8Array as bool or uint8', async () => {
     { name: 'ModelError', status: 1, message: "input 'pick': dtype 'float32' with a Uint8Array is not supported (expected bool)" });
 });
 
-test('dispose frees the instance; a disposed model refuses to run', async () => {
-  const model = await loadModel(wasmPath('add_mul'));
+test('dispose destroys the context it created, once; later calls fail with a ModelError naming the model', async () => {
+  // the module's own exports, with the context calls recorded
+  const label = wasmPath('add_mul');
+  const { exports } = (await WebAssembly.instantiate(await readFile(label))).instance;
+  const metadata = await readMetadata(label);
+  const created = [];
+  const destroyed = [];
+  const spied = { ...exports,
+    sw_context_create: () => { const ctx = exports.sw_context_create(); created.push(ctx); return ctx; },
+    sw_context_destroy: (ctx) => { destroyed.push(ctx); return exports.sw_context_destroy(ctx); } };
+  const model = new Model({ exports: spied }, metadata, label);
   await assertRunMatches(model, fixtures.add_mul.runs[1]);
+  assert.equal(created.length, 1);
   model.dispose();
   model.dispose();
-  await assert.rejects(model.run(feedsOf(fixtures.add_mul.runs[1].inputs)), { name: 'ModelError', status: 1 });
+  assert.deepEqual(destroyed, created);
+  const disposed = { name: 'ModelError', status: STATUS.INVALID_INPUT, message: `${label}: the model was disposed` };
+  await assert.rejects(model.run(feedsOf(fixtures.add_mul.runs[1].inputs)), disposed);
+  assert.throws(() => model.setMemoryLimit(1000), disposed);
+  assert.ok(model.requiredBytes({ n: 4 }) > 0, 'the metadata still answers');
 });
 
 test('requiredBytes says before a run what it needs: exactly that much runs, one byte less fails', async () => {
@@ -330,7 +346,7 @@ test('metadata that disagrees with its program is refused, naming the file and t
     const message = `${file}: the module's metadata disagrees with its program: ${difference}`;
     await assert.rejects(loadModel(file), { name: 'ModelError', status: 4, message });
     // the worker checks it too, and the error crosses over as it was
-    await assert.rejects(loadModelInWorker(file), { name: 'ModelError', status: 4, message });
+    await assert.rejects(createWorker(file), { name: 'ModelError', status: 4, message });
   }
 });
 
@@ -343,7 +359,7 @@ test('broken metadata and truncated modules are a ModelError (status 4) naming t
   };
   for (const [what, [old, now, reason]] of Object.entries(cases)) {
     const file = await damaged(`${what.replaceAll(' ', '_')}.wasm`, old, now);
-    for (const load of [loadModel, loadModelInWorker]) {
+    for (const load of [loadModel, createWorker]) {
       await assert.rejects(load(file), (e) => {
         assert.ok(e instanceof ModelError, `${what}: ${e}`);
         assert.equal(e.status, 4, what);
@@ -528,9 +544,9 @@ async function assertCancelled(pending, message) {
 const TIMED_OUT = (ms) => new RegExp(`^the call was timed out after ${ms} ms$`);
 const ABORTED = /^the call was cancelled \(its AbortSignal aborted \d+ ms after the call\)$/;
 
-test('loadModelInWorker: the same inputs, outputs and metadata as loadModel; runs match onnx.reference', async () => {
+test('createWorker: the same inputs, outputs and metadata as loadModel; runs match onnx.reference', async () => {
   for (const name of ['add_mul', 'where_greater', 'matmul', 'strings']) {
-    const [direct, model] = [await loadModel(wasmPath(name)), await loadModelInWorker(wasmPath(name))];
+    const [direct, model] = [await loadModel(wasmPath(name)), await createWorker(wasmPath(name))];
     assert.ok(model instanceof WorkerModel);
     const shown = (m) => ({ inputs: m.inputs, outputs: m.outputs, metadata: m.metadata, target: m.target });
     assert.deepEqual(shown(model), shown(direct));
@@ -541,7 +557,7 @@ test('loadModelInWorker: the same inputs, outputs and metadata as loadModel; run
 });
 
 test('a timeout cancels a long run with a ModelError of status CANCELLED; the next runs are right', async (t) => {
-  const model = await loadModelInWorker(wasmPath('matmul'));
+  const model = await createWorker(wasmPath('matmul'));
   const start = performance.now();
   await assertCancelled(model.run(longFeeds(), { timeout: 100 }), TIMED_OUT(100));
   t.diagnostic(`timeout 100 ms: rejected ${(performance.now() - start).toFixed(1)} ms after the call`);
@@ -551,7 +567,7 @@ test('a timeout cancels a long run with a ModelError of status CANCELLED; the ne
 });
 
 test('an AbortSignal cancels a long run (the latency is printed); the next runs are right', async (t) => {
-  const model = await loadModelInWorker(wasmPath('matmul'));
+  const model = await createWorker(wasmPath('matmul'));
   const feeds = longFeeds();
   const latencies = [];
   for (const n of [5, 16, 31]) {
@@ -574,7 +590,7 @@ test('an AbortSignal cancels a long run (the latency is printed); the next runs 
 });
 
 test('runs take turns: one cancelled while it waits stops nothing; the one behind a cancelled run is right', async () => {
-  const model = await loadModelInWorker(wasmPath('matmul'));
+  const model = await createWorker(wasmPath('matmul'));
   const controller = new AbortController();
   const long = model.run(longFeeds(), { signal: controller.signal });
   const { feeds, y } = randomProduct(9);
@@ -589,7 +605,7 @@ test('runs take turns: one cancelled while it waits stops nothing; the one behin
 });
 
 test('the memory limit (an option or setMemoryLimit) holds for the instance that replaces a cancelled one', async () => {
-  const model = await loadModelInWorker(wasmPath('matmul'), { memoryLimit: 1000 });
+  const model = await createWorker(wasmPath('matmul'), { memoryLimit: 1000 });
   const overLimit = (e) => e instanceof ModelError && e.status === 3 && /memory limit 1000\b/.test(e.message);
   await assert.rejects(model.run(feedsOf(fixtures.matmul.runs[1].inputs)), overLimit);
   model.setMemoryLimit(100_000_000); // the long run's 75 MB fits, 3000 x 3000's 108 MB does not
@@ -603,7 +619,7 @@ test('the memory limit (an option or setMemoryLimit) holds for the instance that
 
 test("errors inside the worker cross over as they were: the Python host's messages, JS checks, traps", async () => {
   for (const name of ['add_mul', 'where_greater', 'matmul']) {
-    const model = await loadModelInWorker(wasmPath(name));
+    const model = await createWorker(wasmPath(name));
     for (const { case: what, inputs, message, status } of fixtures[name].errors) {
       await assert.rejects(model.run(feedsOf(inputs)), (e) => {
         assert.ok(e instanceof ModelError, `${what}: ${e}`);
@@ -614,7 +630,7 @@ test("errors inside the worker cross over as they were: the Python host's messag
     }
     model.dispose();
   }
-  const model = await loadModelInWorker(wasmPath('add_mul'));
+  const model = await createWorker(wasmPath('add_mul'));
   const good = feedsOf(fixtures.add_mul.runs[1].inputs);
   await assert.rejects(model.run({ ...good, x: { data: good.x.data.subarray(1), shape: [4, 10] } }),
     { name: 'ModelError', status: 1, message: "input 'x': data has 39 elements but shape [4, 10] needs 40" });
@@ -628,7 +644,7 @@ test("errors inside the worker cross over as they were: the Python host's messag
   await assertRunMatches(model, fixtures.add_mul.runs[1]);
   model.dispose();
 
-  const trapping = await loadModelInWorker(fakeModule({ bodies: WORKING }));
+  const trapping = await createWorker(fakeModule({ bodies: WORKING }));
   await assert.rejects(trapping.run({}), (e) => {
     assert.ok(!(e instanceof ModelError));
     assert.match(e.message, /^the module trapped in sw_run \(a symwasm bug\): .*unreachable/);
@@ -638,23 +654,43 @@ test("errors inside the worker cross over as they were: the Python host's messag
   trapping.dispose();
 });
 
-test('dispose stops the worker: the running run, the queued one and later ones reject with a ModelError', async () => {
-  const model = await loadModelInWorker(wasmPath('matmul'));
+test('dispose terminates the worker: the running run, the queued one and later ones reject with a ModelError', async () => {
+  // every worker thread the model starts, recorded as its first message (the load) is posted
+  const workers = new Set();
+  const post = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function record(...args) {
+    workers.add(this);
+    return post.apply(this, args);
+  };
+  let model;
+  try {
+    model = await createWorker(wasmPath('matmul'));
+  } finally {
+    Worker.prototype.postMessage = post;
+  }
+  assert.equal(workers.size, 1);
+  const [worker] = workers;
   const running = model.run(longFeeds());
   const queued = model.run(feedsOf(fixtures.matmul.runs[0].inputs));
   await sleep(100);
   model.dispose();
-  const disposed = { name: 'ModelError', status: 1, message: 'the model was disposed' };
+  const disposed = { name: 'ModelError', status: STATUS.INVALID_INPUT, message: `${wasmPath('matmul')}: the model was disposed` };
   await assert.rejects(running, disposed);
   await assert.rejects(queued, disposed);
   await assert.rejects(model.run(feedsOf(fixtures.matmul.runs[0].inputs)), disposed);
   assert.throws(() => model.setMemoryLimit(1000), disposed);
   model.dispose();
+  // the thread stops (threadId turns -1 before 'exit' is emitted), though its multiplication had seconds to go
+  if (worker.threadId !== -1) {
+    worker.ref(); // the loader unrefs an idle worker: keep this process up to hear it exit
+    await once(worker, 'exit');
+  }
+  assert.equal(worker.threadId, -1);
 });
 
 test('an idle WorkerModel does not keep Node running (run as `node --input-type=module -e`)', async () => {
-  const script = `const { loadModelInWorker } = await import(${JSON.stringify(pathToFileURL(path.join(LOADER_DIR, 'index.js')).href)});
-    const model = await loadModelInWorker(${JSON.stringify(wasmPath('add_mul'))});
+  const script = `const { createWorker } = await import(${JSON.stringify(pathToFileURL(path.join(LOADER_DIR, 'index.js')).href)});
+    const model = await createWorker(${JSON.stringify(wasmPath('add_mul'))});
     console.log(model.inputs.length);`;
   const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000 });
   assert.equal(stdout, '2\n');
@@ -662,6 +698,7 @@ test('an idle WorkerModel does not keep Node running (run as `node --input-type=
 
 test('variants: a --relaxed-simd model runs the best variant the engine validates, or the one asked for', async () => {
   assert.deepEqual(fixtures.dense.variants, { baseline: 'dense.wasm', 'relaxed-simd': 'dense.relaxed.wasm' });
+  assert.ok(supportedVariants().includes('baseline'), 'Node validates every feature probe but relaxed SIMD\'s');
   const relaxedHere = supportedVariants()[0] === 'relaxed-simd';
   const auto = await loadModel(wasmPath('dense'));
   assert.equal(auto.variant, relaxedHere ? 'relaxed-simd' : 'baseline');
@@ -671,14 +708,15 @@ test('variants: a --relaxed-simd model runs the best variant the engine validate
   assert.equal(base.variant, 'baseline');
   for (const run of fixtures.dense.runs) await assertRunMatches(base, run);
   if (!relaxedHere) {
-    await assert.rejects(loadModel(wasmPath('dense'), { variant: 'relaxed-simd' }), (e) => e instanceof ModelError
-      && e.status === STATUS.INVALID_PROGRAM
-      && e.message.endsWith('cannot run the relaxed-simd variant: this engine does not validate relaxed SIMD'));
+    await assert.rejects(loadModel(wasmPath('dense'), { variant: 'relaxed-simd' }), { name: 'ModelError',
+      status: STATUS.INVALID_PROGRAM, message: `${wasmPath('dense')}: cannot run the relaxed-simd variant: this engine lacks relaxed-simd` });
   }
+  await assert.rejects(loadModel(await readFile(wasmPath('dense')), { variant: 'relaxed-simd' }), { name: 'ModelError',
+    status: STATUS.INVALID_PROGRAM, message: 'the given bytes: cannot run the relaxed-simd variant: it is the baseline variant' });
   await assert.rejects(loadModel(wasmPath('dense'), { variant: 'fast' }), /unknown variant 'fast'/);
   // bytes run as given, and say which file they are
   assert.equal((await loadModel(await readFile(wasmPath('dense')))).variant, 'baseline');
-  const worker = await loadModelInWorker(wasmPath('dense'), { variant: 'baseline' });
+  const worker = await createWorker(wasmPath('dense'), { variant: 'baseline' });
   assert.equal(worker.variant, 'baseline');
   await assertRunMatches(worker, fixtures.dense.runs[1]);
   worker.dispose();
@@ -704,4 +742,65 @@ test('variants: where relaxed SIMD validates (Node 20 with its flag), auto runs 
   const { stdout } = await promisify(execFile)(process.execPath, ['--experimental-wasm-relaxed-simd', script]);
   assert.deepEqual(JSON.parse(stdout), { supported: ['relaxed-simd', 'baseline'], variant: 'relaxed-simd', problems: [],
     stray: 'baseline', strayInputs: ['x', 'b'] });
+});
+
+/**
+ * Run `body` (the text of an ES module that may import the loader as LOADER and print JSON)
+ * in a Node whose engine simulated_engine.mjs strips of features (`mode`).
+ */
+async function inSimulatedEngine(mode, body) {
+  const script = path.join(dir, `simulated_${mode}.mjs`);
+  await writeFile(script, `import * as LOADER from ${JSON.stringify(pathToFileURL(path.join(LOADER_DIR, 'index.js')).href)};\n${body}`);
+  const preload = pathToFileURL(path.join(LOADER_DIR, 'test-support/simulated_engine.mjs')).href;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', preload, script],
+    { env: { ...process.env, SYMWASM_SIMULATE: mode } });
+  return JSON.parse(stdout);
+}
+
+/** What loading `source` (JS source text) with LOADER[how] threw: {name, status, message}. */
+const LOAD_FAILURE = `async function failure(how, source, options) {
+  try {
+    (await LOADER[how](source, options)).dispose();
+    return 'loaded';
+  } catch (e) {
+    return { name: e.name, status: e.status, message: e.message };
+  }
+}`;
+
+test('an engine without WebAssembly SIMD runs no variant: loadModel and createWorker refuse by name what it lacks', async () => {
+  const [dense, relaxed, addMul] = [wasmPath('dense'), path.join(dir, 'dense.relaxed.wasm'), wasmPath('add_mul')];
+  const report = await inSimulatedEngine('no-simd', `${LOAD_FAILURE}
+    import { readFile } from 'node:fs/promises';
+    console.log(JSON.stringify({
+      supported: LOADER.supportedVariants(),
+      dense: await failure('loadModel', ${JSON.stringify(dense)}),
+      denseWorker: await failure('createWorker', ${JSON.stringify(dense)}),
+      baseline: await failure('loadModel', ${JSON.stringify(relaxed)}, { variant: 'baseline' }),
+      addMul: await failure('loadModel', ${JSON.stringify(addMul)}),
+      relaxedBytes: await failure('loadModel', await readFile(${JSON.stringify(relaxed)})),
+      // the simulation refuses SIMD modules itself: without the loader's check this is a CompileError
+      compile: await WebAssembly.compile(await readFile(${JSON.stringify(addMul)})).then(() => 'compiled', (e) => e.name),
+    }));`);
+  const refused = (message) => ({ name: 'ModelError', status: STATUS.INVALID_PROGRAM, message });
+  const neither = `${dense}: cannot load the model: no variant of it runs on this engine `
+    + '(relaxed-simd: this engine lacks simd128, relaxed-simd; baseline: this engine lacks simd128)';
+  assert.deepEqual(report, {
+    supported: [],
+    dense: refused(neither),
+    denseWorker: refused(neither),
+    baseline: refused(`${relaxed}: cannot run the baseline variant: this engine lacks simd128`),
+    addMul: refused(`${addMul}: cannot load the model: this engine lacks simd128`),
+    relaxedBytes: refused('the given bytes: cannot load the model: this engine lacks simd128, relaxed-simd'),
+    compile: 'CompileError',
+  });
+});
+
+test('every WebAssembly feature a model lists has a probe: an engine that validates nothing is told each one', async () => {
+  const { variants } = await readMetadata(wasmPath('dense'));
+  const report = await inSimulatedEngine('nothing', `${LOAD_FAILURE}
+    console.log(JSON.stringify({ supported: LOADER.supportedVariants(), dense: await failure('loadModel', ${JSON.stringify(wasmPath('dense'))}) }));`);
+  const lacks = (name) => `${name}: this engine lacks ${variants[name].features.join(', ')}`;
+  assert.deepEqual(report, { supported: [], dense: { name: 'ModelError', status: STATUS.INVALID_PROGRAM,
+    message: `${wasmPath('dense')}: cannot load the model: no variant of it runs on this engine (${lacks('relaxed-simd')}; ${lacks('baseline')})` } });
+  assert.ok(variants.baseline.features.includes('simd128') && variants['relaxed-simd'].features.includes('relaxed-simd'));
 });
