@@ -108,6 +108,8 @@ export interface Metadata {
   program: Record<string, unknown>;
   /** The memory plan (see `Model.requiredBytes`). */
   memory?: MemoryPlan | null;
+  /** The model's files, one per variant, and the WebAssembly features each needs. */
+  variants?: { [V in Variant]?: { file: string; features: string[] } } | null;
   [key: string]: unknown;
 }
 

@@ -41,6 +41,7 @@ export async function use(): Promise<number> {
   const metadata: Metadata = await readMetadata(source);
   const plan: MemoryPlan | null | undefined = metadata.memory;
   if (plan) total += evaluateFormula(plan.dynamic_bytes, { n: 4 });
+  total += metadata.variants?.['relaxed-simd']?.features.length ?? 0;
 
   const variants: readonly Variant[] = VARIANTS;
   const workerOptions: CreateWorkerOptions = { variant: supportedVariants()[0] ?? variants[0], memoryLimit: 256 << 20 };
