@@ -38,7 +38,8 @@ export async function buildFixtures(...names) {
   return { dir, fixtures, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
 
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm' };
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css',
+  '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png' };
 
 /**
  * Serve directories on 127.0.0.1 at an ephemeral port. Each mount maps a URL prefix to a
