@@ -73,7 +73,7 @@ def test_run_errors_are_messages(model_file, tmp_path):
     r = symwasm("run", out, "--input", f"x={tmp_path / 'bad.npy'}", check=False)
     assert r.returncode == 1 and "error: input 'x' dim 1: expected 3, got 4" in r.stderr
     assert "Traceback" not in r.stderr
-    r = symwasm("run", out, "--random", "n=4", "--repeat", "3")
+    r = symwasm("run", out, "--random", "n=4", "--benchmark", "3")
     assert "median" in r.stdout
     r = symwasm("run", tmp_path / "missing.wasm", check=False)
     assert r.returncode == 1 and "cannot load" in r.stderr

@@ -1,14 +1,16 @@
-"""The ``symwasm`` command: compile, run and inspect models."""
+"""The ``symwasm`` command: compile, run and inspect models. ``run`` and ``inspect`` need only
+the runtime (numpy, wasmtime): nothing of the compiler is imported for them."""
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from wasm_runtime.metadata import SYMBOL_KINDS, shape_text
 
 EPILOG = """examples:
   symwasm compile model.onnx -o model.wasm
@@ -19,7 +21,11 @@ EPILOG = """examples:
   symwasm inspect model.wasm --bind batch=1,seq=128   (with the memory those sizes need)
   symwasm run model.wasm --input x=x.npy --save-dir out/
   symwasm run model.wasm --random n=4      (random inputs, symbol n bound to 4)
+  symwasm run model.wasm --random n=4 --benchmark 200   (load, first-run and steady-state times)
 """
+
+COMPILER_EXTRA = "symwasm[compiler]"
+
 
 
 def _parse_binds(items: list[str], what: str) -> dict[str, int]:
@@ -51,10 +57,17 @@ def _parse_ranges(items: list[str]) -> dict[str, tuple[int | None, int | None]]:
 
 
 def cmd_compile(args) -> int:
-    from .codegen.target import get_target
-    from .compiler import compile_model
-    from .ir.graph import CompileError
-    from .link import LinkError
+    try:
+        from .codegen.target import get_target
+        from .compiler import compile_model
+        from .ir.graph import CompileError
+        from .link import LinkError
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] in ("toolkit", "wasm_runtime"):
+            raise
+        print(f"error: symwasm compile needs the compiler's packages, and this installation lacks them "
+              f"(no module named '{e.name}'): pip install '{COMPILER_EXTRA}'", file=sys.stderr)
+        return 2
 
     try:
         tgt = get_target(args.target, args.cpu)
@@ -85,21 +98,42 @@ def cmd_compile(args) -> int:
     except LinkError as e:
         print(f"error: linking failed (a symwasm bug): {e}", file=sys.stderr)
         return 2
+    for line in compile_report(r, out, args.cpu):
+        print(line)
+    return 0
+
+
+def compile_report(r, out: Path, cpu: str | None) -> list[str]:
+    """What ``compile`` wrote and chose: the files and their sizes, the target (wasm32's
+    variants and the features an engine needs; the native CPU and its ISA extensions), the
+    memory plan, the outputs, and whether anything stays dynamic."""
+    meta = r.metadata
+    code = r.module_bytes - r.weights_bytes
+    lines = [f"wrote {out} ({r.target}, {r.module_bytes / 1e6:.2f} MB: weights {r.weights_bytes / 1e6:.2f} MB, "
+             f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s"]
+    for name, path in r.variants.items():
+        if path != out:
+            lines.append(f"wrote {path} (the {name} variant: {path.stat().st_size / 1e6:.2f} MB)")
+    if r.target == "wasm32":
+        variants = meta["variants"]
+        chosen = ", ".join(f"{name} ({v['file']}" + "".join(f", + {f}" for f in v["features"]
+                                                            if f not in meta["features"]) + ")"
+                           for name, v in variants.items())
+        more = "" if len(variants) > 1 else "; --relaxed-simd adds relaxed-simd"
+        lines.append(f"target: wasm32, engines need {', '.join(meta['features'])}; variants: {chosen}{more}")
+    else:
+        whose = "this machine's CPU" if cpu in (None, "native") else "given by --cpu"
+        lines.append(f"target: native, CPU {meta['cpu']} ({whose}), ISA extensions: "
+                     f"{', '.join(meta['features']) or 'none beyond the baseline'}")
     plan = r.program.memory
-    if plan is not None and not args.quiet:
+    if plan is not None:
         dyn = f", dynamic arena {plan.dynamic_bytes} bytes" if plan.blocks else ""
         res = f" (reserved {plan.reserve} at the --range/--max bounds)" if plan.reserve else ""
         rt = f", {len(plan.runtime)} buffers sized from data at run time" if plan.runtime else ""
-        print(f"  memory: static arena {plan.static_bytes} bytes{dyn}{res}{rt}", file=sys.stderr)
-    code = r.module_bytes - r.weights_bytes
-    print(f"wrote {out} ({args.target}, {r.module_bytes / 1e6:.2f} MB: weights {r.weights_bytes / 1e6:.2f} MB, "
-          f"code and program {code / 1e3:.1f} kB) in {r.seconds:.2f} s")
-    for name, path in r.variants.items():
-        if path != out:
-            print(f"wrote {path} (the {name} variant: {path.stat().st_size / 1e6:.2f} MB)")
-    dyn = [f"{i['name']}: {i['dtype']}{_shape(i['shape'])}" for i in r.metadata["outputs"]]
-    print(f"outputs: {', '.join(dyn)}")
-    dynamic = r.metadata["dynamic"]
+        lines.append(f"memory: static arena {plan.static_bytes} bytes{dyn}{res}{rt}")
+    outputs = [f"{i['name']}: {i['dtype']}{shape_text(i['shape'])}" for i in meta["outputs"]]
+    lines.append(f"outputs: {', '.join(outputs)}")
+    dynamic = meta["dynamic"]
     if dynamic["values"] or dynamic["control_flow"]:
         what = []
         if dynamic["values"]:
@@ -107,10 +141,10 @@ def cmd_compile(args) -> int:
                         f"{', '.join(dynamic['symbols'])}")
         if dynamic["control_flow"]:
             what.append(f"{len(dynamic['control_flow'])} control-flow nodes")
-        print(f"dynamic: {' and '.join(what)} (symwasm inspect {out} says why)")
+        lines.append(f"dynamic: {' and '.join(what)} (symwasm inspect {out} says why)")
     else:
-        print("static: every shape is known at compile time")
-    return 0
+        lines.append("static: every shape is known at compile time")
+    return lines
 
 
 def _random_input(info, binds: dict[str, int], rng: np.random.Generator) -> np.ndarray:
@@ -129,15 +163,20 @@ def _random_input(info, binds: dict[str, int], rng: np.random.Generator) -> np.n
     return rng.standard_normal(shape).astype(info.dtype)
 
 
+CACHE_TEXT = {"hit": "compiled code from the cache", "stored": "compiled, and stored in the code cache",
+              "replaced": "compiled; the cache's entry did not verify and was written again",
+              "off": "compiled; the code cache is off"}
+
+
 def cmd_run(args) -> int:
     import wasm_runtime
 
     try:
-        model = wasm_runtime.load(args.model)
+        model = wasm_runtime.load(args.model, cache=not args.no_cache)
     except (FileNotFoundError, ValueError, OSError) as e:
         print(f"error: cannot load {args.model}: {e}", file=sys.stderr)
         return 1
-    except wasm_runtime.ModelError as e:  # says the path and that it cannot load
+    except (wasm_runtime.ModelError, ImportError) as e:  # says the file, and why it cannot load
         print(f"error: {e}", file=sys.stderr)
         return 1
     feeds = {}
@@ -159,11 +198,15 @@ def cmd_run(args) -> int:
                 feeds[info.name] = _random_input(info, binds, rng)
     times = []
     try:
-        for _ in range(max(1, args.repeat)):
+        for i in range(1 + (args.benchmark or 0)):
             t = time.perf_counter()
             outputs = model.run(feeds)
             times.append(time.perf_counter() - t)
+            if args.benchmark:
+                _progress_bar(i, args.benchmark)
     except wasm_runtime.ModelError as e:
+        if args.benchmark:
+            print(file=sys.stderr)
         print(f"error: {e}", file=sys.stderr)
         return 1
     save = Path(args.save_dir) if args.save_dir else None
@@ -175,14 +218,33 @@ def cmd_run(args) -> int:
             print("  " + str(arr).replace("\n", "\n  "))
         if save:
             np.save(save / f"{name}.npy", arr)
-    if args.repeat > 1:
-        print(f"median {statistics.median(times) * 1e3:.3f} ms over {len(times)} runs "
-              f"(min {min(times) * 1e3:.3f}, max {max(times) * 1e3:.3f})")
+    if args.benchmark:
+        for line in benchmark_report(model, times[0], times[1:]):
+            print(line)
     return 0
 
 
-def _shape(shape) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+def _progress_bar(done: int, total: int, width: int = 30) -> None:
+    """The steady-state runs' progress on stderr, redrawn in place (``done`` of the first
+    run, which is not one of them, draws the empty bar); at most one redraw a percent."""
+    if done == 0 or done == total or 100 * done // total != 100 * (done - 1) // total:
+        filled = width * done // total
+        end = "\n" if done == total else ""
+        print(f"\rsteady state [{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end=end,
+              file=sys.stderr, flush=True)
+
+
+def benchmark_report(model, first: float, steady: list[float]) -> list[str]:
+    """Load time (and where the compiled code came from), first run, and the steady-state
+    runs' median and spread."""
+    how = "a native library: nothing to compile" if model.code_cache is None else \
+        CACHE_TEXT.get(model.code_cache, f"compiled; the code cache is {model.code_cache}")
+    ms = np.array(steady) * 1e3
+    q1, median, q3 = np.percentile(ms, [25, 50, 75])
+    return [f"load: {model.load_seconds * 1e3:.2f} ms ({how})",
+            f"first run: {first * 1e3:.3f} ms",
+            f"steady state: median {median:.3f} ms over {len(ms)} runs (quartiles {q1:.3f}-{q3:.3f}, "
+            f"min {ms.min():.3f}, max {ms.max():.3f})"]
 
 
 def _requires(meta: dict) -> str:
@@ -228,15 +290,14 @@ def cmd_inspect(args) -> int:
         print(f"  note: {note}")
     print("\ninputs:")
     for i in meta["inputs"]:
-        print(f"  {i['name']}: {i['dtype']}{_shape(i['shape'])}")
+        print(f"  {i['name']}: {i['dtype']}{shape_text(i['shape'])}")
     print("outputs:")
     for o in meta["outputs"]:
-        print(f"  {o['name']}: {o['dtype']}{_shape(o['shape'])}")
+        print(f"  {o['name']}: {o['dtype']}{shape_text(o['shape'])}")
     print("\nsymbols:")
-    kinds = {"input": "bound from input shapes", "data": "computed at run time from tensor values"}
     for name, s in meta["symbols"].items():
         rng = f", range [{s['min']}, {'inf' if s['max'] is None else s['max']}]"
-        print(f"  {name}: {kinds.get(s['kind'], s['kind'])}{rng}")
+        print(f"  {name}: {SYMBOL_KINDS.get(s['kind'], s['kind'])}{rng}")
     if not meta["symbols"]:
         print("  none: every shape is static")
     _print_dynamic(meta.get("dynamic"))
@@ -244,11 +305,11 @@ def cmd_inspect(args) -> int:
     print("\nvalues:")
     width = max((len(n) for n in meta["values"]), default=0)
     for name, v in meta["values"].items():
-        how = v["kind"] + (f" = {_shape(v['value'])}" if "value" in v else "")
+        how = v["kind"] + (f" = {shape_text(v['value'])}" if "value" in v else "")
         src = f"  <- {v['op']} '{v['node']}'" if "node" in v else ""
         if "core" in v and v["core"].lower().split("(")[0] != v["op"].lower():
             src += f" as {v['core']}"
-        print(f"  {name:<{width}}  {v['dtype']}{_shape(v['shape'])}  [{how}]{src}")
+        print(f"  {name:<{width}}  {v['dtype']}{shape_text(v['shape'])}  [{how}]{src}")
     if not args.no_program:
         print(f"\nprogram: {len(p['words'])} words, {len(p['registers'])} registers, "
               f"{len(p['heap_init'])} shape slots, {len(p['kernels'])} kernels, {len(p['consts'])} constants, "
@@ -310,7 +371,7 @@ def _bindings(bind: dict) -> str:
 
 def _print_dynamic(dynamic: dict | None) -> None:
     """The values whose shapes are known only at run time, and why (what --static rejects)."""
-    from .passes.dynamic import describe
+    from .describe import describe
 
     if dynamic is None:  # a module of a compiler before this section
         return
@@ -329,17 +390,27 @@ def _print_dynamic(dynamic: dict | None) -> None:
 
 def kernel_signature_text(sigs: list[int], at: int, ntensors: int) -> list[str]:
     """A kernel's tensor types as text (float32(_0, 10)) from the kernel_sigs table."""
-    from .abi import DIM_UNCHECKED
-    from .ir.dtypes import DTYPE_BY_CODE
+    from .abi import DIM_UNCHECKED, DTYPES
 
+    names = {d.code: d.name for d in DTYPES}
     out = []
     for _ in range(ntensors):
         code, rank = sigs[at], sigs[at + 1]
         dims = sigs[at + 2: at + 2 + rank]
         at += 2 + rank
         text = [str(d) if d >= 0 else "expr" if d == DIM_UNCHECKED else f"_{-1 - d}" for d in dims]
-        out.append(f"{DTYPE_BY_CODE[code].name}({', '.join(text)})")
+        out.append(f"{names[code]}({', '.join(text)})")
     return out
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of runs, got '{text}'")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -397,7 +468,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--random", nargs="*", metavar="SYMBOL=VALUE",
                    help="random data for inputs not given, with these symbol values")
     r.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
-    r.add_argument("--repeat", type=int, default=1, help="run N times and report the median time")
+    r.add_argument("--benchmark", type=_positive, nargs="?", const=100, metavar="N",
+                   help="time the model: its load, its first run, then N more runs (default 100), with a "
+                        "progress bar on stderr; reports the load time (and whether the compiled code came "
+                        "from the cache), the first run and the steady state's median and spread")
+    r.add_argument("--no-cache", action="store_true",
+                   help="compile the .wasm without the compiled-code cache (neither read nor written)")
     r.add_argument("--save-dir", help="write each output to DIR/<name>.npy")
     r.set_defaults(fn=cmd_run)
 

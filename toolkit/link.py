@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from wasm_runtime.cache import cache_root
 from wasm_runtime.metadata import SECTION as METADATA_SECTION
 from wasm_runtime.metadata import VARIANT_SECTION
 
@@ -48,9 +49,7 @@ class LinkError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("SYMWASM_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "symwasm")
-    p = Path(base) / "vm"
+    p = cache_root() / "vm"
     p.mkdir(parents=True, exist_ok=True)
     return p
 

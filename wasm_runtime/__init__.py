@@ -1,5 +1,7 @@
 """Run symwasm modules: ``load(path)`` a ``.wasm`` (under wasmtime) or a native library
-(through ctypes); both give the same :class:`Model` API. Needs only numpy and wasmtime.
+(through ctypes); both give the same :class:`Model` API. Needs only numpy and wasmtime (a
+native library only numpy); models whose inputs or outputs have one of the small dtypes
+(bfloat16, float8_*, int4...) also need ml_dtypes, which gives numpy those dtypes.
 
 Threads: each :class:`Model` is one instance of the model (its own VM context: registers,
 buffers, memory limit). A Model may be shared between threads; its calls are serialized
@@ -15,32 +17,64 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-import ml_dtypes  # noqa: F401 - gives numpy the small dtypes (bfloat16, float8_*, int4...)
 import numpy as np
 
 from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT
 
 DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
-from .metadata import is_wasm, read_metadata, wasm_metadata
+from .cache import CodeCache, default_code_dir
+from .metadata import SYMBOL_KINDS, is_wasm, read_metadata, shape_text, wasm_info
 from ._stop import Trapped
 from . import formula
 
 __all__ = ["load", "Model", "ModelError", "TensorInfo", "read_metadata", "FORMAT_VERSION"]
 
 STRING_CODE = DTYPES["string"][0]
+CODE_NAMES = {code: name for name, (code, _, _) in DTYPES.items()}
+
+
+def _numpy_knows(name: str) -> bool:
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
 
 
 def _np_dtype(name: str) -> np.dtype:
-    """numpy's dtype for an ABI dtype name: string tensors are object arrays of str."""
-    return np.dtype(object) if name == "string" else np.dtype(name)
+    """numpy's dtype for an ABI dtype name: string tensors are object arrays of str. The
+    small dtypes exist in numpy once ml_dtypes is imported, which happens here, the first
+    time a model needs one; ImportError says what to install where it is missing."""
+    if name == "string":
+        return np.dtype(object)
+    if not _numpy_knows(name):
+        try:
+            import ml_dtypes  # noqa: F401 - gives numpy the small dtypes (bfloat16, float8_*, int4...)
+        except ImportError:
+            raise ImportError(f"dtype {name} needs the ml_dtypes package (numpy has it only through "
+                              f"ml_dtypes): pip install ml_dtypes") from None
+    return np.dtype(name)
 
 
-CODE_DTYPES = {code: _np_dtype(name) for name, (code, _, _) in DTYPES.items()}
-# a feed's (little-endian, numeric) numpy dtype -> its DTYPES entry, without building its name
-_FEED_DTYPES = {np.dtype(name).newbyteorder("<"): entry for name, entry in DTYPES.items() if name != "string"}
+_CODE_DTYPES: dict[int, np.dtype] = {}
+
+
+def _code_dtype(code: int) -> np.dtype | None:
+    """numpy's dtype for an ABI dtype code (None for a code the ABI does not have)."""
+    dt = _CODE_DTYPES.get(code)
+    if dt is None and code in CODE_NAMES:
+        dt = _CODE_DTYPES[code] = _np_dtype(CODE_NAMES[code])
+    return dt
+
+
+# a feed's (little-endian, numeric) numpy dtype -> its DTYPES entry, without building its name;
+# feeds of the small dtypes (numpy has them only through ml_dtypes) are found by their names
+_FEED_DTYPES = {np.dtype(name).newbyteorder("<"): entry for name, entry in DTYPES.items()
+                if name != "string" and _numpy_knows(name)}
 
 
 def _abi_name(dt: np.dtype) -> str:
@@ -82,13 +116,19 @@ class ModelError(RuntimeError):
 class TensorInfo:
     """An input or output: name, numpy dtype and symbolic shape (ints and symbol names)."""
 
-    def __init__(self, d: dict):
+    def __init__(self, d: dict, where: str = ""):
         self.name: str = d["name"]
-        self.dtype = _np_dtype(d["dtype"])
+        try:
+            self.dtype = _np_dtype(d["dtype"])
+        except ImportError as e:
+            raise ImportError(f"{where}'{self.name}': {e}") from None
         self.shape: tuple = tuple(d["shape"])
 
     def __repr__(self) -> str:
         return f"TensorInfo({self.name!r}, {self.dtype}, {self.shape})"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {_abi_name(self.dtype)}{shape_text(self.shape)}"
 
 
 def check_format(metadata: dict, where: str) -> None:
@@ -103,16 +143,26 @@ def check_format(metadata: dict, where: str) -> None:
 
 
 class Model:
-    """One instance of a loaded module. ``run`` takes a dict of arrays and returns a dict
-    of arrays. Thread-safe: calls on one Model are serialized."""
+    """One instance of a loaded module. ``run`` takes the inputs (a dict by name, or a list
+    in the model's input order) and returns a dict of arrays; ``run_list`` a list in the
+    model's output order. Thread-safe: calls on one Model are serialized.
+
+    ``load_seconds`` is the time :func:`load` took (not counting the import of wasmtime, once
+    per process). ``code_cache`` says where a .wasm's compiled code came from: "hit" (the
+    compiled-code cache), "stored" (compiled, and written to the cache), "replaced" (compiled,
+    and written over an entry that did not verify), "off", or "unusable: ..." / "not stored:
+    ..." with the reason; None for a native library, which has no code to compile."""
+
+    load_seconds: float = 0.0
+    code_cache: str | None = None
 
     def __init__(self, backend, metadata: dict, path: Path):
         self._b = backend
         self.metadata = metadata
         self.path = path
         self.target = metadata.get("target")
-        self.inputs = [TensorInfo(d) for d in metadata["inputs"]]
-        self.outputs = [TensorInfo(d) for d in metadata["outputs"]]
+        self.inputs = [TensorInfo(d, f"{path.name}: input ") for d in metadata["inputs"]]
+        self.outputs = [TensorInfo(d, f"{path.name}: output ") for d in metadata["outputs"]]
         self._lock = threading.Lock()
         self._stop_reason = ""  # why the running call is being stopped, set by cancel or a timer
         # the running call's cancel flag (None between calls), guarded so that a cancel never
@@ -171,9 +221,44 @@ class Model:
 
     variant: str | None = None  # wasm32: the variant running ("baseline", "relaxed-simd")
 
+    def signature(self) -> str:
+        """The inputs and outputs with their symbolic dims: ``(x: float32(n, 4)) -> (idx:
+        int64(count, 2))``."""
+        return f"({', '.join(map(str, self.inputs))}) -> ({', '.join(map(str, self.outputs))})"
+
     def __repr__(self) -> str:
         target = f"{self.target}, {self.variant}" if self.variant else self.target
-        return f"<symwasm.Model {self.path.name} ({target}) inputs={self.inputs} outputs={self.outputs}>"
+        return f"<symwasm.Model {self.path.name} ({target}): {self.signature()}>"
+
+    def summary(self) -> str:
+        """What the model is, as text (``print(model.summary())``): file, target, variant
+        and size, the inputs and outputs with their symbolic dims, the symbols, the memory
+        plan, and how the load went."""
+        meta = self.metadata
+        size = self.path.stat().st_size
+        if self.target == "wasm32":
+            variants = meta.get("variants") or {}
+            target = f"wasm32, {self.variant} variant" + (f" (of {', '.join(variants)})" if len(variants) > 1 else "")
+        else:
+            features = ", ".join(meta.get("features") or ()) or "none beyond the baseline"
+            target = f"{self.target}, CPU {meta.get('cpu')} (ISA extensions: {features})"
+        model = meta.get("model") or {}
+        lines = [f"{self.path.name}: symwasm model '{model.get('name')}' (opset {model.get('opset')}), {target}, "
+                 f"{size / 1e3:.1f} kB, format {'.'.join(map(str, meta['format_version']))}",
+                 "inputs:", *(f"  {i}" for i in self.inputs), "outputs:", *(f"  {o}" for o in self.outputs)]
+        symbols = meta.get("symbols") or {}
+        if symbols:
+            lines.append("symbols:")
+            for name, s in symbols.items():
+                hi = "inf" if s.get("max") is None else s["max"]
+                lines.append(f"  {name}: {SYMBOL_KINDS.get(s.get('kind'), s.get('kind'))}, range [{s.get('min')}, {hi}]")
+        plan = self.memory_plan()
+        dynamic = f", dynamic arena {plan['dynamic_formula']} bytes" if plan["blocks"] else ""
+        runtime = f", {len(plan['runtime'])} buffers sized from data" if plan["runtime"] else ""
+        lines.append(f"memory: static arena {plan['static_bytes']} bytes{dynamic}{runtime}")
+        cache = f" (compiled code: {self.code_cache})" if self.code_cache else ""
+        lines.append(f"loaded in {self.load_seconds * 1e3:.1f} ms{cache}")
+        return "\n".join(lines)
 
     def close(self) -> None:
         """Free the instance's memory now (it is freed when the Model is collected anyway)."""
@@ -278,12 +363,25 @@ class Model:
             msg = self._b.last_error(self._ctx) or STATUS_MEANING.get(status, f"status {status}")
             raise ModelError(msg, status)
 
-    def run(self, feeds: Mapping[str, "np.ndarray"], timeout: float | None = None) -> dict[str, np.ndarray]:
-        """Run the model on ``feeds`` (input name -> array). ``timeout`` (seconds) stops a
-        call that takes longer, as :meth:`cancel` does."""
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+            timeout: float | None = None) -> dict[str, np.ndarray]:
+        """Run the model. ``inputs`` maps input names to arrays, or is a list (or tuple) of
+        arrays in the model's input order (``model.inputs``): ``run({"a": a, "b": b})`` and
+        ``run([a, b])`` are the same run. Returns output name -> array. ``timeout``
+        (seconds) stops a call that takes longer, as :meth:`cancel` does."""
+        return dict(zip([o.name for o in self.outputs], self._call(inputs, timeout)))
+
+    def run_list(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+                 timeout: float | None = None) -> list[np.ndarray]:
+        """As :meth:`run`, with the outputs as a list in the model's output order
+        (``model.outputs``)."""
+        return self._call(inputs, timeout)
+
+    def _call(self, inputs, timeout: float | None) -> list[np.ndarray]:
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ModelError(f"timeout must be a positive number of seconds, not {timeout!r}",
                              STATUS["INVALID_INPUT"])
+        values = self._input_values(inputs)
         with self._lock:
             self._live()
             self._stop_reason = ""
@@ -296,7 +394,7 @@ class Model:
                 timer.daemon = True
                 timer.start()
             try:
-                return self._run(feeds)
+                return self._run(values)
             except ModelError as e:
                 if e.status == STATUS["CANCELLED"]:
                     raise ModelError(f"the call was {self._stop_reason or 'cancelled'}", e.status) from None
@@ -312,22 +410,32 @@ class Model:
             raise ModelError(f"{self.path.name}: {trapped} (a symwasm bug, or a module built to trap); the model "
                              f"was restarted", STATUS["INTERNAL"])
 
-    def _run(self, feeds: Mapping[str, "np.ndarray"]) -> dict[str, np.ndarray]:
-        if not isinstance(feeds, Mapping):
-            raise ModelError(f"run takes a mapping of input names to arrays, not {type(feeds).__name__}",
-                             STATUS["INVALID_INPUT"])
+    def _input_values(self, inputs) -> Sequence:
+        """The arrays for the model's inputs, in its input order."""
         names = [i.name for i in self.inputs]
-        unknown = [repr(k) if not isinstance(k, str) else k for k in feeds if k not in names]
-        if unknown:
-            raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
-                             f"{', '.join(names)}", STATUS["INVALID_INPUT"])
+        if isinstance(inputs, Mapping):
+            unknown = [repr(k) if not isinstance(k, str) else k for k in inputs if k not in names]
+            if unknown:
+                raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
+                                 f"{', '.join(names)}", STATUS["INVALID_INPUT"])
+            for name in names:
+                if name not in inputs:
+                    raise ModelError(f"input '{name}' is missing", STATUS["INVALID_INPUT"])
+            return [inputs[name] for name in names]
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != len(names):
+                raise ModelError(f"run got {len(inputs)} arrays, but the model takes {len(names)} inputs: "
+                                 f"{', '.join(names)}", STATUS["INVALID_INPUT"])
+            return inputs
+        raise ModelError(f"run takes a mapping of input names to arrays, or a list of arrays in the model's "
+                         f"input order ({', '.join(names)}), not {type(inputs).__name__}", STATUS["INVALID_INPUT"])
+
+    def _run(self, values: Sequence) -> list[np.ndarray]:
         b = self._b
         one_call = bool(self._io)  # format 3.5: the whole run in one export call through the io table
         descs = self._in_descs
         for index, info in enumerate(self.inputs):
-            if info.name not in feeds:
-                raise ModelError(f"input '{info.name}' is missing", STATUS["INVALID_INPUT"])
-            arr, code = self._input_array(info, feeds[info.name])
+            arr, code = self._input_array(info, values[index])
             if code == STRING_CODE:
                 parts = utf8_parts(arr, f"input '{info.name}'")
                 ptr = self._input_buffer(index, 16 * len(parts) + sum(map(len, parts)))
@@ -342,11 +450,11 @@ class Model:
                 self._check(b.call("sw_set_input", self._ctx, index, code, arr.ndim))
         if not one_call:
             self._check(b.call("sw_run", self._ctx))
-            return {info.name: self._output(i) for i, info in enumerate(self.outputs)}
+            return [self._output(i) for i in range(len(self.outputs))]
         b.put(self._io, descs)
         self._check(b.call("sw_run_io", self._ctx))
         out = b.copy_out(self._io + descs.nbytes, (len(self.outputs),), self._table_dtype).tolist()
-        return {info.name: self._read_tensor(i, out[i]) for i, info in enumerate(self.outputs)}
+        return [self._read_tensor(i, out[i]) for i in range(len(self.outputs))]
 
     def _input_array(self, info: TensorInfo, value) -> tuple[np.ndarray, int]:
         """The feed for an input as the module reads it (C order, little-endian; strings an
@@ -401,7 +509,7 @@ class Model:
         data, code, rank, dims = desc
         if not data and not code:
             raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", STATUS["INTERNAL"])
-        dtype = CODE_DTYPES.get(code)
+        dtype = _code_dtype(code)
         shape = tuple(dims[:rank].tolist()) if 0 <= rank <= MAX_RANK else ()
         if dtype is None or not 0 <= rank <= MAX_RANK or min(shape, default=0) < 0:
             raise Trapped(f"output '{self.outputs[i].name}' has a corrupt descriptor (dtype code {code}, rank {rank})")
@@ -423,29 +531,38 @@ def tensor_dtype(ptr_size: int) -> np.dtype:
                      "offsets": [lay["data"], lay["dtype"], lay["rank"], lay["shape"]], "itemsize": lay["size"]})
 
 
-def load(path: str | os.PathLike, variant: str = "auto") -> Model:
+def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.PathLike = True) -> Model:
     """Load a compiled model: ``.wasm`` runs under wasmtime, anything else is a native
     library loaded with ctypes. Each call gives a new, independent instance.
 
     ``variant`` (wasm32): a model compiled with ``--relaxed-simd`` has two files, the
     baseline and ``NAME.relaxed.wasm``; "auto" runs the best one this engine supports whose
     file is beside ``path`` (``Model.variant`` says which), "baseline" or "relaxed-simd"
-    demand one."""
+    demand one.
+
+    ``cache`` (wasm32): the compiled-code cache, which makes a second load of the same file
+    take a few milliseconds instead of compiling it again. True is the cache in
+    $SYMWASM_CACHE/code (default ~/.cache/symwasm/code; SYMWASM_CODE_CACHE=0 turns it off),
+    False none, a path a cache in that directory. ``Model.code_cache`` says how it went."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such model: {p}")
-    chosen = None
+    chosen = code_cache = None
     try:
         if is_wasm(p):
             from .wasm_host import WasmBackend, choose_variant
 
-            metadata = wasm_metadata(p)
+            t0 = time.perf_counter()
+            metadata, this = wasm_info(p)
             check_format(metadata, str(p))
-            p, chosen = choose_variant(p, metadata, variant)
-            backend = WasmBackend(p)
+            p, chosen = choose_variant(p, metadata, this, variant)
+            directory = default_code_dir() if cache is True else (cache or None)
+            backend = WasmBackend(p, CodeCache(directory) if directory is not None else None)
+            code_cache = backend.cache_status
         else:
             from .native_host import NativeBackend
 
+            t0 = time.perf_counter()
             backend = NativeBackend(p)
             metadata = backend.metadata()
             check_format(metadata, str(p))
@@ -457,6 +574,8 @@ def load(path: str | os.PathLike, variant: str = "auto") -> Model:
         raise ModelError(f"{p}: cannot load the model: {e}", STATUS["INVALID_PROGRAM"]) from None
     model = Model(backend, metadata, p)
     model.variant = chosen
+    model.code_cache = code_cache
+    model.load_seconds = time.perf_counter() - t0
     return model
 
 

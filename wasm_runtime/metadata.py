@@ -2,6 +2,7 @@
 ``.wasm`` file (parsed directly), or ``sw_metadata()`` of a native library."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -10,31 +11,39 @@ SECTION = "symwasm.metadata"
 VARIANT_SECTION = "symwasm.variant"  # "baseline" or "relaxed-simd": which of a model's files a .wasm is
 
 
-def _leb(data: bytes, pos: int) -> tuple[int, int]:
+def _leb(f) -> int:
+    """An unsigned LEB128 number read from a file."""
     result = shift = 0
     while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
+        byte = f.read(1)
+        if not byte:
+            raise ValueError("the file is truncated")
+        result |= (byte[0] & 0x7F) << shift
         shift += 7
-        if not byte & 0x80:
-            return result, pos
+        if not byte[0] & 0x80:
+            return result
 
 
-def wasm_custom_sections(data: bytes) -> dict[str, bytes]:
-    if data[:4] != WASM_MAGIC:
-        raise ValueError("not a WebAssembly module")
-    out = {}
-    pos = 8
-    while pos < len(data):
-        sid = data[pos]
-        size, pos = _leb(data, pos + 1)
-        end = pos + size
-        if sid == 0:
-            n, p = _leb(data, pos)
-            out[data[p:p + n].decode()] = data[p + n:end]
-        pos = end
-    return out
+def wasm_custom_sections(path: str | Path) -> dict[str, bytes]:
+    """The custom sections of a .wasm file by name. Only their bytes are read: the others
+    (code, and a model's weights in its data section) are skipped."""
+    with open(path, "rb") as f:
+        if f.read(4) != WASM_MAGIC:
+            raise ValueError("not a WebAssembly module")
+        f.seek(8)
+        out = {}
+        while sid := f.read(1):
+            size = _leb(f)
+            if sid[0] != 0:
+                f.seek(size, 1)
+                continue
+            body = f.read(size)
+            if len(body) != size:
+                raise ValueError("the file is truncated")
+            with io.BytesIO(body) as b:
+                name = b.read(_leb(b))
+                out[name.decode()] = b.read()
+        return out
 
 
 def is_wasm(path: str | Path) -> bool:
@@ -42,18 +51,25 @@ def is_wasm(path: str | Path) -> bool:
         return f.read(4) == WASM_MAGIC
 
 
-def wasm_metadata(path: str | Path) -> dict:
-    sections = wasm_custom_sections(Path(path).read_bytes())
+def wasm_info(path: str | Path) -> tuple[dict, str]:
+    """A .wasm file's metadata, and which of its model's files it is: "baseline" or
+    "relaxed-simd" (files from before variants existed are the baseline)."""
+    sections = wasm_custom_sections(path)
     if SECTION not in sections:
-        raise ValueError(f"{path}: a WebAssembly module without symwasm metadata")
-    return json.loads(sections[SECTION])
+        raise ValueError("a WebAssembly module without symwasm metadata")
+    return json.loads(sections[SECTION]), sections.get(VARIANT_SECTION, b"baseline").decode(errors="replace")
 
 
-def wasm_variant(path: str | Path) -> str:
-    """Which of its model's files a .wasm is: "baseline" or "relaxed-simd" (files from before
-    variants existed are the baseline)."""
-    raw = wasm_custom_sections(Path(path).read_bytes()).get(VARIANT_SECTION, b"baseline")
-    return raw.decode(errors="replace")
+def wasm_metadata(path: str | Path) -> dict:
+    return wasm_info(path)[0]
+
+
+SYMBOL_KINDS = {"input": "bound from input shapes", "data": "computed at run time from tensor values"}
+
+
+def shape_text(shape) -> str:
+    """A symbolic shape as inspect and the hosts print it: ``(n, 4)``, ``(3,)``, ``()``."""
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def read_metadata(path: str | Path) -> dict:

@@ -7,10 +7,20 @@ its check on every loop back-edge made a 256x256 MatMul 3.4x slower.) The flag i
 through the memory's base address, which does not move: wasmtime reserves a wasm32 memory's
 whole address range up front on 64-bit hosts. The store's linear memory is capped, so even
 a hostile module cannot take more than its share.
+
+Compiling a module with Cranelift is most of a load; the code it makes is kept in the
+compiled-code cache (wasm_runtime.cache), and a second load of the same file maps it.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import hashlib
+import json
+import os
+import platform
+import warnings
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +28,9 @@ import wasmtime
 
 from ._abi import EXPORTS
 from ._stop import Trapped
-from .metadata import wasm_metadata, wasm_variant
+from .cache import CacheUnusable, CodeCache
+from .cpu import host_flags
+from .metadata import wasm_info
 
 try:  # wasmtime-py's ctypes bindings: a call through them skips its per-call type queries
     from wasmtime import _ffi as _wt
@@ -37,22 +49,25 @@ MEMORY_SLACK = 256 << 20
 WASM32_MAX_MEMORY = 4 << 30
 
 
+# the engine's configuration (wasmtime.Config attributes), part of the compiled-code cache's keys
+ENGINE_CONFIG = {"wasm_simd": True, "wasm_relaxed_simd": True, "wasm_bulk_memory": True}
+
 # a model's variants, best first, and the wasm features this host's engine has
 VARIANTS = ("relaxed-simd", "baseline")
 ENGINE_FEATURES = frozenset({"simd128", "bulk-memory", "nontrapping-fptoint", "sign-ext", "mutable-globals",
                              "relaxed-simd"})
 
 
-def choose_variant(path: Path, metadata: dict, want: str = "auto") -> tuple[Path, str]:
-    """The file of the model at ``path`` to run and its variant: ``want`` names one
-    ("baseline", "relaxed-simd") or "auto", the best whose features this engine has and
-    whose file is beside ``path`` with the same metadata. A named variant that cannot run
-    is an error; "auto" falls back to the file given."""
+def choose_variant(path: Path, metadata: dict, this: str, want: str = "auto") -> tuple[Path, str]:
+    """The file to run of the model at ``path`` (with this metadata, the file of variant
+    ``this``), and its variant. ``want`` names one ("baseline", "relaxed-simd") or is
+    "auto", the best whose features this engine has and whose file is beside ``path`` with
+    the same metadata. A named variant that cannot run is an error; "auto" falls back to
+    the file given."""
     if want not in ("auto",) + VARIANTS:
         raise ValueError(f"unknown variant '{want}' (choose auto, {', '.join(VARIANTS)})")
     files = metadata.get("variants")
     files = files if isinstance(files, dict) else {}
-    this = wasm_variant(path)
     for name in ([want] if want != "auto" else [v for v in VARIANTS if v in files]):
         if name == this:
             return path, name
@@ -68,7 +83,7 @@ def choose_variant(path: Path, metadata: dict, want: str = "auto") -> tuple[Path
             other = path.parent / entry["file"]
             if not other.exists():
                 problem = f"its {name} file {other} is missing"
-            elif wasm_variant(other) != name or wasm_metadata(other) != metadata:
+            elif wasm_info(other) != (metadata, name):
                 problem = f"{other} is not the {name} variant of this model (its metadata differs)"
             else:
                 return other, name
@@ -77,20 +92,39 @@ def choose_variant(path: Path, metadata: dict, want: str = "auto") -> tuple[Path
     return path, this
 
 
-class WasmBackend:
-    """One engine, store and instance: a load of its own, used by one Model."""
+@lru_cache(maxsize=None)
+def _engine_key() -> str:
+    """What, beside a module's bytes, decides the code Cranelift makes: the wasmtime build
+    (its library file; a stat, where asking importlib.metadata for the version costs 50 ms),
+    the engine's configuration, and this machine's CPU."""
+    lib = getattr(getattr(wasmtime, "_ffi", None), "filename", None)
+    if lib is not None:
+        st = os.stat(lib)
+        build = f"{lib} {st.st_size} {st.st_mtime_ns}"
+    else:  # pragma: no cover - another wasmtime-py layout
+        import importlib.metadata
 
-    def __init__(self, path: Path):
+        build = importlib.metadata.version("wasmtime")
+    return json.dumps([build, ENGINE_CONFIG, platform.machine(), sorted(host_flags() or ())])
+
+
+def code_key(sha256: str) -> str:
+    """The compiled-code cache's key for a module (the sha256 of its bytes) under this engine."""
+    return hashlib.sha256(f"{sha256} {_engine_key()}".encode()).hexdigest()
+
+
+class WasmBackend:
+    """One engine, store and instance: a load of its own, used by one Model. With a
+    ``cache``, the module's compiled code comes from it or goes into it, and
+    ``cache_status`` says which (see Model.code_cache)."""
+
+    def __init__(self, path: Path, cache: CodeCache | None = None):
         self.path = path
         cfg = wasmtime.Config()
-        cfg.wasm_simd = True
-        cfg.wasm_relaxed_simd = True
-        cfg.wasm_bulk_memory = True
+        for name, value in ENGINE_CONFIG.items():
+            setattr(cfg, name, value)
         self.engine = wasmtime.Engine(cfg)
-        try:
-            self.module = wasmtime.Module.from_file(self.engine, str(path))
-        except wasmtime.WasmtimeError as e:
-            raise ValueError(f"not a valid WebAssembly module ({str(e).splitlines()[0]})") from None
+        self.module, self.cache_status = self._module(path, cache)
         if self.module.imports:
             raise ValueError(f"the module imports {[i.name for i in self.module.imports]}; "
                              f"symwasm modules import nothing")
@@ -100,6 +134,33 @@ class WasmBackend:
         self.fast = _FAST_CALLS
         self.memory_cap = WASM32_MAX_MEMORY
         self.instantiate()
+
+    def _compile(self, data: bytes) -> wasmtime.Module:
+        try:
+            return wasmtime.Module(self.engine, data)
+        except wasmtime.WasmtimeError as e:
+            raise ValueError(f"not a valid WebAssembly module ({str(e).splitlines()[0]})") from None
+
+    def _module(self, path: Path, cache: CodeCache | None) -> tuple[wasmtime.Module, str]:
+        """The compiled module, from the cache when it holds a verified entry for it."""
+        if cache is None:
+            return self._compile(path.read_bytes()), "off"
+        try:
+            with cache.entry(code_key(cache.file_sha256(path))) as (found, state):
+                if found is not None:
+                    with contextlib.suppress(wasmtime.WasmtimeError):
+                        return wasmtime.Module.deserialize_file(self.engine, found), "hit"
+                    state = "corrupt"  # sealed, yet this engine refuses it: compile it again
+        except CacheUnusable as e:
+            warnings.warn(f"symwasm: compiled code is not cached: {e}", RuntimeWarning, stacklevel=4)
+            return self._compile(path.read_bytes()), f"unusable: {e}"
+        data = path.read_bytes()
+        module = self._compile(data)
+        try:  # under the key of the bytes compiled, should the file have changed meanwhile
+            cache.store(code_key(hashlib.sha256(data).hexdigest()), module.serialize())
+        except (OSError, CacheUnusable) as e:
+            return module, f"not stored: {e}"
+        return module, "stored" if state == "missing" else "replaced"
 
     def instantiate(self) -> None:
         """A fresh store and instance of the module: its linear memory back to the start."""
