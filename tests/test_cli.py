@@ -1,4 +1,5 @@
 """The symwasm command: compile, inspect and run, with clear errors and no tracebacks."""
+import os
 import subprocess
 import sys
 
@@ -11,9 +12,9 @@ from conftest import ROOT
 from util import make_model, reference, vinfo
 
 
-def symwasm(*args, check=True):
+def symwasm(*args, check=True, env=None):
     r = subprocess.run([sys.executable, "-m", "toolkit.cli", *map(str, args)], capture_output=True, text=True,
-                       cwd=ROOT)
+                       cwd=ROOT, env=env)
     if check:
         assert r.returncode == 0, r.stderr
     return r
@@ -125,3 +126,58 @@ def test_inspect_says_what_stays_dynamic(model_file, tmp_path):
         "  node 'square' (Mul): value 'sq' dim 0 (n) is input 'x' dim 0, the symbol 'n': bind it with --bind n=<value>",
         "  node 'NonZero_1' (NonZero): value 'nz' dim 1 (nonzero_0) depends on data: NonZero 'NonZero_1' counts "
         "its non-zero elements at run time"]
+
+
+def test_run_benchmark(model_file, tmp_path):
+    """--benchmark N: the outputs, then the load (and where the compiled code came from),
+    the first run and the steady state over N runs, with a progress bar on stderr; the
+    compiled-code cache is used unless --no-cache."""
+    m, path = model_file
+    env = dict(os.environ, SYMWASM_CACHE=str(tmp_path / "cache"))  # an empty compiled-code cache
+    for suffix, target in ((".wasm", "wasm32"), (".so", "native")):
+        out = tmp_path / f"m{suffix}"
+        symwasm("compile", path, "-o", out, "--target", target, "-q")
+        x = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+        np.save(tmp_path / "x.npy", x)
+        r = symwasm("run", out, "--input", f"x={tmp_path / 'x.npy'}", "--benchmark", "40", "--save-dir",
+                    tmp_path / "res", env=env)
+        lines = r.stdout.splitlines()[-3:]
+        how = "compiled, and stored in the code cache" if target == "wasm32" else "a native library: nothing to compile"
+        assert lines[0].startswith("load: ") and lines[0].endswith(f" ms ({how})"), lines
+        assert lines[1].startswith("first run: ") and lines[1].endswith(" ms"), lines
+        assert lines[2].startswith("steady state: median ") and " ms over 40 runs (quartiles " in lines[2], lines
+        bar = r.stderr.splitlines()  # redrawn in place: text mode reads each \r as a new line
+        assert bar[1] == f"steady state [{'.' * 30}] 0/40" and bar[-1] == f"steady state [{'#' * 30}] 40/40", bar
+        for name, want in reference(m, {"x": x}).items():
+            np.testing.assert_array_equal(np.load(tmp_path / "res" / f"{name}.npy"), want)
+    r = symwasm("run", tmp_path / "m.wasm", "--random", "n=2", "--benchmark", "2", env=env)
+    assert "(compiled code from the cache)" in r.stdout
+    r = symwasm("run", tmp_path / "m.wasm", "--random", "n=2", "--benchmark", "2", "--no-cache", env=env)
+    assert "(compiled; the code cache is off)" in r.stdout
+    r = symwasm("run", tmp_path / "m.wasm", "--random", "n=2", "--benchmark", "0", check=False)
+    assert r.returncode == 2 and "expected a positive number of runs, got '0'" in r.stderr
+
+
+def test_compile_says_what_it_chose(model_file, tmp_path):
+    """The report names each file written and its variant, what an engine needs, the native
+    CPU and its ISA extensions (as the library records them), and the static arena."""
+    from wasm_runtime import read_metadata
+
+    _, path = model_file
+    out = tmp_path / "m.wasm"
+    r = symwasm("compile", path, "-o", out, "--relaxed-simd", "-q")
+    meta = read_metadata(out)
+    assert f"wrote {tmp_path / 'm.relaxed.wasm'} (the relaxed-simd variant: " in r.stdout
+    assert (f"target: wasm32, engines need {', '.join(meta['features'])}; variants: baseline (m.wasm), "
+            f"relaxed-simd (m.relaxed.wasm, + relaxed-simd)\n") in r.stdout
+    assert f"memory: static arena {meta['memory']['static_bytes']} bytes" in r.stdout
+    r = symwasm("compile", path, "-o", out, "-q")
+    assert "variants: baseline (m.wasm); --relaxed-simd adds relaxed-simd\n" in r.stdout
+    lib = tmp_path / "m.so"
+    r = symwasm("compile", path, "-o", lib, "--target", "native", "--cpu", "x86-64-v3", "-q")
+    meta = read_metadata(lib)
+    assert "avx2" in meta["features"] and "avx512f" not in meta["features"]
+    assert f"target: native, CPU x86-64-v3 (given by --cpu), ISA extensions: {', '.join(meta['features'])}\n" \
+           in r.stdout
+    r = symwasm("compile", path, "-o", lib, "--target", "native", "-q")
+    assert f"target: native, CPU {read_metadata(lib)['cpu']} (this machine's CPU), ISA extensions: " in r.stdout

@@ -96,6 +96,10 @@ def _sha256(f) -> str:
 class CodeCache:
     """Entries of compiled code under a directory, each trusted only through its seal."""
 
+    # per directory, the bytes of its entries as this process last counted them plus what it
+    # stored since: the directory is scanned again only when that passes max_bytes
+    _held: dict[Path, int] = {}
+
     def __init__(self, directory: str | os.PathLike, max_bytes: int = MAX_BYTES):
         self.dir = Path(directory)
         self.max_bytes = max_bytes
@@ -229,14 +233,18 @@ class CodeCache:
 
     def store(self, key: str, data) -> None:
         """Write the entry for ``key`` and its seal, then evict the least recently used
-        entries past ``max_bytes``. OSError if it cannot be written."""
+        entries if they may hold more than ``max_bytes``. OSError if it cannot be written."""
         path, seal_path = self._paths(key)
         digest = hashlib.sha256(data).hexdigest()
         self._write(path, data)
         with open(path, "rb") as f:
             identity = _identity(os.fstat(f.fileno()))
         self._write(seal_path, self._seal(["entry", key], identity, digest))
-        self.evict()
+        held = self._held.get(self.dir)
+        if held is None or held + len(data) > self.max_bytes:
+            self.evict()
+        else:
+            self._held[self.dir] = held + len(data)
 
     def evict(self) -> None:
         """Remove the least recently used entries until they hold at most ``max_bytes``, the
@@ -267,6 +275,7 @@ class CodeCache:
                 with contextlib.suppress(OSError):
                     p.unlink()
             total -= sizes[key]
+        self._held[self.dir] = total
         for _, p in sorted(sources)[:max(0, len(sources) - MAX_SOURCES)]:
             with contextlib.suppress(OSError):
                 os.unlink(p)
