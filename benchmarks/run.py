@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from py_peer import first_line, ort_session
+from py_peer import CACHED_LOADS, first_line, ort_session
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -399,6 +399,12 @@ def compile_cell(cell: Cell) -> str:
     return "–" if seconds is None else f"{seconds:.2f}"
 
 
+def load_cell(cell: Cell, key: str) -> str:
+    """A load time in ms from the load info (`load_ms`, or wasm32's `load_cached_ms`)."""
+    ms = cell.load.get(key)
+    return "–" if ms is None else fmt(ms)
+
+
 def size_cell(cell: Cell) -> str:
     """KiB of the .wasm without the embedded constant data."""
     size, weights = cell.load.get("module_bytes"), cell.load.get("weights_bytes")
@@ -417,6 +423,11 @@ def table(records: list[dict[str, Any]], peers: list[str]) -> list[str]:
              ("symwasm-node", "symwasm-native") if p in peers]
     cols += [(f"compile {p.removeprefix('symwasm-')} s", lambda c, p=p: compile_cell(c[p]))
              for p in ("symwasm-wasm32", "symwasm-native") if p in peers]
+    if "symwasm-wasm32" in peers:
+        cols += [("load wasm32 ms", lambda c: load_cell(c["symwasm-wasm32"], "load_ms")),
+                 ("cached load wasm32 ms", lambda c: load_cell(c["symwasm-wasm32"], "load_cached_ms"))]
+    cols += [(f"load {p.removeprefix('symwasm-')} ms", lambda c, p=p: load_cell(c[p], "load_ms"))
+             for p in ("symwasm-native", "onnxruntime") if p in peers]
     if "symwasm-wasm32" in peers:
         cols.append((".wasm KiB − weights", lambda c: size_cell(c["symwasm-wasm32"])))
     lines = ["| model | config | " + " | ".join(h for h, _ in cols) + " |",
@@ -507,7 +518,10 @@ def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, A
         "Latency in ms: median of the per-repetition medians, in parentheses the min–max of "
         "those medians (the IQR of the runs when there is one repetition). Ratios divide "
         "medians: below 1 means symwasm is faster. Outputs are checked against onnxruntime "
-        f"(floats allclose rtol={RTOL:g} atol={ATOL:g}, others exact): ✗ mismatch, ? unchecked.",
+        f"(floats allclose rtol={RTOL:g} atol={ATOL:g}, others exact): ✗ mismatch, ? unchecked. "
+        "Load times: `wasm_runtime.load` with an empty compiled-code cache (wasmtime compiles "
+        f"the .wasm), then with its code cached (median of {CACHED_LOADS} loads); the native "
+        "library's first load (dlopen); onnxruntime's session creation.",
     ]
     extra = notes(records)
     return "\n".join(lines + (["", "Output checks:", *extra] if extra else [])) + "\n"
