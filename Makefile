@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench bench-peak clean abi fuzz conformance zoo-models
+.PHONY: all env demo test lint bench bench-peak clean abi fuzz conformance zoo-models digits-model
 
 all: demo
 
@@ -38,6 +38,9 @@ demo: env js_loader/node_modules/.installed
 	$(PY) samples/build_samples.py --out $(BUILD)/samples
 	$(PY) samples/run_python.py $(BUILD)/samples
 	node samples/run_node.mjs $(BUILD)/samples
+	@echo "The web app (samples/web/) and the other samples run in a browser: serve the repository with"
+	@echo "  $(PY) -m http.server -b 127.0.0.1 8000"
+	@echo "and open http://127.0.0.1:8000/samples/web/ (or http://127.0.0.1:8000/samples/browser/)"
 
 # unused names, undefined names and syntax errors
 lint: env
@@ -67,9 +70,10 @@ conformance: env
 		--results tests/conformance/results.json | tee tests/conformance/RESULTS.md'
 	SYMWASM_LIGHT=all $(PY) -m pytest -n $(JOBS) -q tests/test_light_models.py tests/test_zoo.py
 
-bench: env
+bench: env js_loader/node_modules/.installed $(CHROMIUM)
 	cd benchmarks && npm ci --no-audit --no-fund --silent
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+	$(PY) benchmarks/browser_bench.py --append $(BUILD)/bench_results.md $(BROWSER_BENCH_ARGS)
 	$(MAKE) bench-peak
 
 # the GEMM kernel's GFLOP/s against this machine's measured multiply-add peak (wasmtime, Node,
@@ -86,6 +90,15 @@ zoo-models:
 	[ -x $(ZOO_VENV)/bin/python ] || $(PYTHON) -m venv $(ZOO_VENV)
 	$(ZOO_VENV)/bin/python -m pip install -q $(ZOO_PACKAGES)
 	$(ZOO_VENV)/bin/python tests/models/generate.py $(ZOO_ARGS)
+
+# the web app's digit classifier (samples/web/digits.onnx and digits.json, with its held-out
+# accuracy) is committed, and `make demo` / `make test` only read it; this trains it again
+# (deterministically: the same bytes) in the zoo's dev environment
+DIGITS_PACKAGES := torch==2.13.0 scikit-learn==1.9.1 onnx==1.19.1 onnxruntime==1.32.0 numpy
+digits-model:
+	[ -x $(ZOO_VENV)/bin/python ] || $(PYTHON) -m venv $(ZOO_VENV)
+	$(ZOO_VENV)/bin/python -m pip install -q $(DIGITS_PACKAGES)
+	$(ZOO_VENV)/bin/python samples/web/train_digits.py
 
 clean:
 	rm -rf $(BUILD) .pytest_cache

@@ -2,6 +2,9 @@
 model and the input sets the demo runs (different bindings of its symbolic dims)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -80,5 +83,20 @@ def arange_of_length():
     return m, [{"data": np.zeros((k, 3), np.float32)} for k in (4, 9)]
 
 
+WEB = Path(__file__).resolve().parent / "web"
+
+
+def digits():
+    """The web app's model (samples/web/): on a canvas of any size NonZero finds the ink, the
+    crop to its bounding box has a shape only the data decides, and a small CNN classifies it;
+    an empty canvas gives a 0 x 0 crop."""
+    digit = np.array(json.loads((WEB / "digits.json").read_text())["gallery"][0]["pixels"], np.float32)
+    digit = digit.reshape(8, 8) / 16
+    canvas = np.zeros((120, 150), np.float32)
+    canvas[12:108, 40:136] = np.kron(digit, np.ones((12, 12), np.float32))
+    return onnx.load(WEB / "digits.onnx"), [{"canvas": digit}, {"canvas": canvas},
+                                            {"canvas": np.zeros((30, 40), np.float32)}]
+
+
 SAMPLES = {"argwhere": argwhere, "reshape_of_shape": reshape_of_shape, "mlp": mlp,
-           "arange_of_length": arange_of_length}
+           "arange_of_length": arange_of_length, "digits": digits}

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""In-browser benchmark: symwasm and onnxruntime-web on the same models in the same headless
+Chromium (samples/web/bench.html), one thread each.
+
+Builds run.py's model set (cached) plus the web app's digit model, compiles each with symwasm
+(both variants: the loader picks relaxed SIMD in Chromium, and the baseline is timed too),
+writes every configuration's inputs and onnxruntime's outputs as raw files with a manifest
+into OUT_DIR/browser_bench/, then has browser_bench.mjs serve the repository and drive the
+page, which loads each model on every peer (timing the load), checks one run's outputs
+against onnxruntime's, and times warmed-up calls in batches, the peers taking turns. Writes
+OUT_DIR/browser_bench.{md,json}; with --append FILE, also puts its table into FILE (make bench:
+build/bench_results.md), in place of the one a previous run put there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from run import ATOL, REPO, RTOL, build_models, make_inputs, pick, progress, reference
+
+sys.path.insert(0, str(REPO))
+from toolkit.compiler import compile_model  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PEERS = ("symwasm", "symwasm-baseline", "onnxruntime-web")
+SECTION = "## In the browser"
+DIGITS = REPO / "samples" / "web"
+
+
+def digits_entry() -> dict[str, Any]:
+    """The web app's model on a 280 x 280 pad holding its first test image, drawn large."""
+    info = json.loads((DIGITS / "digits.json").read_text())
+    image = np.array(info["gallery"][0]["pixels"], np.float32).reshape(8, 8) / 16
+    pad = np.zeros((280, 280), np.float32)
+    pad[60:220, 60:220] = np.kron(image, np.ones((20, 20), np.float32))
+    return {"file": str(DIGITS / "digits.onnx"), "configs": [{"name": "pad280", "inputs": {"canvas": [280, 280]},
+                                                              "arrays": {"canvas": pad}}]}
+
+
+def write_tensor(arr: np.ndarray, file: Path) -> dict[str, Any]:
+    np.ascontiguousarray(arr).tofile(file)
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "file": file.name}
+
+
+def prepare(manifest: dict[str, Any], models_dir: Path, out: Path) -> dict[str, Any]:
+    """Compiles every model into `out`, links its .onnx there and writes its inputs and
+    reference outputs; returns the page's manifest (file names in `out`)."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    models = []
+    for name, entry in manifest.items():
+        onnx_path = (models_dir / entry["file"]).resolve()
+        (out / f"{name}.onnx").symlink_to(onnx_path)
+        progress(f"{name}: compiling")
+        compile_model(onnx_path, out / f"{name}.wasm", target="wasm32", relaxed=True)
+        configs = []
+        for cfg in entry["configs"]:
+            feeds = cfg.get("arrays") or make_inputs(onnx_path, name, cfg)
+            ref = reference(onnx_path, feeds)
+            if isinstance(ref, str):
+                sys.exit(f"{name}/{cfg['name']}: onnxruntime failed, nothing to check against: {ref}")
+            stem = f"{name}.{cfg['name']}"
+            configs.append({
+                "name": cfg["name"],
+                "inputs": [{"name": k, **write_tensor(v, out / f"{stem}.in{i}.bin")} for i, (k, v) in enumerate(feeds.items())],
+                "outputs": [{"name": o, **write_tensor(v, out / f"{stem}.out{i}.bin")}
+                            for i, (o, v) in enumerate(zip(output_names(onnx_path), ref))],
+            })
+        models.append({"model": name, "onnx": f"{name}.onnx", "wasm": f"{name}.wasm", "configs": configs})
+    page_manifest = {"tolerance": [RTOL, ATOL], "models": models}
+    (out / "manifest.json").write_text(json.dumps(page_manifest, indent=1))
+    return page_manifest
+
+
+def output_names(onnx_path: Path) -> list[str]:
+    return [o.name for o in onnx.load(str(onnx_path), load_external_data=False).graph.output]
+
+
+def fmt(x: float) -> str:
+    return f"{x:.0f}" if x >= 1000 else f"{x:.3g}"
+
+
+def latency(cell: dict[str, Any]) -> str:
+    if "error" in cell:
+        return f"error: {cell['error']}"[:100].replace("|", "\\|")
+    if "median_ms" not in cell:
+        return "–"
+    mark = " ✗" if cell.get("check") else ""
+    return f"{fmt(cell['median_ms'])} ({fmt(cell['lo_ms'])}–{fmt(cell['hi_ms'])}){mark}"
+
+
+def table(result: dict[str, Any]) -> list[str]:
+    head = ([f"{p} ms" for p in PEERS] + ["symwasm / onnxruntime-web"] + [f"{p} load ms" for p in PEERS])
+    lines = ["| model | config | " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * len(head)]
+    for r in result["rows"]:
+        cells = [r["peers"].get(p, {}) for p in PEERS]
+        sym, ort = r["peers"].get("symwasm", {}), r["peers"].get("onnxruntime-web", {})
+        ratio = f"{sym['median_ms'] / ort['median_ms']:.2f}" if "median_ms" in sym and "median_ms" in ort else "–"
+        loads = [fmt(c["load_ms"]) if "load_ms" in c else "–" for c in cells]
+        lines.append("| " + " | ".join([r["model"], r["config"], *map(latency, cells), ratio, *loads]) + " |")
+    return lines
+
+
+def report(result: dict[str, Any]) -> str:
+    s = result["settings"]
+    variant = next((r["peers"]["symwasm"].get("variant") for r in result["rows"] if "symwasm" in r["peers"]), None)
+    checks = [f"- {r['model']}/{r['config']} {p}: {c['check']}" for r in result["rows"]
+              for p, c in r["peers"].items() if c.get("check")]
+    lines = [
+        SECTION,
+        "",
+        f"- {result['userAgent']} (headless), samples/web/bench.html; onnxruntime-web "
+        f"{result['ortVersion'].get('web')} (wasm backend, numThreads {result['ortNumThreads']}); symwasm through "
+        f"the JS loader, the variant it picks ({variant}) and the baseline (variant 'baseline')",
+        f"- {s['repeat']} repetition(s) per peer, taking turns in rotating order; warm-up {s['warmup']:g} s before a "
+        f"peer's first repetition of a model, {s['rewarm']:g} s before later ones; each repetition times >= "
+        f"{s['time']:g} s in batches of >= {s['batchMs']:g} ms (the page's clock ticks in 0.1 ms)",
+        "",
+        *table(result),
+        "",
+        "Latency in ms per call: median of the repetitions' medians, in parentheses their min–max. Load: "
+        "`loadModel(url)` (fetch, compile, instantiate; with the variant chosen automatically the loader reads the "
+        "baseline file's metadata before fetching the relaxed one) and `InferenceSession.create(url)`; "
+        f"onnxruntime-web's first session, which also started its runtime, took {fmt(result['ortFirstSessionMs'])} ms "
+        "and is not counted. Outputs are checked against onnxruntime (floats allclose rtol="
+        f"{RTOL:g} atol={ATOL:g}, others exact): ✗ mismatch.",
+    ]
+    return "\n".join(lines + (["", "Output checks:", *checks] if checks else [])) + "\n"
+
+
+def append_to(file: Path, text: str) -> None:
+    """Puts `text` at the end of `file`, replacing what a previous run put there."""
+    old = file.read_text() if file.exists() else ""
+    if SECTION in old:
+        old = old[:old.index(SECTION)]
+    file.write_text(old.rstrip("\n") + ("\n\n" if old.strip() else "") + text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", help="comma-separated model names (default: run.py's set and digits)")
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions per peer (default 3)")
+    ap.add_argument("--min-time", type=float, default=1.0, metavar="SECONDS", help="timed seconds per repetition")
+    ap.add_argument("--warmup", type=float, default=1.0, metavar="SECONDS",
+                    help="warm-up before a peer's first repetition of a model (default 1; V8 tiers wasm up)")
+    ap.add_argument("--quick", action="store_true", help="1 repetition, 0.2 s warm-up, 0.2 s timed")
+    ap.add_argument("--out-dir", type=Path, default=REPO / "build", help="default: <repo>/build")
+    ap.add_argument("--models-script", type=Path, default=REPO.parent / "shared" / "benchmarks" / "make_models.py")
+    ap.add_argument("--append", type=Path, metavar="FILE", help="also put the table into FILE (bench_results.md)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.repeat, args.min_time, args.warmup = 1, 0.2, 0.2
+    if not (HERE / "node_modules" / "onnxruntime-web").is_dir():
+        sys.exit("onnxruntime-web is not installed: run `npm ci --prefix benchmarks`")
+    models_dir = args.out_dir / "bench_models"
+    manifest = build_models(args.models_script.resolve(), models_dir)
+    manifest["digits"] = digits_entry()
+    if args.models:
+        manifest = {m: manifest[m] for m in pick("--models", args.models, manifest)}
+    out = args.out_dir / "browser_bench"
+    prepare(manifest, models_dir, out)
+    query = f"warmup={args.warmup}&time={args.min_time}&repeat={args.repeat}"
+    progress("running samples/web/bench.html in Chromium")
+    done = subprocess.run(["node", str(HERE / "browser_bench.mjs"), str(out), query], stdout=subprocess.PIPE, text=True)
+    if done.returncode:
+        sys.exit(f"browser_bench.mjs failed (exit {done.returncode})")
+    result = json.loads(done.stdout)
+    text = report(result)
+    (args.out_dir / "browser_bench.md").write_text(text)
+    (args.out_dir / "browser_bench.json").write_text(json.dumps(result, indent=1))
+    if args.append:
+        append_to(args.append, text)
+    print(text)
+    progress(f"wrote {args.out_dir / 'browser_bench.md'} and browser_bench.json"
+             + (f"; its table is in {args.append}" if args.append else ""))
+
+
+if __name__ == "__main__":
+    main()
