@@ -31,7 +31,7 @@ LEVELS = {"x86-64": [], "x86-64-v2": V2, "x86-64-v3": V3, "x86-64-v4": V4}
 def test_psabi_levels(level):
     t = get_target("native", level)
     assert t.cpu == level and list(t.isa) == LEVELS[level]
-    assert t.f32_lanes == (8 if "avx2" in LEVELS[level] else 4)
+    assert t.f32_lanes == (16 if "avx512f" in LEVELS[level] else 8 if "avx2" in LEVELS[level] else 4)
 
 
 def test_host_cpu_is_the_default():
@@ -43,7 +43,7 @@ def test_host_cpu_is_the_default():
 
 def test_named_cpu_from_llvm():
     t = get_target("native", "sapphirerapids")
-    assert set(V4) < set(t.isa) and "avx512fp16" in t.isa and t.f32_lanes == 8
+    assert set(V4) < set(t.isa) and "avx512fp16" in t.isa and t.f32_lanes == 16
 
 
 @pytest.mark.parametrize("bad", ["bogus", "x86_64_v3", "x86-64-v3,+avx512f", ""])

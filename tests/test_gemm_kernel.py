@@ -1,6 +1,6 @@
 """The float32 GEMM microkernel (toolkit/codegen/gemm.py) behind MatMul and Gemm, on both
 targets and in wasm32's relaxed-SIMD variant, against numpy in float64. The bindings are chosen to reach every path of both
-targets' tiles (wasm32 2 x 16, AVX2 6 x 16): rows that fill whole tiles and rows left over,
+targets' tiles (wasm32 2 x 16, AVX2 6 x 16, AVX-512 12 x 32): rows that fill whole tiles and rows left over,
 fewer rows than a tile (one row against several panels at once), M = 0 and 1; N a multiple
 of the panel width and not (the partial panel), N below one vector; K = 0, K inside one
 cache block, on its edge, and K over several blocks with a partial last one; a constant B
@@ -36,7 +36,7 @@ def _check(got, want, k):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(k, 1) ** 0.5 * 4)
 
 
-@pytest.mark.parametrize("k,n", [(1, 1), (5, 7), (16, 8), (33, 16), (KC, 17), (KC + 1, 40), (600, 67)])
+@pytest.mark.parametrize("k,n", [(1, 1), (5, 7), (16, 8), (33, 16), (KC, 17), (KC + 1, 40), (600, 67), (40, 300)])
 def test_constant_b(target, k, n):
     """A constant [k, n] B with a symbolic M: 0, 1, fewer rows than either tile, whole tiles
     and leftovers, more than one cache block of rows."""
@@ -44,7 +44,7 @@ def test_constant_b(target, k, n):
     w = _rand(rng, (k, n))
     mod = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])], [vinfo("y", F32, None)],
                            [const("w", w)]), target)
-    for m in (0, 1, 2, 3, 5, 6, 7, 10, 11, 13, 100):
+    for m in (0, 1, 2, 3, 5, 6, 7, 10, 11, 12, 13, 25, 100):
         a = _rand(rng, (m, k))
         y = mod.run({"a": a})["y"]
         assert y.shape == (m, n)

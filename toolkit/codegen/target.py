@@ -39,10 +39,12 @@ class Target:
 
     @property
     def f32_lanes(self) -> int:
-        """float32 lanes of the widest vectors tiled kernels use: SIMD128 on wasm32, AVX2
-        registers on x86 CPUs that have them."""
+        """float32 lanes of the widest vectors tiled kernels use: SIMD128 on wasm32, AVX-512
+        or AVX2 registers on x86 CPUs that have them."""
         if self.is_wasm or not self.triple.startswith("x86_64"):
             return 4
+        if "avx512f" in self.isa:
+            return 16
         return 8 if "avx2" in self.isa else 4
 
     def machine(self) -> llvm.TargetMachine:
