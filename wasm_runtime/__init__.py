@@ -7,7 +7,8 @@ Threads: each :class:`Model` is one instance of the model (its own VM context: r
 buffers, memory limit). A Model may be shared between threads; its calls are serialized
 by a lock. For parallel runs, load the model once per thread: native loads of one file
 share the library's code and differ only in their contexts, so that is cheap; each
-``.wasm`` load is its own wasmtime engine, store and instance.
+``.wasm`` load is its own wasmtime engine, store and instance, whose code comes from the
+compiled-code cache after the first load of the file (wasm_runtime.cache).
 
 Stopping a call: ``run(feeds, timeout=seconds)``, or ``Model.cancel()`` from another thread.
 Either raises :class:`ModelError` with status CANCELLED, and the model runs normally again.

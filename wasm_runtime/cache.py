@@ -3,7 +3,7 @@ host maps instead of compiling a ``.wasm`` again (``CodeCache``).
 
 A second load of the same ``.wasm``, in this process or another, maps the machine code
 Cranelift made at the first load (wasmtime's ``Module.serialize`` / ``deserialize_file``)
-instead of compiling the module again, which took 25-330 ms on the benchmark models.
+instead of compiling the module again, which took 33-650 ms on the benchmark models.
 
 Trust. wasmtime runs the machine code of a serialized module as it is, without checking it,
 so the cache deserializes only files it wrote itself:
