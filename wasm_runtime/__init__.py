@@ -161,6 +161,7 @@ class Model:
         self._b = backend
         self.metadata = metadata
         self.path = path
+        self.file_bytes = path.stat().st_size
         self.target = metadata.get("target")
         self.inputs = [TensorInfo(d, f"{path.name}: input ") for d in metadata["inputs"]]
         self.outputs = [TensorInfo(d, f"{path.name}: output ") for d in metadata["outputs"]]
@@ -236,7 +237,6 @@ class Model:
         and size, the inputs and outputs with their symbolic dims, the symbols, the memory
         plan, and how the load went."""
         meta = self.metadata
-        size = self.path.stat().st_size
         if self.target == "wasm32":
             variants = meta.get("variants") or {}
             target = f"wasm32, {self.variant} variant" + (f" (of {', '.join(variants)})" if len(variants) > 1 else "")
@@ -245,7 +245,7 @@ class Model:
             target = f"{self.target}, CPU {meta.get('cpu')} (ISA extensions: {features})"
         model = meta.get("model") or {}
         lines = [f"{self.path.name}: symwasm model '{model.get('name')}' (opset {model.get('opset')}), {target}, "
-                 f"{size / 1e3:.1f} kB, format {'.'.join(map(str, meta['format_version']))}",
+                 f"{self.file_bytes / 1e3:.1f} kB, format {'.'.join(map(str, meta['format_version']))}",
                  "inputs:", *(f"  {i}" for i in self.inputs), "outputs:", *(f"  {o}" for o in self.outputs)]
         symbols = meta.get("symbols") or {}
         if symbols:

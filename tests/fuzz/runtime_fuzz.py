@@ -625,9 +625,10 @@ def _unknown_input(draw, case, base):
 
 
 def _not_a_mapping(draw, case, base):
-    how = draw(st.sampled_from(["list", "tuple", "None", "str", "array"]))
-    return {"list": list(base.values()), "tuple": tuple(base.values()), "None": None, "str": "x",
-            "array": np.zeros(3, np.float32)}[how]
+    """Neither a mapping nor a list or tuple of one array per input (in the inputs' order)."""
+    how = draw(st.sampled_from(["short list", "long tuple", "None", "str", "array"]))
+    return {"short list": list(base.values())[:-1], "long tuple": tuple(base.values()) + (np.zeros(1),),
+            "None": None, "str": "x", "array": np.zeros(3, np.float32)}[how]
 
 
 NOT_ARRAYS = [None, "text", {"a": 1}, object(), [[1.0], [1.0, 2.0]], b"\x00\x01", 1 + 2j, 1.5, 2 ** 70]
