@@ -165,6 +165,8 @@ class Model:
         self.target = metadata.get("target")
         self.inputs = [TensorInfo(d, f"{path.name}: input ") for d in metadata["inputs"]]
         self.outputs = [TensorInfo(d, f"{path.name}: output ") for d in metadata["outputs"]]
+        self._input_names = [i.name for i in self.inputs]
+        self._output_names = [o.name for o in self.outputs]
         self._lock = threading.Lock()
         self._stop_reason = ""  # why the running call is being stopped, set by cancel or a timer
         # the running call's cancel flag (None between calls), guarded so that a cancel never
@@ -370,7 +372,7 @@ class Model:
         arrays in the model's input order (``model.inputs``): ``run({"a": a, "b": b})`` and
         ``run([a, b])`` are the same run. Returns output name -> array. ``timeout``
         (seconds) stops a call that takes longer, as :meth:`cancel` does."""
-        return dict(zip([o.name for o in self.outputs], self._call(inputs, timeout)))
+        return dict(zip(self._output_names, self._call(inputs, timeout)))
 
     def run_list(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
                  timeout: float | None = None) -> list[np.ndarray]:
@@ -413,7 +415,7 @@ class Model:
 
     def _input_values(self, inputs) -> Sequence:
         """The arrays for the model's inputs, in its input order."""
-        names = [i.name for i in self.inputs]
+        names = self._input_names
         if isinstance(inputs, Mapping):
             unknown = [repr(k) if not isinstance(k, str) else k for k in inputs if k not in names]
             if unknown:
