@@ -205,7 +205,7 @@ def cmd_run(args) -> int:
             if args.benchmark:
                 _progress_bar(i, args.benchmark)
     except wasm_runtime.ModelError as e:
-        if args.benchmark:
+        if args.benchmark and times:  # end the progress bar's line
             print(file=sys.stderr)
         print(f"error: {e}", file=sys.stderr)
         return 1
