@@ -12,8 +12,8 @@ A register tile is ``MR`` rows by ``NR`` columns, ``MR * NR / lanes`` vector acc
 that stay in registers over a block of k: each step loads ``NR / lanes`` vectors of the
 panel and broadcasts ``MR`` elements of a, so every value loaded feeds several
 multiply-adds (fused on hosts with FMA). The rows after the last whole tile run as one
-tile of exactly that many rows (one variant per count when M is symbolic); fewer rows than a
-tile, with B packed, run a row at a time against several panels at once, so the M = 1 case
+tile of exactly that many rows (when M is symbolic, as tiles of the powers of two that sum to
+that many: :func:`rest_tiles`); fewer rows than a tile, with B packed, run a row at a time against several panels at once, so the M = 1 case
 has ``ROW_ACCUMULATORS`` accumulators too (against that many vectors of panels); the last,
 partial panel computes all its ``NR`` columns (the padding is zero) and stores only the
 columns that exist, through a small buffer. No path falls back to scalar products.
@@ -24,7 +24,8 @@ blocks of ``MC`` (the rows' ``MC * KC`` floats of a stay in L2 while every panel
 ``PACKED_HERE_MC`` when the kernel packs B itself, which it does again for every block of
 rows); later k blocks add to the partial sums stored by earlier ones.
 
-The last k block stores each element through an optional *epilogue* (:data:`Epilogue`): a
+After the last k block, each tile's elements pass through an optional *epilogue*
+(:data:`Epilogue`) while they are in L1: a
 convolution's bias, Gemm's alpha and beta * C, and the elementwise ops fused after the
 product (:class:`.fused.PostOp`, :mod:`toolkit.passes.fuse`), applied by their own scalar
 functions: on whole vectors where they are plain arithmetic, lane by lane otherwise.
@@ -78,6 +79,12 @@ def tile_for(target) -> GemmTile:
     # (Cranelift lowers load32_splat to three instructions); taller tiles spill V8's 16
     # vector registers
     return GemmTile(mr=2, nr=16, lanes=4, kc=256, mc=64)
+
+
+def rest_tiles(mr: int) -> list[int]:
+    """The row counts of the tiles that run the 1 to MR - 1 rows after a symbolic M's whole
+    tiles: the powers of two below MR, each taken when its bit of the count is set."""
+    return [1 << e for e in range((mr - 1).bit_length())]
 
 
 def panels(n: int, nr: int) -> int:
@@ -276,14 +283,17 @@ def _pack_view(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0: 
                 b.store(x, b.bitcast(at(kk, i64(v * lanes)), vt.as_pointer()), align=4)
 
     def by_elements() -> None:
-        for c in range(nr):
-            j = kb.add(j0, i64(c))
+        # a loop over the columns, not unrolled: LLVM vectorizes each k loop (with gathers and
+        # scatters on AVX-512), and NR copies of that cost AVX-512's 32-column panels 8000
+        # instructions in bert2's attention kernel
+        with kb.loop(i64(nr), "pc", plain=True) as c:
+            j = kb.add(j0, c)
             inside = b.icmp_signed("<", j, n) if not whole else ir.Constant(ir.IntType(1), 1)
             # a column past n reads column 0 (in bounds) and stores zero
             jj = b.select(inside, j, i64(0))
             with kb.loop(kn, "pk") as kk:
                 v = b.select(inside, src.t.load(src.index(kb, kb.add(k0, kk), jj)), ir.Constant(F32, 0.0))
-                b.store(v, at(kk, i64(c)))
+                b.store(v, at(kk, c))
 
     if not whole:
         by_elements()
@@ -310,7 +320,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for B packed (:class:`Packed`)
     or a [k, n] :class:`View` or :class:`Im2col` packed here a block at a time; y is
     row-major [m, n] from ``y_base``. The epilogue (default: none) runs once per element,
-    as the last k block stores it."""
+    over each tile the last k block has stored."""
     b = kb.b
     mr, nr, lanes, vecs = tile.mr, tile.nr, tile.lanes, tile.vecs
     vt = _vec(lanes)
@@ -336,12 +346,35 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     def vload(ptr: ir.Value, at: ir.Value) -> ir.Value:
         return b.load(b.gep(ptr, [at], source_etype=F32), typ=vt, align=4)
 
-    def finish(v: ir.Value, i: ir.Value, j: ir.Value, last) -> ir.Value:
-        """The value stored at (i, j..): the epilogue's on the last k block."""
+    def finish(i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value | None, last) -> None:
+        """The epilogue over the tile just stored (rows from i0, columns from j0; ``cols`` of
+        them in the partial panel, else NR), on the last k block. A loop over the tile's
+        vectors, read back from L1, rather than unrolled over its registers: the epilogue's
+        code (a GELU's erf) is then emitted once per tile shape, not once per accumulator,
+        which kept AVX-512's 24-accumulator tiles from multiplying compile time and size."""
         if epilogue is None or last is False:
-            return v
-        out = epilogue(kb, i, j, v)
-        return out if last is True else b.select(last, out, v)
+            return
+
+        def apply() -> None:
+            with kb.loop(i64(rows), "er", plain=True) as r:
+                i = kb.add(i0, r)
+                row = kb.add(y_base, kb.mul(i, n))
+                if cols is None:
+                    with kb.loop(i64(vecs), "ev", plain=True) as v:
+                        j = kb.add(j0, kb.mul(v, i64(lanes)))
+                        ptr = b.bitcast(y.ptr(kb.add(row, j)), vt.as_pointer())
+                        b.store(epilogue(kb, i, j, b.load(ptr, typ=vt, align=4)), ptr, align=4)
+                else:
+                    with kb.loop(cols, "ec", plain=True) as c:
+                        j = kb.add(j0, c)
+                        at = kb.add(row, j)
+                        y.store(at, epilogue(kb, i, j, y.load(at)))
+
+        if last is True:
+            apply()
+        else:
+            with b.if_then(last):
+                apply()
 
     def tile_at(i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value, kn: ir.Value,
                 first, last, partial: bool) -> None:
@@ -369,15 +402,15 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
 
         if not partial:
             for r in range(rows):
-                i = kb.add(i0, i64(r))
-                row = kb.mul(i, n)
+                row = kb.mul(kb.add(i0, i64(r)), n)
                 for q, p in enumerate(ps):
                     for v in range(vecs):
                         j = kb.add(kb.mul(p, i64(nr)), i64(v * lanes))
-                        at = kb.add(y_base, kb.add(row, j))
-                        ptr = b.bitcast(y.ptr(at), vt.as_pointer())
+                        ptr = b.bitcast(y.ptr(kb.add(y_base, kb.add(row, j))), vt.as_pointer())
                         s = plus_old(acc[r * w + q * vecs + v], lambda: b.load(ptr, typ=vt, align=4))
-                        b.store(finish(s, i, j, last), ptr, align=4)
+                        b.store(s, ptr, align=4)
+            for p in ps:
+                finish(i0, rows, kb.mul(p, i64(nr)), None, last)
             return
         for r in range(rows):
             for v in range(vecs):
@@ -385,13 +418,13 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                 b.store(acc[r * w + v], b.bitcast(ptr, vt.as_pointer()), align=4)
         j0 = kb.mul(ps[0], i64(nr))
         cols = b.sub(n, j0)
-        for r in range(rows):
-            i = kb.add(i0, i64(r))
-            row = kb.add(y_base, kb.add(kb.mul(i, n), j0))
-            with kb.loop(cols, "ec") as c:
-                ptr = b.gep(edge, [i64(0), kb.add(i64(r * nr), c)], source_etype=edge.type.pointee)
+        with kb.loop(i64(rows), "er", plain=True) as r:
+            row = kb.add(y_base, kb.add(kb.mul(kb.add(i0, r), n), j0))
+            with kb.loop(cols, "ec", plain=True) as c:
+                ptr = b.gep(edge, [i64(0), kb.add(kb.mul(r, i64(nr)), c)], source_etype=edge.type.pointee)
                 at = kb.add(row, c)
-                y.store(at, finish(plus_old(b.load(ptr, typ=F32), lambda: y.load(at)), i, kb.add(j0, c), last))
+                y.store(at, plus_old(b.load(ptr, typ=F32), lambda: y.load(at)))
+        finish(i0, rows, j0, cols, last)
 
     def rows_block(i_lo: ir.Value, mn: ir.Value, k0: ir.Value, kn: ir.Value, first, last) -> None:
         """Rows [i_lo, i_lo + mn) against every panel."""
@@ -404,16 +437,22 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
             base = [panel_ptr(p, k0)]
             with kb.loop(whole, "ir") as t:
                 tile_at(kb.add(i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, last, partial)
-            # the rows after the whole tiles: one tile of exactly that many rows
+            # the rows after the whole tiles: one tile of exactly that many rows when M is
+            # known; otherwise tiles of the powers of two that sum to it (8 + 2 + 1 rows for
+            # 11), so the kernel holds log2(MR) tile variants instead of MR - 1 (AVX-512's
+            # 12-row tile: 4 variants of 15 rows in all against 11 of 66; bert2's native
+            # compile 10.4 -> 3 s)
             i_rest = kb.add(i_lo, rest_lo)
             if isinstance(mn, ir.Constant):
                 if mn.constant % mr:
                     tile_at(i_rest, mn.constant % mr, [p], base, k0, kn, first, last, partial)
                 return
             rest = b.sub(mn, rest_lo)
-            for rows in range(1, mr):
-                with b.if_then(b.icmp_signed("==", rest, i64(rows))):
-                    tile_at(i_rest, rows, [p], base, k0, kn, first, last, partial)
+            for rows in reversed(rest_tiles(mr)):
+                with b.if_then(b.icmp_signed("!=", b.and_(rest, i64(rows)), i64(0))):
+                    # the rows of the larger pieces come first
+                    tile_at(kb.add(i_rest, b.and_(rest, i64(-2 * rows))), rows, [p], base, k0, kn, first, last,
+                            partial)
 
         # a block with fewer rows than a tile, and a packed B: one row against PG panels at
         # once, so the row's PG * vecs accumulators hide the adds' latency

@@ -243,10 +243,11 @@ class KernelBuilder:
         return self.b.add(a, b)
 
     @contextmanager
-    def _counted(self, n: ir.Value, name: str, inits: Sequence[ir.Value], start: ir.Value | None = None):
+    def _counted(self, n: ir.Value, name: str, inits: Sequence[ir.Value], start: ir.Value | None = None,
+                 plain: bool = False):
         """``for i in range(start, n)`` carrying values: yields ``(i, phis, updates)``. The ``with``
         body emits the loop body and appends to ``updates`` one next value per phi; after the
-        loop the phis hold the final values."""
+        loop the phis hold the final values. ``plain``: LLVM neither vectorizes nor unrolls it."""
         b = self.b
         pre = b.block
         header = self.fn.append_basic_block(f"{name}.head")
@@ -274,14 +275,28 @@ class KernelBuilder:
         i.add_incoming(nxt, b.block)
         for phi, new in zip(phis, updates):
             phi.add_incoming(new, b.block)
-        b.branch(header)
+        latch = b.branch(header)
+        if plain:
+            latch.set_metadata("llvm.loop", self._plain_loop_id())
         b.position_at_end(done)
 
+    def _plain_loop_id(self) -> ir.MDValue:
+        """A new loop ID (its first operand is itself, as LLVM requires) that turns off
+        vectorizing and unrolling the loop."""
+        m = self.module
+        ident = m.add_metadata([ir.MetaDataString(m, "symwasm.loop"), ir.Constant(I64, len(m.metadata))])
+        node = m.add_metadata([
+            ident, m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 0)]),
+            m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")])])
+        node.operands = (node, *node.operands)
+        return node
+
     @contextmanager
-    def loop(self, n: ir.Value, name: str = "i", start: ir.Value | None = None):
+    def loop(self, n: ir.Value, name: str = "i", start: ir.Value | None = None, plain: bool = False):
         """``for i in range(n)`` (``range(start, n)`` with ``start``); yields ``i`` (i64). The
-        body is what the ``with`` emits."""
-        with self._counted(n, name, (), start) as (i, _, _updates):
+        body is what the ``with`` emits. ``plain``: LLVM neither vectorizes nor unrolls it (a
+        loop of a few trips in code emitted many times over)."""
+        with self._counted(n, name, (), start, plain) as (i, _, _updates):
             yield i
 
     def accumulate(self, n: ir.Value, init: ir.Value, step: Callable[[ir.Value, ir.Value], ir.Value],
