@@ -5,7 +5,7 @@ several bindings of its symbolic dims.
 
 The conv cases reach each path of the patch packing: a panel of pixels inside one output
 row (packed by vectors) and one that wraps to the next row or passes the last pixel
-(gathered); stride phases, dilation, asymmetric padding, no staging at all (no padding,
+(gathered on wasm32, copied by segments natively); stride phases, dilation, asymmetric padding, no staging at all (no padding,
 unit strides) and the pointwise view; the depth over several cache blocks of k; more
 output channels than a block of rows; a batch of images. The fusion cases check both that
 the graph fused (the activation node is gone, the producer's op carries it) and that the
@@ -48,8 +48,10 @@ def _conv_model(c, m, k, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), bi
 CONV_CASES = {
     # name: (channels in, out, kernel, strides, pads, dilations, bindings (n, h, w))
     "3x3_pad1": (3, 5, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), [(1, 9, 9), (2, 4, 13)]),
-    # 7 pixels a row: panels wrap rows (gathered); 16 x 16 = 256 pixels: whole panels in rows
-    "3x3_wrap": (4, 6, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), [(1, 7, 7), (1, 16, 16), (1, 3, 2)]),
+    # 7 pixels a row: every panel wraps rows (wasm32 gathers it, native copies it by segments
+    # with a masked tail); 16 x 16: wasm32's 16-column panels fit in rows, AVX-512's 32 are two
+    # whole-vector segments; 40 a row: panels in a row and panels that wrap, alternately
+    "3x3_wrap": (4, 6, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), [(1, 7, 7), (1, 16, 16), (1, 3, 2), (1, 5, 40)]),
     "stride2_asym": (3, 7, (3, 3), (2, 2), (0, 1, 2, 1), (1, 1), [(1, 11, 12), (2, 6, 9)]),
     "stride_2x3_dil": (2, 4, (3, 2), (2, 3), (1, 2, 1, 0), (2, 3), [(1, 12, 17), (1, 9, 25)]),
     "7x7_stride2": (3, 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), [(1, 20, 20), (1, 33, 17)]),

@@ -187,48 +187,119 @@ class Im2col:
 
     def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
              n: ir.Value, whole: bool) -> None:
+        """Rows [k0, k0 + kn) of the panel of columns [j0, j0 + NR) into ``buf``; columns past
+        the last pixel (``not whole``) are zero. A panel inside one output row is contiguous
+        in every row k of the staged input: it is copied a vector at a time. A panel that
+        wraps to the next output row (or passes the last pixel) is copied by segments
+        natively, and gathered column by column on wasm32 (see :meth:`_by_segments`)."""
+        b = kb.b
+        oh0, ox0 = b.udiv(j0, self.ow), b.urem(j0, self.ow)
+        in_row = b.icmp_signed("<=", kb.add(ox0, i64(tile.nr)), self.ow)
+        if not whole:
+            in_row = ir.Constant(ir.IntType(1), 0)
+        with b.if_else(in_row) as (yes, no):
+            with yes:
+                src = kb.add(self.base, kb.add(kb.mul(oh0, self.wq), ox0))
+                self.rows(kb, k0, kn, lambda kk, koff: _copy_vectors(kb, tile, self.t, kb.add(src, koff),
+                                                                      _block_at(kb, buf, tile.nr, kk, i64(0)),
+                                                                      i64(tile.vecs)))
+            with no:
+                if kb.target.is_wasm:
+                    self._by_columns(kb, tile, buf, j0, k0, kn, n)
+                else:
+                    self._by_segments(kb, tile, buf, j0, oh0, ox0, k0, kn, n, whole)
+
+    def _by_columns(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value,
+                    kn: ir.Value, n: ir.Value) -> None:
+        """Each column's offset and whether it exists, once per block, then an element at a
+        time; a column past the last pixel reads pixel 0 (in bounds) and stores zero."""
+        b = kb.b
+        cols = []
+        for c in range(tile.nr):
+            j = kb.add(j0, i64(c))
+            inside = b.icmp_signed("<", j, n)
+            jj = b.select(inside, j, i64(0))
+            cols.append((inside, kb.add(self.base, kb.add(kb.mul(b.udiv(jj, self.ow), self.wq), b.urem(jj, self.ow)))))
+
+        def row(kk: ir.Value, koff: ir.Value) -> None:
+            for c, (inside, off) in enumerate(cols):
+                v = b.select(inside, self.t.load(kb.add(koff, off)), ir.Constant(F32, 0.0))
+                b.store(v, _block_at(kb, buf, tile.nr, kk, i64(c)))
+
+        self.rows(kb, k0, kn, row)
+
+    def _by_segments(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, oh0: ir.Value,
+                     ox0: ir.Value, k0: ir.Value, kn: ir.Value, n: ir.Value, whole: bool) -> None:
+        """The panel's part in each output row (a *segment*) is contiguous in every row k:
+        copied by vectors, its last columns by one masked vector. With AVX-512's 32-column
+        panels every panel of a 28 x 28 or smaller output wraps, and gathering them cost
+        small layers 7-13% of their time natively (measured on 3x3 layers of resnet50 and
+        squeezenet). wasm32 has no masked loads (LLVM branches per lane), and there copying
+        by segments measured 1-8% slower than gathering under wasmtime."""
         b = kb.b
         nr, lanes = tile.nr, tile.lanes
         vt = _vec(lanes)
-        oh0, ox0 = b.udiv(j0, self.ow), b.urem(j0, self.ow)
-        in_row = b.icmp_signed("<=", kb.add(ox0, i64(nr)), self.ow)
+        cols = i64(nr) if whole else smin(kb, i64(nr), b.sub(n, j0))
         if not whole:
-            in_row = ir.Constant(ir.IntType(1), 0)
-
-        def by_vectors() -> None:
-            jbase = kb.add(self.base, kb.add(kb.mul(oh0, self.wq), ox0))
-
-            def row(kk: ir.Value, koff: ir.Value) -> None:
-                at = kb.add(jbase, koff)
+            zero = ir.Constant(vt, [0.0] * lanes)
+            with kb.loop(kn, "pz", plain=True) as kk:
                 for v in range(tile.vecs):
-                    x = b.load(self.t.ptr(kb.add(at, i64(v * lanes))), typ=vt, align=4)
-                    b.store(x, b.bitcast(_block_at(kb, buf, nr, kk, i64(v * lanes)), vt.as_pointer()), align=4)
-
-            self.rows(kb, k0, kn, row)
-
-        def by_columns() -> None:
-            # each column's offset and whether it exists, once per block; a column past the
-            # last pixel reads pixel 0 (in bounds) and stores zero
-            cols = []
-            for c in range(nr):
-                j = kb.add(j0, i64(c))
-                inside = b.icmp_signed("<", j, n)
-                jj = b.select(inside, j, i64(0))
-                cols.append((inside, kb.add(self.base, kb.add(kb.mul(b.udiv(jj, self.ow), self.wq),
-                                                               b.urem(jj, self.ow)))))
+                    b.store(zero, b.bitcast(_block_at(kb, buf, nr, kk, i64(v * lanes)), vt.as_pointer()), align=4)
+        with kb.loop(_ceildiv(kb, kb.add(ox0, cols), self.ow), "sg", plain=True) as sg:
+            first = b.icmp_signed("==", sg, i64(0))
+            ox = b.select(first, ox0, i64(0))
+            c0 = b.select(first, i64(0), b.sub(kb.mul(sg, self.ow), ox0))  # its first column in the panel
+            length = smin(kb, b.sub(self.ow, ox), b.sub(cols, c0))
+            src = kb.add(self.base, kb.add(kb.mul(kb.add(oh0, sg), self.wq), ox))
+            vecs = b.udiv(length, i64(lanes))
+            tail = kb.mul(vecs, i64(lanes))
+            mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))),
+                                 _splat(b, b.sub(length, tail), lanes))
 
             def row(kk: ir.Value, koff: ir.Value) -> None:
-                for c, (inside, off) in enumerate(cols):
-                    v = b.select(inside, self.t.load(kb.add(koff, off)), ir.Constant(F32, 0.0))
-                    b.store(v, _block_at(kb, buf, nr, kk, i64(c)))
+                at, dst = kb.add(src, koff), _block_at(kb, buf, nr, kk, c0)
+                _copy_vectors(kb, tile, self.t, at, dst, vecs)
+                x = masked_load(b, self.t.ptr(kb.add(at, tail)), mask, vt)
+                masked_store(b, x, b.gep(dst, [tail], source_etype=F32), mask)
 
             self.rows(kb, k0, kn, row)
 
-        with b.if_else(in_row) as (yes, no):
-            with yes:
-                by_vectors()
-            with no:
-                by_columns()
+
+def _copy_vectors(kb: KernelBuilder, tile: GemmTile, t: Tensor, at: ir.Value, dst: ir.Value, count: ir.Value) -> None:
+    """``count`` vectors from element ``at`` of ``t`` to the float pointer ``dst``: unrolled for a
+    constant count, else a plain loop."""
+    b = kb.b
+    vt = _vec(tile.lanes)
+
+    def copy(v: ir.Value) -> None:
+        off = kb.mul(v, i64(tile.lanes))
+        x = b.load(t.ptr(kb.add(at, off)), typ=vt, align=4)
+        b.store(x, b.bitcast(b.gep(dst, [off], source_etype=F32), vt.as_pointer()), align=4)
+
+    if isinstance(count, ir.Constant):
+        for v in range(count.constant):
+            copy(i64(v))
+        return
+    with kb.loop(count, "cv", plain=True) as v:
+        copy(v)
+
+
+def masked_load(b: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, vt: ir.VectorType) -> ir.Value:
+    """The lanes of the vector at ``ptr`` where ``mask`` is set, zero elsewhere; the other lanes'
+    memory is not read (one instruction with AVX-512 or AVX; wasm gets a branch per lane)."""
+    name = f"llvm.masked.load.v{vt.count}f32.p0"
+    fnty = ir.FunctionType(vt, [ptr.type, ir.IntType(32), mask.type, vt])
+    fn = b.module.globals.get(name) or ir.Function(b.module, fnty, name)
+    return b.call(fn, [ptr, ir.Constant(ir.IntType(32), 4), mask, ir.Constant(vt, [0.0] * vt.count)])
+
+
+def masked_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, mask: ir.Value) -> None:
+    """Store the lanes of ``v`` where ``mask`` is set; the other lanes' memory is untouched."""
+    vt = v.type
+    name = f"llvm.masked.store.v{vt.count}f32.p0"
+    fnty = ir.FunctionType(ir.VoidType(), [vt, ptr.type, ir.IntType(32), mask.type])
+    fn = b.module.globals.get(name) or ir.Function(b.module, fnty, name)
+    b.call(fn, [v, ptr, ir.Constant(ir.IntType(32), 4), mask])
 
 
 def _block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Value) -> ir.Value:
