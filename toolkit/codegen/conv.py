@@ -7,7 +7,8 @@ pools in :mod:`.conv_pool`.
 A float32 Conv of one group runs as a GEMM (:func:`build_conv2d_gemm`): the weights are
 the GEMM's A, the patch matrix its B, packed a block at a time from the input staged into
 stride phases (:func:`stage_phases`, :class:`.gemm.Im2col`), and the bias and fused ops are
-the GEMM's epilogue. A grouped Conv (depthwise: one channel per group) has too few rows per
+the GEMM's epilogue (:func:`conv_epilogue`). A 3x3 one with unit strides and constant weights
+runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead (:mod:`.winograd`). A grouped Conv (depthwise: one channel per group) has too few rows per
 group for the GEMM's tiles and runs the direct kernel below (:func:`build_conv2d`).
 
 The direct kernel is a register-blocked convolution. A tile is ``OC_BLOCK`` output channels by
@@ -379,13 +380,6 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     image = kb.mul(kb.mul(x.dim(1), i64(win.strides[0] * win.strides[1])), plane)
     pointwise = staged is None and win.kernel == (1, 1)
 
-    def epilogue_at(y_base: ir.Value):
-        def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
-            if bt is not None:
-                v = kb.b.fadd(v, F.splat_like(kb.b, bt.load(i), v))
-            return G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, pixels), j)))
-        return epilogue
-
     table = None
     if not pointwise:
         taps = G.Im2col(xs, i64(0), plane, wq, ow, win.kernel, win.strides, win.dilations)
@@ -399,7 +393,23 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
             src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
         y_base = kb.mul(n, kb.mul(m, pixels))
         G.gemm(kb, tile, G.View(w, i64(0), depth, i64(1)), src, y, y_base, m, pixels, depth,
-               epilogue_at(y_base) if bt is not None or post else None)
+               conv_epilogue(bt, post, operands, pixels, y_base))
+
+
+def conv_epilogue(bt: Tensor | None, post: tuple, operands: Sequence[Tensor], pixels: ir.Value, y_base: ir.Value):
+    """The epilogue of a convolution of one image (y's element ``y_base + i * pixels + j`` for
+    output channel i and pixel j): add the bias ``bt`` (if any), then the fused ops ``post``
+    with their tensor ``operands``; None when there is neither."""
+    from . import gemm as G
+
+    if bt is None and not post:
+        return None
+
+    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
+        if bt is not None:
+            v = kb.b.fadd(v, F.splat_like(kb.b, bt.load(i), v))
+        return G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, pixels), j)))
+    return epilogue
 
 
 def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:

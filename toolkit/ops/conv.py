@@ -27,6 +27,7 @@ from ..codegen import conv as C
 from ..codegen import conv_nd as CN
 from ..codegen import conv_pool as CP
 from ..codegen import gemm as G
+from ..codegen import winograd as W
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
@@ -266,11 +267,23 @@ class Conv(CoreOp):
         if not self._tiled(x):
             _call_conv_nd(lw, (win, self.group, False, bias), ins, y, pads)
             return
+        w = lw.value(node.inputs[1])
+        tile = G.tile_for(lw.target)
+        if self.as_gemm(x) and w.const is not None and W.route(win, self.group, w.shape[1], w.shape[0], y.shape,
+                                                               tile):
+            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
+            ins[1] = lw.derived_const(w.name, "winograd", W.transform_weights)
+            tmp = [lw.scratch(what, FLOAT32, shape) for what, shape in
+                   zip(("staged input", "transformed inputs", "transformed products"),
+                       W.scratch_shapes(x.shape, y.shape, w.shape[1], w.shape[0]))]
+            lw.call(W.build_conv2d_winograd, (win, tile, bias, self.post),
+                    ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
+            return
         if self.as_gemm(x):
             staged = C.im2col_stage(win, x.shape)
             tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
             extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            lw.call(C.build_conv2d_gemm, (win, G.tile_for(lw.target), bias, self.post),
+            lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post),
                     ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)

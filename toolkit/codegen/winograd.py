@@ -1,0 +1,266 @@
+"""3x3 convolutions by Winograd's minimal filtering F(2x2, 3x3): 16 multiplications for a 2x2
+block of outputs where the direct sum takes 36, so 2.25 times fewer multiply-adds.
+
+For each 2x2 output tile, the 4x4 input patch ``d`` under it becomes ``V = Bt d B``, each 3x3
+filter ``g`` becomes ``U = G g Gt`` (at compile time: the weights are constant), and the
+tile's outputs are ``Y = At (sum_c U[c] * V[c]) A``, the product elementwise over the 16
+positions. The sums over input channels are 16 matrix products, one per position ``xi`` of
+the 4x4 grid: ``M[xi] = U[xi] (out x in) @ V[xi] (in x tiles)``, run by the GEMM microkernel
+(:mod:`.gemm`); the transforms are a few additions per element:
+
+    Bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+    G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+    At = [[1, 1, 1, 0], [0, 1, -1, -1]]
+
+(Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015). The constants
+are 0, 1 and 1/2, so the transforms are exact in float32 and the products' rounding is that
+of a sum of 16 terms instead of 9: within 1e-6 of the direct sum relative to the output's
+scale, as the tests check against onnx.reference.
+
+The kernel stages the input once, zero-padded to whole tiles (``2 * th + 2`` rows by ``2 * tw
++ 2`` columns for ``th x tw`` tiles), then works through the tiles of an image in chunks of
+whole tile rows whose transformed inputs and products (``16 * channels * tiles`` floats each)
+stay in L2 (:func:`chunk_tiles`): the input transform of the chunk, the 16 products, and the
+output transform, which adds the bias and runs the fused ops (the epilogue the GEMM
+convolution runs, :func:`toolkit.codegen.conv.conv_epilogue`) on whole vectors of output
+pixels. Both transforms run on vectors of consecutive tiles of a tile row, the tiles left
+over one at a time.
+
+It runs float32 3x3 convolutions of one group with unit strides and dilations, constant
+weights and at least :data:`MIN_CHANNELS` input and output channels (:func:`route`): fewer
+channels leave too little of a product to pay for the transforms.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir import dims as D
+from ..ir.dims import Dim
+from ..ir.dtypes import FLOAT32
+from . import gemm as G
+from .conv import Window, _ceildiv, conv_epilogue, dims_in, smax, smin
+from .kernel import F32, I32, KernelBuilder, Tensor, i64
+
+MIN_CHANNELS = 8  # input and output channels below which a Conv stays a plain GEMM
+CHUNK_FLOATS = 1 << 14  # 16 * channels * tiles of a chunk: 1 MiB of transforms (L2)
+# vector widths of the transforms, in tiles: a row of 8 x 8 output tiles (16 x 16 pixels)
+# still runs on vectors with AVX-512, whose 16 lanes would leave it to the scalar code
+TRANSFORM_LANES = (8, 4)
+
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+
+
+def route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile: G.GemmTile) -> bool:
+    """Whether a float32 2-D Conv with constant weights of ``m`` output and ``c`` input channels
+    and output shape ``y_shape`` runs by Winograd's F(2x2, 3x3). An image of fewer 2x2 tiles
+    than a GEMM panel has columns would leave the 16 products' panels partly empty (AVX-512's
+    32 columns against a 7 x 7 output's 16 tiles: 8% slower than the plain GEMM)."""
+    if not (win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1) and group == 1
+            and isinstance(c, int) and isinstance(m, int) and c >= MIN_CHANNELS and m >= MIN_CHANNELS):
+        return False
+    tiles = D.ceildiv(y_shape[2], 2) * D.ceildiv(y_shape[3], 2)
+    return not isinstance(tiles, int) or tiles >= tile.nr
+
+
+def transform_weights(w: np.ndarray) -> np.ndarray:
+    """[M, C, 3, 3] filters as ``U[xi, m, c]``: ``G g Gt`` at position ``xi = 4 * p + q``."""
+    u = np.einsum("pi,mcij,qj->pqmc", _G, w.astype(np.float64), _G)
+    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(np.float32))
+
+
+def chunk_tiles(c: int, m: int) -> int:
+    """Tiles per chunk: the transforms of a chunk, ``16 * max(c, m) * tiles`` floats, fill
+    about :data:`CHUNK_FLOATS`."""
+    return max(16, CHUNK_FLOATS // max(c, m))
+
+
+def scratch_shapes(x_shape: Sequence[Dim], y_shape: Sequence[Dim], c: int, m: int) -> list[tuple[Dim, ...]]:
+    """The kernel's scratch tensors: the staged input ``(n, c, 2 * th + 2, 2 * tw + 2)``, then
+    a chunk's transformed inputs ``(16, c, tiles)`` and products ``(16, m, tiles)``, where a
+    chunk holds whole tile rows: ``tiles = max(tw, chunk_tiles(c, m))``."""
+    th, tw = D.ceildiv(y_shape[2], 2), D.ceildiv(y_shape[3], 2)
+    tiles = D.maximum(tw, chunk_tiles(c, m))
+    return [(x_shape[0], c, 2 * th + 2, 2 * tw + 2), (16, c, tiles), (16, m, tiles)]
+
+
+def _stage(kb: KernelBuilder, x: Tensor, xs: Tensor, top: ir.Value, left: ir.Value) -> None:
+    """xs[n, c, r, q] = x[n, c, r - top, q - left], zero outside x."""
+    b = kb.b
+    h, w = x.dim(2), x.dim(3)
+    hq, wq = xs.dim(2), xs.dim(3)
+    zero = ir.Constant(F32, 0.0)
+    with kb.loop(kb.mul(x.dim(0), x.dim(1)), "nc") as nc:
+        src, dst = kb.mul(nc, kb.mul(h, w)), kb.mul(nc, kb.mul(hq, wq))
+        with kb.loop(hq, "r") as r:
+            ih = b.sub(r, top)
+            row_in = b.icmp_unsigned("<", ih, h)
+            row = kb.add(src, kb.mul(b.select(row_in, ih, i64(0)), w))
+            with kb.loop(wq, "q") as q:
+                iw = b.sub(q, left)
+                ok = b.and_(row_in, b.icmp_unsigned("<", iw, w))
+                v = x.load(kb.add(row, b.select(ok, iw, i64(0))))
+                xs.store(kb.add(dst, kb.add(kb.mul(r, wq), q)), b.select(ok, v, zero))
+
+
+def _bt(b: ir.IRBuilder, d: list[ir.Value]) -> list[ir.Value]:
+    """Bt applied to four values (a column or a row of the patch)."""
+    return [b.fsub(d[0], d[2]), b.fadd(d[1], d[2]), b.fsub(d[2], d[1]), b.fsub(d[1], d[3])]
+
+
+def _at(b: ir.IRBuilder, m: list[ir.Value]) -> list[ir.Value]:
+    """At applied to four values."""
+    return [b.fadd(b.fadd(m[0], m[1]), m[2]), b.fsub(b.fsub(m[1], m[2]), m[3])]
+
+
+def _lanes(b: ir.IRBuilder, v: ir.Value, start: int, count: int) -> ir.Value:
+    """Lanes start, start + 2, ... (``count`` of them) of vector v."""
+    idx = ir.Constant(ir.VectorType(I32, count), [start + 2 * i for i in range(count)])
+    return b.shuffle_vector(v, v, idx)
+
+
+def _interleave(b: ir.IRBuilder, even: ir.Value, odd: ir.Value) -> ir.Value:
+    n = even.type.count
+    idx = ir.Constant(ir.VectorType(I32, 2 * n), [i // 2 + (n if i % 2 else 0) for i in range(2 * n)])
+    return b.shuffle_vector(even, odd, idx)
+
+
+def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> None:
+    """y = post(conv(x, w) + bias) for a 3x3 convolution with unit strides by F(2x2, 3x3).
+    ``params``: (window, GEMM tile, bias, post). Tensors: x, U (:func:`transform_weights`),
+    [bias], the post ops' operands, the three scratch tensors of :func:`scratch_shapes`, y.
+    Scalars: the symbolic pads."""
+    from . import fused as F
+
+    win, tile, bias, post = params
+    x_shape, u_shape, y_shape = types[0][1], types[1][1], types[-1][1]
+    b = kb.b
+    x = kb.tensor(0, FLOAT32, x_shape)
+    u = kb.tensor(1, FLOAT32, u_shape)
+    k = 2 + int(bias)
+    bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
+    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(F.post_operands(post))]
+    k += len(operands)
+    xs, vt, mt = (kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(3))
+    y = kb.tensor(k + 3, FLOAT32, y_shape)
+    top, left, _, _ = dims_in(kb, win.pads)
+    _stage(kb, x, xs, top, left)
+
+    lanes = tile.lanes
+    m, c = u.dim(1), u.dim(2)
+    oh, ow = y.dim(2), y.dim(3)
+    pixels = kb.mul(oh, ow)
+    th, tw = _ceildiv(kb, oh, i64(2)), _ceildiv(kb, ow, i64(2))
+    wq = xs.dim(3)
+    plane = kb.mul(xs.dim(2), wq)
+    # whole tile rows per chunk: as many as the scratch holds (at least one; it holds one row),
+    # and never 0, which would divide by zero when the output is empty
+    rows_per = smax(kb, i64(1), smin(kb, th, b.udiv(vt.dim(2), smax(kb, tw, i64(1)))))
+    full_pairs = b.udiv(ow, i64(2))  # tiles whose two output columns both exist
+
+    def in_groups(count: ir.Value, limit: ir.Value, body) -> None:
+        """body(tx, width) over tiles [0, count): vectors of :data:`TRANSFORM_LANES` tiles (at
+        most the target's lanes) while they stay below ``limit``, then of fewer, then one
+        tile at a time."""
+        done = i64(0)
+        for width in [w for w in TRANSFORM_LANES if w <= lanes]:
+            groups = b.udiv(b.sub(limit, done), i64(width))
+            with kb.loop(groups, f"g{width}") as g:
+                body(kb.add(done, kb.mul(g, i64(width))), width)
+            done = kb.add(done, kb.mul(groups, i64(width)))
+        with kb.loop(count, "t1", start=done) as t:
+            body(t, 1)
+
+    def vec(width: int) -> ir.Type:
+        return F32 if width == 1 else ir.VectorType(F32, width)
+
+    def load(t: Tensor, at: ir.Value, width: int) -> ir.Value:
+        return t.load(at) if width == 1 else b.load(t.ptr(at), typ=vec(width), align=4)
+
+    def store(t: Tensor, at: ir.Value, v: ir.Value) -> None:
+        if isinstance(v.type, ir.VectorType):
+            b.store(v, t.ptr(at), align=4)
+        else:
+            t.store(at, v)
+
+    with kb.loop(x.dim(0), "n") as n:
+        image = kb.mul(n, kb.mul(c, plane))
+        y_base = kb.mul(n, kb.mul(m, pixels))
+        epilogue = conv_epilogue(bt, post, operands, pixels, y_base)
+        with kb.loop(_ceildiv(kb, th, rows_per), "chunk") as ch:
+            ty0 = kb.mul(ch, rows_per)
+            rows = smin(kb, rows_per, b.sub(th, ty0))
+            tiles = kb.mul(rows, tw)
+
+            # the input transform: V[xi, c, t] for the chunk's tiles t
+            with kb.loop(c, "ci") as ci:
+                with kb.loop(rows, "ty") as ty:
+                    top_row = kb.add(image, kb.add(kb.mul(ci, plane), kb.mul(kb.mul(i64(2), kb.add(ty0, ty)), wq)))
+                    t_row = kb.mul(ty, tw)
+
+                    def transform_in(tx: ir.Value, width: int) -> None:
+                        at = kb.add(top_row, kb.mul(i64(2), tx))
+                        d = []
+                        for r in range(4):
+                            row_at = kb.add(at, kb.mul(i64(r), wq))
+                            if width == 1:
+                                d.append([xs.load(kb.add(row_at, i64(q))) for q in range(4)])
+                            else:
+                                lo = load(xs, row_at, 2 * width)
+                                hi = load(xs, kb.add(row_at, i64(2)), 2 * width)
+                                d.append([_lanes(b, lo, 0, width), _lanes(b, lo, 1, width),
+                                          _lanes(b, hi, 0, width), _lanes(b, hi, 1, width)])
+                        cols = [_bt(b, [d[r][q] for r in range(4)]) for q in range(4)]  # Bt d, by column
+                        for p in range(4):
+                            v = _bt(b, [cols[q][p] for q in range(4)])  # (Bt d) B, row p
+                            for q in range(4):
+                                store(vt, kb.add(kb.mul(kb.add(kb.mul(i64(4 * p + q), c), ci), tiles),
+                                                 kb.add(t_row, tx)), v[q])
+
+                    in_groups(tw, tw, transform_in)
+
+            # the 16 products M[xi] = U[xi] @ V[xi]: [m, c] @ [c, tiles]
+            with kb.loop(i64(16), "xi") as xi:
+                a = G.View(u, kb.mul(xi, kb.mul(m, c)), c, i64(1))
+                src = G.View(vt, kb.mul(xi, kb.mul(c, tiles)), tiles, i64(1))
+                G.gemm(kb, tile, a, src, mt, kb.mul(xi, kb.mul(m, tiles)), m, tiles, c)
+
+            # the output transform, the bias and the fused ops
+            with kb.loop(m, "oc") as oc:
+                with kb.loop(rows, "ty") as ty:
+                    oy = kb.mul(i64(2), kb.add(ty0, ty))
+                    second_row = b.icmp_signed("<", kb.add(oy, i64(1)), oh)
+                    t_row = kb.add(kb.mul(oc, tiles), kb.mul(ty, tw))
+
+                    def transform_out(tx: ir.Value, width: int) -> None:
+                        at = kb.add(t_row, tx)
+                        mm = [load(mt, kb.add(kb.mul(kb.mul(i64(xi), m), tiles), at), width) for xi in range(16)]
+                        cols = [_at(b, [mm[4 * p + q] for p in range(4)]) for q in range(4)]  # At M, by column
+                        out = [_at(b, [cols[q][r] for q in range(4)]) for r in range(2)]  # (At M) A, row r
+                        ox = kb.mul(i64(2), tx)
+                        for r in range(2):
+                            def put() -> None:
+                                j = kb.add(kb.mul(kb.add(oy, i64(r)), ow), ox)
+                                if width > 1:
+                                    v = _interleave(b, out[r][0], out[r][1])
+                                    store(y, kb.add(y_base, kb.add(kb.mul(oc, pixels), j)),
+                                          epilogue(kb, oc, j, v) if epilogue else v)
+                                    return
+                                for col in range(2):
+                                    jj = kb.add(j, i64(col))
+                                    v = epilogue(kb, oc, jj, out[r][col]) if epilogue else out[r][col]
+                                    if col == 0:
+                                        store(y, kb.add(y_base, kb.add(kb.mul(oc, pixels), jj)), v)
+                                    else:
+                                        with b.if_then(b.icmp_signed("<", kb.add(ox, i64(1)), ow)):
+                                            store(y, kb.add(y_base, kb.add(kb.mul(oc, pixels), jj)), v)
+
+                            if r == 0:
+                                put()
+                            else:
+                                with b.if_then(second_row):
+                                    put()
+
+                    in_groups(tw, full_pairs, transform_out)
