@@ -18,7 +18,7 @@ try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   const problems = [];
   page.on('console', (m) => (m.type() === 'error' ? problems.push(m.text()) : process.stderr.write(`  ${m.text()}\n`)));
-  page.on('pageerror', (e) => problems.push(e.message));
+  page.on('pageerror', (e) => problems.push(e.stack || String(e)));
   await page.goto(`${server.url}/samples/web/bench.html?manifest=/browser_bench/manifest.json&${query}`);
   const result = await page.evaluate(() => globalThis.bench.ready.then(() => globalThis.bench.run()));
   if (problems.length) throw new Error(`the page reported errors:\n${problems.join('\n')}`);

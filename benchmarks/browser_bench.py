@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from run import ATOL, REPO, RTOL, build_models, make_inputs, pick, progress, reference
+from run import ATOL, REPO, RTOL, build_models, machine_info, make_inputs, pick, progress, reference
 
 sys.path.insert(0, str(REPO))
 from toolkit.compiler import compile_model  # noqa: E402
@@ -111,13 +111,14 @@ def table(result: dict[str, Any]) -> list[str]:
 
 
 def report(result: dict[str, Any]) -> str:
-    s = result["settings"]
+    s, machine = result["settings"], result["machine"]
     variant = next((r["peers"]["symwasm"].get("variant") for r in result["rows"] if "symwasm" in r["peers"]), None)
     checks = [f"- {r['model']}/{r['config']} {p}: {c['check']}" for r in result["rows"]
               for p, c in r["peers"].items() if c.get("check")]
     lines = [
         SECTION,
         "",
+        f"- CPU: {machine['cpu']}, {machine['logical_cpus']} logical CPUs; {machine['os']}",
         f"- {result['userAgent']} (headless), samples/web/bench.html; onnxruntime-web "
         f"{result['ortVersion'].get('web')} (wasm backend, numThreads {result['ortNumThreads']}); symwasm through "
         f"the JS loader, the variant it picks ({variant}) and the baseline (variant 'baseline')",
@@ -127,9 +128,10 @@ def report(result: dict[str, Any]) -> str:
         "",
         *table(result),
         "",
-        "Latency in ms per call: median of the repetitions' medians, in parentheses their min–max. Load: "
-        "`loadModel(url)` (fetch, compile, instantiate; with the variant chosen automatically the loader reads the "
-        "baseline file's metadata before fetching the relaxed one) and `InferenceSession.create(url)`; "
+        "Latency in ms per call: median of the repetitions' medians, in parentheses their min–max. Load: the "
+        f"median of {s['loads']} loads per peer, taking turns: `loadModel(url)` (fetch, compile, instantiate; with "
+        "the variant chosen automatically the loader reads the baseline file's metadata before fetching the relaxed "
+        "one) and `InferenceSession.create(url)`; "
         f"onnxruntime-web's first session, which also started its runtime, took {fmt(result['ortFirstSessionMs'])} ms "
         "and is not counted. Outputs are checked against onnxruntime (floats allclose rtol="
         f"{RTOL:g} atol={ATOL:g}, others exact): ✗ mismatch.",
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     if done.returncode:
         sys.exit(f"browser_bench.mjs failed (exit {done.returncode})")
     result = json.loads(done.stdout)
+    result["machine"] = {k: v for k, v in machine_info([]).items() if k in ("cpu", "logical_cpus", "os")}
     text = report(result)
     (args.out_dir / "browser_bench.md").write_text(text)
     (args.out_dir / "browser_bench.json").write_text(json.dumps(result, indent=1))

@@ -15,7 +15,7 @@ const SHAPES = [
   ['nz', 'NonZero: where the ink is'],
   ['crop', 'Slice to the ink\'s bounding box'],
   ['bitmap', 'Resize to 32×32'],
-  ['digit', 'AveragePool: the CNN\'s input'],
+  ['digit', 'AveragePool: the CNN\'s 8×8 input'],
 ];
 
 const $ = (id) => document.getElementById(id);
@@ -176,7 +176,7 @@ for (let d = 0; d < 10; d++) {
 }
 
 const fmtShape = (dtype, shape) => `${dtype}(${shape.join(', ')})`;
-const ms = (x) => (x < 10 ? x.toFixed(2) : x.toFixed(1));
+const fmtMs = (x) => (x < 10 ? x.toFixed(2) : x.toFixed(1));
 const kB = (bytes) => `${(bytes / 1000).toFixed(1)} kB`;
 
 function render(outputs, canvasShape, where, metadata) {
@@ -212,27 +212,32 @@ function render(outputs, canvasShape, where, metadata) {
     o.strokeRect(left - 0.5, top - 0.5, right - left + 1, bottom - top + 1);
   }
 
-  const actual = { canvas: canvasShape, nz: [2, nInk], crop, bitmap: predicted === null ? null : [1, 1, 32, 32],
-    digit: predicted === null ? null : [1, 1, 8, 8] };
+  // the shapes this run had: the input's, those the outputs show; a static value inside the
+  // classifying branch has its one shape, unless the empty branch ran
+  const actual = { canvas: canvasShape, nz: [2, nInk], crop, digit: outputs.digit.shape };
   const { values } = metadata;
   $('shapes').innerHTML = SHAPES.map(([name, what]) => {
     const v = values[name];
     const dynamic = v.shape.some((d) => typeof d === 'string');
+    const shape = actual[name] ?? (predicted === null ? null : v.shape);
     return `<tr class="${dynamic ? 'dynamic' : ''}"><td><code>${name}</code><span class="what">${what}</span></td>`
       + `<td><code>${fmtShape(v.dtype, v.shape)}</code></td>`
-      + `<td class="actual">${actual[name] ? `[${actual[name].join(', ')}]` : 'not computed'}</td></tr>`;
+      + `<td class="actual">${shape ? `[${shape.join(', ')}]` : 'not computed'}</td></tr>`;
   }).join('');
 
   const list = times[where];
   const sorted = [...list].sort((a, b) => a - b);
-  $('latency').textContent = `${ms(sorted[sorted.length >> 1])} ms`;
-  $('latency-note').textContent = `median of ${list.length}, last ${ms(list[list.length - 1])} ms`
+  $('latency').textContent = `${fmtMs(sorted[sorted.length >> 1])} ms`;
+  $('latency-note').textContent = `median of ${list.length}, last ${fmtMs(list[list.length - 1])} ms`
     + (where === 'worker' ? ', with the messages' : '');
   $('status').textContent = '';
 }
 
 function showError(e) {
-  $('status').innerHTML = `<span class="error">${e instanceof ModelError ? `ModelError ${e.status}: ` : ''}${e.message}</span>`;
+  const text = document.createElement('span');
+  text.className = 'error';
+  text.textContent = `${e instanceof ModelError ? `ModelError ${e.status}: ` : ''}${e.message}`;
+  $('status').replaceChildren(text);
   $('confidence').textContent = 'The model could not run';
   console.error(e);
 }
@@ -241,7 +246,7 @@ async function use(where) {
   mode = where;
   for (const b of document.querySelectorAll('.toggle button')) b.setAttribute('aria-pressed', String(b.dataset.mode === where));
   const { model, loadMs } = await engine(where);
-  $('load').textContent = `${ms(loadMs)} ms`;
+  $('load').textContent = `${fmtMs(loadMs)} ms`;
   const file = model.metadata.variants[model.variant].file;
   const bytes = sizes.wasm_bytes[file];
   $('size').textContent = kB(bytes);
