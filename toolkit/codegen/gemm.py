@@ -570,12 +570,15 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
             i_lo = kb.mul(ic, i64(mc))
             rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), i64(0), k, True, True)
         return
-    # at least one block: with k = 0 it stores the zeros y is
+    # at least one block: with k = 0 it stores the zeros y is. The blocks share k evenly
+    # (784 is 4 x 196, not 3 x 256 + 16): a short last block would pay a whole block's
+    # stores and reloads of the partial sums for a few steps
     blocks = _ceildiv(kb, k, i64(tile.kc))
     blocks = b.select(b.icmp_signed("==", blocks, i64(0)), i64(1), blocks)
+    kc = _ceildiv(kb, k, blocks)
     with kb.loop(blocks, "pc") as pc:
-        k0 = kb.mul(pc, i64(tile.kc))
-        kn = smin(kb, i64(tile.kc), b.sub(k, k0))
+        k0 = kb.mul(pc, kc)
+        kn = smin(kb, kc, b.sub(k, k0))
         first = b.icmp_signed("==", pc, i64(0))
         last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
         with kb.loop(_ceildiv(kb, m, i64(mc)), "ic") as ic:
