@@ -7,8 +7,9 @@ The bindings reach each path of the transforms: vectors of 8 and of 4 tiles and 
 column have one output row or column), an output of one pixel and an empty one, padding on
 any side, a batch, several chunks of tile rows per image, and the fused epilogue (bias,
 activation, a residual read on whole vectors of pixels). The routing cases check which kernel
-a Conv got: too few channels, weights given at run time, a stride, and (natively, with
-AVX-512's 32-column panels) too few tiles keep the plain GEMM convolution."""
+a Conv got: too few channels, too few in all for the target's register tile, weights given at
+run time, a stride, and (natively, with AVX-512's 32-column panels) too few tiles keep the
+plain GEMM convolution."""
 import numpy as np
 import pytest
 from onnx import helper
@@ -63,21 +64,22 @@ def _winograd(model, target) -> bool:
 def test_transform_paths(target, pads):
     """Tile rows of 15 (8 + 4 + 3 tiles), 16 and 2; odd and even output sizes; one pixel;
     a batch of two."""
-    model, _ = _conv(8, 9, pads, seed=sum(pads))
+    model, _ = _conv(16, 128, pads, seed=sum(pads))
     assert _winograd(model, target)
     rng = np.random.default_rng(1)
     top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
     shapes = [(1, 30, 30), (2, 7, 31), (1, 5, 34), (1, 3, 4)]
-    feeds = [{"x": _rand(rng, (n, 8, h - top - bottom + 2, w - left - right + 2))} for n, h, w in shapes]
-    feeds.append({"x": _rand(rng, (1, 8, 3 - top - bottom, 3 - left - right))})  # a 1 x 1 output
+    feeds = [{"x": _rand(rng, (n, 16, h - top - bottom + 2, w - left - right + 2))} for n, h, w in shapes]
+    feeds.append({"x": _rand(rng, (1, 16, 3 - top - bottom, 3 - left - right))})  # a 1 x 1 output
     check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
 
 
 def test_empty_output(target):
-    """An input smaller than the filter without padding: a [1, 9, 0, w] output, no trap."""
-    model, _ = _conv(8, 9, (0, 0, 0, 0))
-    check_model(model, target, [{"x": _rand(np.random.default_rng(2), (1, 8, 2, 6))},
-                                {"x": _rand(np.random.default_rng(3), (1, 8, 5, 5))}], rtol=1e-4, atol=1e-5)
+    """An input smaller than the filter without padding: a [1, 128, 0, w] output, no trap."""
+    model, _ = _conv(16, 128, (0, 0, 0, 0))
+    assert _winograd(model, target)
+    check_model(model, target, [{"x": _rand(np.random.default_rng(2), (1, 16, 2, 6))},
+                                {"x": _rand(np.random.default_rng(3), (1, 16, 5, 5))}], rtol=1e-4, atol=1e-5)
 
 
 def test_chunks_of_tile_rows(target):
@@ -94,30 +96,31 @@ def test_chunks_of_tile_rows(target):
 def test_fused_epilogue(target):
     """Conv -> Add(., r) -> Relu, fused: the bias, the residual read a vector of pixels at a
     time and the activation run in the output transform."""
-    model, _ = _conv(16, 8, post=[("Add", ["r"], {}), ("Relu", [], {})], seed=5)
+    model, _ = _conv(16, 128, post=[("Add", ["r"], {}), ("Relu", [], {})], seed=5)
     graph, _, _ = lower_model(model, target)
     assert [type(n.op).__name__ for n in graph.nodes] == ["Conv"]
     assert [(p.op.fn, p.operand) for p in graph.nodes[0].op.post] == [("add", "full"), ("relu", "")]
     assert _winograd(model, target)
     rng = np.random.default_rng(5)
-    feeds = [{"x": _rand(rng, (n, 16, h, w)), "r": _rand(rng, (n, 8, h, w))} for n, h, w in [(1, 18, 33), (2, 5, 9)]]
+    feeds = [{"x": _rand(rng, (n, 16, h, w)), "r": _rand(rng, (n, 128, h, w))} for n, h, w in [(1, 18, 33), (2, 5, 9)]]
     check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
 
 
 def test_no_bias(target):
-    model, _ = _conv(12, 20, bias=False, seed=6)
+    model, _ = _conv(32, 64, bias=False, seed=6)
     assert _winograd(model, target)
     rng = np.random.default_rng(6)
-    check_model(model, target, [{"x": _rand(rng, (1, 12, 17, 40))}, {"x": _rand(rng, (1, 12, 6, 6))}],
+    check_model(model, target, [{"x": _rand(rng, (1, 32, 17, 40))}, {"x": _rand(rng, (1, 32, 6, 6))}],
                 rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("why", ["few channels", "run-time weights", "stride"])
+@pytest.mark.parametrize("why", ["few channels", "small product", "run-time weights", "stride"])
 def test_plain_gemm_otherwise(target, why):
-    """Fewer than 8 input channels, weights that are an input, or a stride: the GEMM
+    """Fewer than 8 input channels, too few channels in all for the tile (8 x 16 is less than
+    five of wasm32's 2 x 16 tiles), weights that are an input, or a stride: the GEMM
     convolution runs (and is right)."""
-    kw = {"few channels": dict(c=W.MIN_CHANNELS - 1, m=16), "run-time weights": dict(c=8, m=16, weights_input=True),
-          "stride": dict(c=8, m=16, strides=(2, 2))}[why]
+    kw = {"few channels": dict(c=W.MIN_CHANNELS - 1, m=512), "small product": dict(c=8, m=16),
+          "run-time weights": dict(c=16, m=128, weights_input=True), "stride": dict(c=16, m=128, strides=(2, 2))}[why]
     model, w = _conv(**kw, seed=7)
     assert not _winograd(model, target)
     rng = np.random.default_rng(7)
@@ -131,11 +134,11 @@ def test_few_tiles_against_the_panel_width(target):
     """A static 7 x 7 output is 16 tiles: Winograd on wasm32 (16-column panels), the plain
     GEMM with AVX-512's 32-column ones."""
     rng = np.random.default_rng(8)
-    model = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [vinfo("x", F32, [1, 8, 7, 7])],
-                       [vinfo("y", F32, None)], [const("w", _rand(rng, (8, 8, 3, 3)))])
+    model = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [vinfo("x", F32, [1, 16, 7, 7])],
+                       [vinfo("y", F32, None)], [const("w", _rand(rng, (128, 16, 3, 3)))])
     nr = tile_for(get_target("wasm32" if target == RELAXED else target)).nr
     assert _winograd(model, target) == (16 >= nr)
-    check_model(model, target, [{"x": _rand(rng, (1, 8, 7, 7))}], rtol=1e-4, atol=1e-5)
+    check_model(model, target, [{"x": _rand(rng, (1, 16, 7, 7))}], rtol=1e-4, atol=1e-5)
 
 
 def test_weight_transform():

@@ -27,8 +27,8 @@ pixels. Both transforms run on vectors of consecutive tiles of a tile row, the t
 over one at a time.
 
 It runs float32 3x3 convolutions of one group with unit strides and dilations, constant
-weights and at least :data:`MIN_CHANNELS` input and output channels (:func:`route`): fewer
-channels leave too little of a product to pay for the transforms.
+weights and enough input and output channels (:func:`route`): fewer leave too little of a
+product to pay for the transforms.
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ from .conv import Window, _ceildiv, conv_epilogue, dims_in, smax, smin
 from .kernel import F32, I32, KernelBuilder, Tensor, i64
 
 MIN_CHANNELS = 8  # input and output channels below which a Conv stays a plain GEMM
+MIN_TILE_PRODUCTS = 5  # input times output channels, in GEMM register tiles (see route())
 CHUNK_FLOATS = 1 << 14  # 16 * channels * tiles of a chunk: 1 MiB of transforms (L2)
 # vector widths of the transforms, in tiles: a row of 8 x 8 output tiles (16 x 16 pixels)
 # still runs on vectors with AVX-512, whose 16 lanes would leave it to the scalar code
@@ -55,11 +56,18 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 def route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile: G.GemmTile) -> bool:
     """Whether a float32 2-D Conv with constant weights of ``m`` output and ``c`` input channels
-    and output shape ``y_shape`` runs by Winograd's F(2x2, 3x3). An image of fewer 2x2 tiles
-    than a GEMM panel has columns would leave the 16 products' panels partly empty (AVX-512's
-    32 columns against a 7 x 7 output's 16 tiles: 8% slower than the plain GEMM)."""
+    and output shape ``y_shape`` runs by Winograd's F(2x2, 3x3) with GEMM tile ``tile``.
+
+    The 16 products are [m, c] @ [c, tiles]: with few channels a register tile does little
+    work per load and store, and the transforms (a few additions per element) weigh more, so
+    it takes ``c * m >= MIN_TILE_PRODUCTS`` register tiles' worth (wasm32's 2 x 16: 160;
+    AVX-512's 12 x 32: 1920). Measured against the plain GEMM convolution: 16 -> 16 channels
+    0.74x under wasmtime and 1.35x natively with AVX-512, 32 -> 64 0.61x and 0.77x. An image
+    of fewer 2x2 tiles than a panel has columns would leave the products' panels partly empty
+    (AVX-512's 32 columns against a 7 x 7 output's 16 tiles: 1.08x)."""
     if not (win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1) and group == 1
-            and isinstance(c, int) and isinstance(m, int) and c >= MIN_CHANNELS and m >= MIN_CHANNELS):
+            and isinstance(c, int) and isinstance(m, int) and c >= MIN_CHANNELS and m >= MIN_CHANNELS
+            and c * m >= MIN_TILE_PRODUCTS * tile.mr * tile.nr):
         return False
     tiles = D.ceildiv(y_shape[2], 2) * D.ceildiv(y_shape[3], 2)
     return not isinstance(tiles, int) or tiles >= tile.nr
