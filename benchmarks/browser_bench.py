@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from py_peer import first_line
 from run import ATOL, REPO, RTOL, build_models, machine_info, make_inputs, pick, progress, reference
 
 sys.path.insert(0, str(REPO))
@@ -50,9 +51,10 @@ def write_tensor(arr: np.ndarray, file: Path) -> dict[str, Any]:
     return {"dtype": arr.dtype.name, "shape": list(arr.shape), "file": file.name}
 
 
-def prepare(manifest: dict[str, Any], models_dir: Path, out: Path) -> dict[str, Any]:
-    """Compiles every model into `out`, links its .onnx there and writes its inputs and
-    reference outputs; returns the page's manifest (file names in `out`)."""
+def prepare(manifest: dict[str, Any], models_dir: Path, out: Path) -> None:
+    """Compiles every model into `out`, links its .onnx there, writes its inputs and reference
+    outputs, and the page's manifest.json (file names in `out`). A model symwasm cannot
+    compile keeps its entry, with the reason, for the page to report."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -61,7 +63,12 @@ def prepare(manifest: dict[str, Any], models_dir: Path, out: Path) -> dict[str, 
         onnx_path = (models_dir / entry["file"]).resolve()
         (out / f"{name}.onnx").symlink_to(onnx_path)
         progress(f"{name}: compiling")
-        compile_model(onnx_path, out / f"{name}.wasm", target="wasm32", relaxed=True)
+        entry_out = {"model": name, "onnx": f"{name}.onnx", "wasm": f"{name}.wasm"}
+        try:
+            compile_model(onnx_path, out / f"{name}.wasm", target="wasm32", relaxed=True)
+        except Exception as e:  # noqa: BLE001 - the table shows it in symwasm's cells
+            entry_out["wasm_error"] = f"compile failed: {first_line(e)}"
+            progress(f"{name}: {entry_out['wasm_error']}")
         configs = []
         for cfg in entry["configs"]:
             feeds = cfg.get("arrays") or make_inputs(onnx_path, name, cfg)
@@ -75,10 +82,8 @@ def prepare(manifest: dict[str, Any], models_dir: Path, out: Path) -> dict[str, 
                 "outputs": [{"name": o, **write_tensor(v, out / f"{stem}.out{i}.bin")}
                             for i, (o, v) in enumerate(zip(output_names(onnx_path), ref))],
             })
-        models.append({"model": name, "onnx": f"{name}.onnx", "wasm": f"{name}.wasm", "configs": configs})
-    page_manifest = {"tolerance": [RTOL, ATOL], "models": models}
-    (out / "manifest.json").write_text(json.dumps(page_manifest, indent=1))
-    return page_manifest
+        models.append({**entry_out, "configs": configs})
+    (out / "manifest.json").write_text(json.dumps({"tolerance": [RTOL, ATOL], "models": models}, indent=1))
 
 
 def output_names(onnx_path: Path) -> list[str]:

@@ -28,6 +28,7 @@ const PEERS = [
 ];
 
 async function symwasm(entry, variant) {
+  if (entry.wasm_error) throw new Error(entry.wasm_error);
   const model = await loadModel(new URL(entry.wasm, MANIFEST), { variant });
   return {
     variant: model.variant,
