@@ -269,6 +269,7 @@ async function start() {
     }),
   ]);
   sizes = index.digits;
+  if (!sizes) throw new Error(`${new URL('samples.json', BUILD).pathname} has no digits model; run \`make demo\` again`);
   $('accuracy').textContent = `${(100 * info.test_accuracy).toFixed(1)}%`;
   $('accuracy-note').textContent = `${info.test_correct} of ${info.split.test} test digits`;
   const gallery = $('gallery');

@@ -214,7 +214,12 @@ async function benchModel(entry, rows, tolerance) {
 
 async function run() {
   $('run').disabled = true;
-  const manifest = await (await fetch(MANIFEST)).json();
+  const response = await fetch(MANIFEST);
+  if (!response.ok) {
+    throw new Error(`${MANIFEST.pathname}: HTTP ${response.status}; \`.venv/bin/python benchmarks/browser_bench.py\` `
+      + '(or make bench) builds the models and writes it');
+  }
+  const manifest = await response.json();
   const only = query.get('models')?.split(',');
   const models = manifest.models.filter((m) => !only || only.includes(m.model));
   // onnxruntime-web fetches and compiles its runtime (ort-wasm-simd-threaded.wasm) with its
@@ -249,4 +254,7 @@ globalThis.bench = {
   }),
   run,
 };
-$('run').addEventListener('click', () => run().catch((e) => progress(`failed: ${e.message}`)));
+$('run').addEventListener('click', () => run().catch((e) => {
+  progress(`failed: ${e.message}`);
+  $('run').disabled = false;
+}));
