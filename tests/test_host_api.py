@@ -3,21 +3,12 @@ outputs as a list in the model's order (run_list), the signature with its symbol
 repr and summary, and how long the load took."""
 import numpy as np
 import pytest
-from onnx import helper
 
 import wasm_runtime
-from util import assert_outputs_match, build, const, make_model, reference, vinfo
+from test_host_io import _model  # two inputs of two dtypes, three outputs, one of them data-dependent
+from util import assert_outputs_match, build, reference
 
 INVALID_INPUT = 1
-
-
-def _model():
-    return make_model(
-        [helper.make_node("Mul", ["a", "two"], ["y"]), helper.make_node("Neg", ["b"], ["z"]),
-         helper.make_node("NonZero", ["b"], ["nz"])],
-        [vinfo("a", np.float32, ["n", 3]), vinfo("b", np.int64, ["m"])],
-        [vinfo("y", np.float32, ["n", 3]), vinfo("z", np.int64, ["m"]), vinfo("nz", np.int64, [1, None])],
-        [const("two", np.float32(2))])
 
 
 @pytest.fixture(scope="module", params=["wasm32", "native"])

@@ -356,13 +356,8 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     from . import gemm as G
 
     win, tile, bias, post = params
-    x_shape, w_shape, y_shape = types[0][1], types[1][1], types[-1][1]
-    x = kb.tensor(0, FLOAT32, x_shape)
-    w = kb.tensor(1, FLOAT32, w_shape)
-    k = 2 + int(bias)
-    bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
-    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(F.post_operands(post))]
-    k += len(operands)
+    x_shape, y_shape = types[0][1], types[-1][1]
+    x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
     top, left, _, _ = dims_in(kb, win.pads)
     staged = im2col_stage(win, x_shape)
     if staged is not None:
@@ -394,6 +389,17 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         y_base = kb.mul(n, kb.mul(m, pixels))
         G.gemm(kb, tile, G.View(w, i64(0), depth, i64(1)), src, y, y_base, m, pixels, depth,
                conv_epilogue(bt, post, operands, pixels, y_base))
+
+
+def conv_inputs(kb: KernelBuilder, types: Sequence[TensorType], bias: bool, post: tuple):
+    """The leading tensors of a fusing convolution kernel: x, w, [bias], the fused ops'
+    operands. Returns (x, w, bias or None, operands, the next tensor's index)."""
+    x = kb.tensor(0, FLOAT32, types[0][1])
+    w = kb.tensor(1, FLOAT32, types[1][1])
+    bt = kb.tensor(2, FLOAT32, (types[-1][1][1],)) if bias else None
+    k = 2 + int(bias)
+    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(F.post_operands(post))]
+    return x, w, bt, operands, k + len(operands)
 
 
 def conv_epilogue(bt: Tensor | None, post: tuple, operands: Sequence[Tensor], pixels: ir.Value, y_base: ir.Value):

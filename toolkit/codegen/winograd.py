@@ -41,7 +41,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32
 from . import gemm as G
-from .conv import Window, _ceildiv, conv_epilogue, dims_in, smax, smin
+from .conv import Window, _ceildiv, conv_epilogue, conv_inputs, dims_in, smax, smin
 from .kernel import F32, I32, KernelBuilder, Tensor, i64
 
 MIN_CHANNELS = 8  # input and output channels below which a Conv stays a plain GEMM
@@ -140,19 +140,11 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
     ``params``: (window, GEMM tile, bias, post). Tensors: x, U (:func:`transform_weights`),
     [bias], the post ops' operands, the three scratch tensors of :func:`scratch_shapes`, y.
     Scalars: the symbolic pads."""
-    from . import fused as F
-
     win, tile, bias, post = params
-    x_shape, u_shape, y_shape = types[0][1], types[1][1], types[-1][1]
     b = kb.b
-    x = kb.tensor(0, FLOAT32, x_shape)
-    u = kb.tensor(1, FLOAT32, u_shape)
-    k = 2 + int(bias)
-    bt = kb.tensor(2, FLOAT32, (y_shape[1],)) if bias else None
-    operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(F.post_operands(post))]
-    k += len(operands)
+    x, u, bt, operands, k = conv_inputs(kb, types, bias, post)
     xs, vt, mt = (kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(3))
-    y = kb.tensor(k + 3, FLOAT32, y_shape)
+    y = kb.tensor(k + 3, FLOAT32, types[-1][1])
     top, left, _, _ = dims_in(kb, win.pads)
     _stage(kb, x, xs, top, left)
 
