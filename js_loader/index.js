@@ -72,22 +72,132 @@ function notASource(source) {
     + `or a WebAssembly.Module, not ${source === null ? 'null' : typeof source}`);
 }
 
-/** A path or file: URL read from disk (Node's fetch() cannot read files). */
-async function readFromDisk(source, label) {
-  const { readFile } = await import('node:fs/promises');
-  try {
-    return await readFile(source instanceof URL || label.startsWith('file:') ? new URL(label) : source);
-  } catch (e) {
-    if (e.code === 'ENOENT') throw new Error(`no such model: ${label}`, { cause: e });
-    throw e;
-  }
-}
-
 /** A fetched model's response, refused unless it is a success. */
 async function fetchSource(source, label) {
   const response = await fetch(source);
   if (!response.ok) throw new Error(`${label}: HTTP ${response.status} ${response.statusText}`);
   return response;
+}
+
+const EMPTY = new Uint8Array(0);
+/** The least a read of a model file takes (Node): the first read holds the metadata and
+ * variant sections unless the metadata is over 64 KiB. */
+const FILE_READ_BYTES = 1 << 16;
+
+/** `chunks` (Uint8Arrays of `length` bytes in all) as one array: the chunk itself when alone. */
+function concat(chunks, length) {
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
+}
+
+/**
+ * `readTo(n)` for a file that `next(wanted)` gives chunk by chunk (undefined at its end): it
+ * resolves to the file's first n bytes as one array (all of them when it has fewer). Each
+ * byte is read once.
+ */
+function prefixReader(next) {
+  let chunks = [];
+  let length = 0;
+  let ended = false;
+  return async (n) => {
+    while (length < n && !ended) {
+      const chunk = await next(n - length);
+      if (chunk === undefined) ended = true;
+      else {
+        chunks.push(chunk);
+        length += chunk.length;
+      }
+    }
+    chunks = length ? [concat(chunks, length)] : [];
+    return chunks[0] ?? EMPTY;
+  };
+}
+
+/**
+ * A model file given by path (Node) or URL, opened to be read from its front and at most once
+ * in all: `readTo(n)` resolves to its first n bytes; then `whole()` to all of them or
+ * `module()` to the file compiled, either reading on from where readTo stopped; `close()`
+ * stops reading (a download is cancelled, a file closed).
+ */
+async function openNamed(source, label) {
+  if (isNode && !FETCHABLE.test(label)) return openFile(source, label);
+  const response = await fetchSource(source, label);
+  // the first bytes are read from a clone, so that the response itself, with its URL, can be
+  // compiled as it streams; what the clone read is still in the response
+  let head;
+  const stopHead = () => head?.cancel().catch(() => {});
+  return {
+    readTo: prefixReader(async () => {
+      head ??= response.clone().body?.getReader();
+      return (await head?.read())?.value;
+    }),
+    whole: async () => {
+      stopHead();
+      return new Uint8Array(await response.arrayBuffer());
+    },
+    module: async () => {
+      stopHead();
+      return compileResponse(response, label);
+    },
+    close: () => {
+      stopHead();
+      if (!response.bodyUsed) response.body?.cancel().catch(() => {});
+    },
+  };
+}
+
+/** openNamed for a path or file: URL (Node's fetch() cannot read files). */
+async function openFile(source, label) {
+  const { open } = await import('node:fs/promises');
+  let file;
+  try {
+    file = await open(source instanceof URL || label.startsWith('file:') ? new URL(label) : source);
+  } catch (e) {
+    if (e.code === 'ENOENT') throw new Error(`no such model: ${label}`, { cause: e });
+    throw e;
+  }
+  const { size } = await file.stat();
+  let position = 0;
+  const readTo = prefixReader(async (wanted) => {
+    // the rest of the file in one read where it has the size stat said (a pipe has none)
+    const buffer = new Uint8Array(Math.max(FILE_READ_BYTES, Math.min(wanted, size - position)));
+    const { bytesRead } = await file.read(buffer, 0, buffer.length, position);
+    position += bytesRead;
+    return bytesRead ? buffer.subarray(0, bytesRead) : undefined;
+  });
+  const whole = async () => {
+    try {
+      return await readTo(Infinity);
+    } finally {
+      await file.close();
+    }
+  };
+  return {
+    readTo,
+    whole,
+    module: async () => compileBytes(await whole(), label),
+    close: () => file.close().catch(() => {}),
+  };
+}
+
+/** A fetched module compiled as it streams where the response's type allows. */
+async function compileResponse(response, label) {
+  // compileStreaming insists on the application/wasm type; many static servers send another
+  if (response.headers.get('content-type')?.startsWith('application/wasm')) {
+    try {
+      return await WebAssembly.compileStreaming(response);
+    } catch (e) {
+      if (e instanceof WebAssembly.CompileError) throw loadError(label, `not a valid WebAssembly module (${e.message})`, e);
+      throw e;
+    }
+  }
+  return compileBytes(await response.arrayBuffer(), label);
 }
 
 /**
@@ -101,18 +211,12 @@ async function compileSource(source) {
   }
   if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
   const label = String(source);
-  if (isNode && !FETCHABLE.test(label)) return { module: await compileBytes(await readFromDisk(source, label), label), label };
-  const response = await fetchSource(source, label);
-  // compileStreaming insists on the application/wasm type; many static servers send another
-  if (response.headers.get('content-type')?.startsWith('application/wasm')) {
-    try {
-      return { module: await WebAssembly.compileStreaming(response), label };
-    } catch (e) {
-      if (e instanceof WebAssembly.CompileError) throw loadError(label, `not a valid WebAssembly module (${e.message})`, e);
-      throw e;
-    }
+  const file = await openNamed(source, label);
+  try {
+    return { module: await file.module(), label };
+  } finally {
+    file.close();
   }
-  return { module: await compileBytes(await response.arrayBuffer(), label), label };
 }
 
 /** Bytes are checked for the wasm magic first so that a native library passed by mistake
@@ -273,61 +377,125 @@ function siblingOf(source, label, file) {
   return slash < 0 ? file : label.slice(0, slash + 1) + file;
 }
 
-/** The bytes of a model given by path (Node), URL or as bytes. */
-async function readSource(source) {
-  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return { bytes: source, label: 'the given bytes' };
-  if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
-  const label = String(source);
-  if (isNode && !FETCHABLE.test(label)) return { bytes: await readFromDisk(source, label), label };
-  return { bytes: new Uint8Array(await (await fetchSource(source, label)).arrayBuffer()), label };
+/** The unsigned LEB128 number (a u32) at `at` in `view`, read no further than `end`:
+ * [value, where it ends], or null when it runs past `end` or over 5 bytes. */
+function u32At(view, at, end) {
+  let value = 0;
+  for (let shift = 0; at < end && shift < 35; shift += 7) {
+    const byte = view[at++];
+    value += (byte & 0x7f) * 2 ** shift;
+    if (!(byte & 0x80)) return [value, at];
+  }
+  return null;
 }
 
-/** A module's custom sections by name, read from its bytes without compiling them (null if
- * the bytes are not a module's). */
+/** The section at `pos` in a module's bytes: its id and where its content starts and ends
+ * (the end may lie past the bytes); null when its header is cut short or malformed. */
+function sectionAt(view, pos) {
+  const size = u32At(view, pos + 1, view.length);
+  return size && { id: view[pos], start: size[1], end: size[1] + size[0] };
+}
+
+/** A custom section's [name, content], or null when its name does not fit in it. */
+function customSection(view, { start, end }) {
+  const n = u32At(view, start, end);
+  if (n === null || n[1] + n[0] > end) return null;
+  return [new TextDecoder().decode(view.subarray(n[1], n[1] + n[0])), view.subarray(n[1] + n[0], end)];
+}
+
+const isModuleHead = (view) => view.length >= 8 && WASM_MAGIC.every((b, i) => view[i] === b);
+
+/** A module's custom sections by name (the first of a name), read from its bytes without
+ * compiling them (null if the bytes are not a module's). */
 function customSectionsOf(bytes) {
   const view = new Uint8Array(ArrayBuffer.isView(bytes) ? bytes.buffer : bytes, bytes.byteOffset ?? 0, bytes.byteLength);
-  if (view.length < 8 || WASM_MAGIC.some((b, i) => view[i] !== b)) return null;
-  const leb = (at) => {
-    let value = 0;
-    let shift = 0;
-    for (;;) {
-      if (at >= view.length || shift > 28) throw new RangeError('truncated');
-      const byte = view[at++];
-      value += (byte & 0x7f) * 2 ** shift;
-      shift += 7;
-      if (!(byte & 0x80)) return [value, at];
-    }
-  };
+  if (!isModuleHead(view)) return null;
   const out = new Map();
-  try {
-    let pos = 8;
-    while (pos < view.length) {
-      const id = view[pos];
-      const [size, start] = leb(pos + 1);
-      const end = start + size;
-      if (end > view.length) return null;
-      if (id === 0) {
-        const [n, at] = leb(start);
-        out.set(new TextDecoder().decode(view.subarray(at, at + n)), view.subarray(at + n, end));
-      }
-      pos = end;
+  for (let pos = 8; pos < view.length;) {
+    const section = sectionAt(view, pos);
+    if (section === null || section.end > view.length) return null;
+    if (section.id === 0) {
+      const custom = customSection(view, section);
+      if (custom === null) return null;
+      if (!out.has(custom[0])) out.set(...custom);
     }
-  } catch {
-    return null;
+    pos = section.end;
   }
   return out;
 }
 
 /**
+ * The custom sections at the front of a module, before its first other section, read with
+ * `readTo` (openNamed's) no further than the metadata and variant sections, which symwasm
+ * writes right after the header (docs/ABI.md). Null when they are not both there: a file
+ * written before they moved to the front (they were at its end), a file cut short, or one
+ * that is not a module.
+ */
+async function frontSections(readTo) {
+  if (!isModuleHead(await readTo(8))) return null;
+  const sections = new Map();
+  for (let pos = 8; !sections.has(SECTION) || !sections.has(VARIANT_SECTION);) {
+    const section = sectionAt(await readTo(pos + 6), pos); // an id and a size of up to 5 bytes
+    if (section === null || section.id !== 0) return null;
+    const view = await readTo(section.end);
+    const custom = section.end <= view.length ? customSection(view, section) : null;
+    if (custom === null) return null;
+    if (!sections.has(custom[0])) sections.set(...custom);
+    pos = section.end;
+  }
+  return sections;
+}
+
+/**
+ * The model `prepare` was given, opened: its label, its custom sections and `module()`, which
+ * compiles it, and `close()`, which stops reading it. A file named by path or URL is read up
+ * to its metadata and variant sections and no further until `module()` reads on; a file
+ * written before those sections moved to the front is read whole.
+ */
+async function openGiven(source) {
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+    const label = 'the given bytes';
+    return { label, sections: customSectionsOf(source), module: () => compileBytes(source, label), close() {} };
+  }
+  if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
+  const label = String(source);
+  const file = await openNamed(source, label);
+  let sections;
+  try {
+    sections = await frontSections(file.readTo);
+  } catch (e) {
+    file.close();
+    throw e;
+  }
+  if (sections === null) {
+    const bytes = await file.whole();
+    return { label, sections: customSectionsOf(bytes), module: () => compileBytes(bytes, label), close() {} };
+  }
+  let open = true;
+  return {
+    label,
+    sections,
+    // closed when another variant's file was fetched instead, which turned out to be another
+    // model's: then this file is read anew
+    module: async () => (open ? file.module() : (await compileSource(source)).module),
+    close: () => {
+      open = false;
+      file.close();
+    },
+  };
+}
+
+/**
  * Compile `source` (or the variant of it `want` asks for) and check its metadata:
- * everything short of instantiating, so a foreign module is rejected unrun. The bytes are
- * read first and their metadata parsed without compiling them, so that a file needing a
- * WebAssembly feature this engine lacks is refused by name rather than by a CompileError.
- * A model given by URL or path is a set of files, one per variant, that its metadata lists:
- * with "auto" the best variant whose features this engine validates runs, another file only
- * if the metadata lists it (nothing is fetched on a guess) and only if that file carries the
- * same metadata. Bytes and modules run as given (a module compiled here has every feature
- * it needs).
+ * everything short of instantiating, so a foreign module is rejected unrun. The metadata is
+ * read from the file before it is compiled, so that a file needing a WebAssembly feature
+ * this engine lacks is refused by name rather than by a CompileError. A model given by URL
+ * or path is a set of files, one per variant, that its metadata lists: with "auto" the best
+ * variant whose features this engine validates runs, another file only if the metadata
+ * lists it (nothing is fetched on a guess) and only if that file carries the same metadata.
+ * The given file is read only as far as its metadata until the variant is chosen, then read
+ * on, or left for the other variant's file. Bytes and modules run as given (a module
+ * compiled here has every feature it needs).
  * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string, variant: string}>}
  */
 async function prepare(source, want = 'auto') {
@@ -336,15 +504,24 @@ async function prepare(source, want = 'auto') {
     throw new TypeError(`unknown variant '${want}' (choose auto, ${VARIANTS.join(', ')})`);
   }
   if (source instanceof WebAssembly.Module) {
-    const found = await checked(source);
+    const found = checked(await compileSource(source));
     if (want !== 'auto' && found.variant !== want) {
       throw new ModelError(`${found.label}: cannot run the ${want} variant: it is the ${found.variant} variant`,
         STATUS.INVALID_PROGRAM);
     }
     return found;
   }
-  const { bytes, label } = await readSource(source);
-  const sections = customSectionsOf(bytes);
+  const given = await openGiven(source);
+  try {
+    return await chooseVariant(given, source, want);
+  } finally {
+    given.close();
+  }
+}
+
+/** prepare's choice among the files of the model `given` is (a file opened by openGiven). */
+async function chooseVariant(given, source, want) {
+  const { label, sections } = given;
   let metadata = null;
   try {
     metadata = JSON.parse(new TextDecoder().decode(sections?.get(SECTION)));
@@ -368,13 +545,14 @@ async function prepare(source, want = 'auto') {
     } else if (missing.length) {
       problem = `this engine lacks ${missing.join(', ')}`;
     } else if (name === own) {
-      return checked(bytes, label);
+      return checked({ module: await given.module(), label });
     } else {
       const other = siblingOf(source, label, files[name]?.file);
       if (other === null) {
         problem = `the model has no ${name} variant (compile with --relaxed-simd)`;
       } else {
-        const alt = await checked(other);
+        given.close(); // no more of it is downloaded
+        const alt = checked(await compileSource(other));
         if (alt.variant === name && JSON.stringify(alt.metadata) === JSON.stringify(metadata)) return alt;
         problem = `${alt.label} is not the ${name} variant of this model (its metadata differs)`;
       }
@@ -387,14 +565,11 @@ async function prepare(source, want = 'auto') {
     const each = [...problems].map(([name, problem]) => `${name}: ${problem}`);
     throw loadError(label, problems.size === 1 ? problems.get(own) : `no variant of it runs on this engine (${each.join('; ')})`);
   }
-  return checked(bytes, label);
+  return checked({ module: await given.module(), label });
 }
 
-/** Compile `source` (with `label` for bytes read from a named file) and check it. */
-async function checked(source, label = null) {
-  const compiled = label === null ? await compileSource(source) : { module: await compileBytes(source, label), label };
-  const { module } = compiled;
-  ({ label } = compiled);
+/** A compiled module (compileSource's result) checked: its metadata, format and imports. */
+function checked({ module, label }) {
   const metadata = metadataOf(module, label);
   checkFormat(metadata, label);
   checkMetadata(metadata, label);

@@ -15,6 +15,9 @@ from onnx import helper
 
 import wasm_runtime
 from toolkit.compiler import compile_model
+from toolkit.link import custom_section
+from wasm_runtime.metadata import SECTION as METADATA_SECTION
+from wasm_runtime.metadata import VARIANT_SECTION, wasm_custom_sections
 from util import const, make_model, vinfo
 
 F32 = np.float32
@@ -128,3 +131,30 @@ def test_cli(pair, tmp_path):
     meta = json.loads(_cli("inspect", "--json", tmp_path / "out.wasm").stdout)
     assert {k: v["file"] for k, v in meta["variants"].items()} == {"baseline": "out.wasm",
                                                                    "relaxed-simd": "out.relaxed.wasm"}
+
+
+def test_the_sections_lead_each_file_and_files_with_them_at_the_end_still_load(pair, tmp_path):
+    """link.py writes the metadata and variant sections right after the header, so that a host
+    reading a file from a stream (the JS loader, given a URL) has them first; an older symwasm
+    put them at the end, after the weights. Hosts find them by name wherever they are:
+    the same files with the sections moved to the end load, run both variants and inspect the
+    same."""
+    d, _, ref = pair
+    old = tmp_path / "old"
+    old.mkdir()
+    for name, variant in (("dense.wasm", "baseline"), ("dense.relaxed.wasm", "relaxed-simd")):
+        data = (d / name).read_bytes()
+        front = (custom_section(METADATA_SECTION, wasm_custom_sections(d / name)[METADATA_SECTION])
+                 + custom_section(VARIANT_SECTION, variant.encode()))
+        assert data[8:8 + len(front)] == front, name
+        (old / name).write_bytes(data[:8] + data[8 + len(front):] + front)
+        assert wasm_custom_sections(old / name) == wasm_custom_sections(d / name)
+    for variant, file in (("baseline", "dense.wasm"), ("relaxed-simd", "dense.relaxed.wasm")):
+        m = wasm_runtime.load(old / "dense.wasm", variant=variant)
+        assert m.variant == variant and m.path == old / file
+        x = np.random.default_rng(3).uniform(-1, 1, (5, 24)).astype(F32)
+        np.testing.assert_allclose(m.run({"x": x})["y"], ref(x), rtol=1e-5, atol=1e-5)
+    for how in ([], ["--json"]):
+        now, before = (_cli("inspect", *how, where / "dense.wasm") for where in (d, old))
+        assert now.returncode == before.returncode == 0, now.stderr + before.stderr
+        assert before.stdout.replace(str(old), str(d)) == now.stdout

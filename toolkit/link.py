@@ -4,11 +4,11 @@ Three objects go in: the VM, the kernels and program (from LLVM), and the weight
 bytes are assembled into an object of their own with ``.incbin`` (defining ``sw_weights``),
 so they never pass through LLVM IR text.
 
-wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata is
-appended as the ``symwasm.metadata`` custom section. native: ``python -m ziglang cc
--shared`` -> a shared library, whose ``.symwasm.cpu`` section (not loaded, so readable from
-the file alone) says the CPU its code is for and the ISA extensions it needs: the native
-host checks them before it loads the library.
+wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata and the
+variant's name go in as custom sections at the front of the file (``with_symwasm_sections``).
+native: ``python -m ziglang cc -shared`` -> a shared library, whose ``.symwasm.cpu`` section
+(not loaded, so readable from the file alone) says the CPU its code is for and the ISA
+extensions it needs: the native host checks them before it loads the library.
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ WASM_SIZE_OPTIMIZED = ("sw_vm.c", "sw_alloc.c", "sw_strconst.c")
 def _vm_headers() -> list[Path]:
     return sorted(VM_DIR.glob("*.h"))
 WASM_STACK = 1 << 20
+WASM_HEADER_SIZE = 8  # the magic "\0asm" and the binary format's version
 CPU_SECTION = ".symwasm.cpu"
 
 
@@ -119,8 +120,8 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
 
 
 def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes, weights: bytes = b"") -> None:
-    """The kernels, the VM and the weights as one module (wasm32: the metadata and the
-    variant's name appended as custom sections) or shared library at ``output``."""
+    """The kernels, the VM and the weights as one module (wasm32: with the metadata and the
+    variant's name as custom sections) or shared library at ``output``."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
@@ -134,9 +135,7 @@ def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes, we
             _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
                  *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
                  *objs, "-o", str(linked))
-            data = (linked.read_bytes() + custom_section(METADATA_SECTION, metadata)
-                    + custom_section(VARIANT_SECTION, variant(target).encode()))
-            linked.write_bytes(data)
+            linked.write_bytes(with_symwasm_sections(linked.read_bytes(), metadata, variant(target)))
         else:
             _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o", str(linked))
         shutil.move(str(linked), str(output))
@@ -150,6 +149,17 @@ def _leb128(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def with_symwasm_sections(module: bytes, metadata: bytes, variant_name: str) -> bytes:
+    """``module`` with the metadata and variant sections first, right after the 8-byte
+    header (the binary format allows custom sections before, between and after the others).
+    The weights come last, in the data section, so a host that reads a model from a stream
+    (the JS loader, given a URL) has the metadata in the first kilobytes, picks the variant
+    and stops reading a file it will not run. Hosts find the sections by name wherever they
+    are: files written before this put them at the end."""
+    return (module[:WASM_HEADER_SIZE] + custom_section(METADATA_SECTION, metadata)
+            + custom_section(VARIANT_SECTION, variant_name.encode()) + module[WASM_HEADER_SIZE:])
 
 
 def custom_section(name: str, payload: bytes) -> bytes:

@@ -25,8 +25,9 @@ def _leb(f) -> int:
 
 
 def wasm_custom_sections(path: str | Path) -> dict[str, bytes]:
-    """The custom sections of a .wasm file by name. Only their bytes are read: the others
-    (code, and a model's weights in its data section) are skipped."""
+    """The custom sections of a .wasm file by name, wherever they are (symwasm's lead the file;
+    an older symwasm put them at its end). Only their bytes are read: the others (code, and a
+    model's weights in its data section) are skipped."""
     with open(path, "rb") as f:
         if f.read(4) != WASM_MAGIC:
             raise ValueError("not a WebAssembly module")

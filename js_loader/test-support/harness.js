@@ -3,11 +3,12 @@
  * onnx.reference live there), serve files over a local HTTP server and start Chromium.
  */
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -41,14 +42,33 @@ export async function buildFixtures(...names) {
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css',
   '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png' };
 
+/** How long a stalled file (serve's `stalls`) waits for its client to hang up before it sends
+ * the rest: a client that needs only the first bytes never waits for it, one that reads the
+ * whole file gets it, later. */
+const STALL_MS = 5000;
+
 /**
  * Serve directories on 127.0.0.1 at an ephemeral port. Each mount maps a URL prefix to a
  * directory; `wasmType` overrides the .wasm content type, to test servers that send
- * something other than application/wasm.
+ * something other than application/wasm. Nothing is cached, and a file is sent as its
+ * client takes it (one that stops reading holds the rest back).
+ *
+ * `served` counts, per URL path, the requests, the bytes of the file handed to their
+ * connections (those waiting in the sockets' buffers included) and the hang-ups, requests
+ * whose client closed the connection before the whole file was sent. A path put in `stalls`
+ * with a number of bytes is sent that far, as a slow link would, and no further until the
+ * client hangs up or STALL_MS pass: what it serves is then what its clients asked for, not
+ * what loopback's socket buffers take on their own (several MB). `idle()` resolves once every
+ * response has ended or waited out its stall.
  * @param {{prefix: string, dir: string, wasmType?: string}[]} mounts
- * @returns {Promise<{url: string, close: () => Promise<void>}>}
+ * @returns {Promise<{url: string, close: () => Promise<void>, idle: () => Promise<void>,
+ *   served: Map<string, {requests: number, bytes: number, hangUps: number}>, stalls: Map<string, number>}>}
  */
 export async function serve(mounts) {
+  const served = new Map();
+  const stalls = new Map();
+  let sending = 0;
+  const waiting = [];
   const server = createServer(async (req, res) => {
     const { pathname } = new URL(req.url, 'http://localhost');
     const mount = mounts.find((m) => pathname.startsWith(m.prefix));
@@ -56,19 +76,48 @@ export async function serve(mounts) {
     const file = mount && path.join(root, decodeURIComponent(pathname.slice(mount.prefix.length)));
     // path.join normalises "..", so a file outside the mount can only come from a traversal
     if (!file || !file.startsWith(root + path.sep)) return void res.writeHead(404).end();
+    const info = await stat(file).catch(() => null);
+    if (!info?.isFile()) return void res.writeHead(404).end();
+    const ext = path.extname(file);
+    res.writeHead(200, { 'content-type': (ext === '.wasm' && mount.wasmType) || TYPES[ext] || 'application/octet-stream',
+      'content-length': info.size, 'cache-control': 'no-store' });
+    const count = served.get(pathname) ?? { requests: 0, bytes: 0, hangUps: 0 };
+    served.set(pathname, count);
+    count.requests++;
+    sending++;
+    let settled = false;
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      if (--sending === 0) for (const resolve of waiting.splice(0)) resolve();
+    };
+    res.on('close', () => {
+      if (!res.writableFinished) count.hangUps++;
+      settle();
+    });
+    const part = (range) => createReadStream(file, range).on('data', (chunk) => { count.bytes += chunk.length; });
+    const stall = stalls.get(pathname) < info.size ? stalls.get(pathname) : 0;
     try {
-      const body = await readFile(file);
-      const ext = path.extname(file);
-      res.writeHead(200, { 'content-type': (ext === '.wasm' && mount.wasmType) || TYPES[ext] || 'application/octet-stream' });
-      res.end(body);
+      if (stall) {
+        await pipeline(part({ end: stall - 1 }), res, { end: false });
+        await new Promise((resolve) => {
+          const timer = setTimeout(() => resolve(settle()), STALL_MS);
+          res.on('close', () => resolve(clearTimeout(timer)));
+        });
+        if (res.destroyed) return;
+      }
+      await pipeline(part({ start: stall }), res);
     } catch {
-      res.writeHead(404).end();
+      // the client hung up: counted above
     }
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     close: () => new Promise((resolve) => server.close(resolve)),
+    idle: () => new Promise((resolve) => (sending ? waiting.push(resolve) : resolve())),
+    served,
+    stalls,
   };
 }
 

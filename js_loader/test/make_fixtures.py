@@ -5,9 +5,10 @@ host (wasm_runtime) reports, so the JS tests can check that the loader says the 
 
     python make_fixtures.py OUT_DIR [NAME ...]
 
-writes OUT_DIR/NAME.wasm and OUT_DIR/fixtures.json. Tensors are {dtype, shape, data} with
-data the base64 of the raw little-endian bytes: exact for float32 and for int64 beyond 2**53;
-string tensors are {dtype: "string", shape, strings: [...]}.
+writes OUT_DIR/NAME.wasm and OUT_DIR/fixtures.json (without names, every fixture but the large
+ones of NAMED_ONLY). Tensors are {dtype, shape, data} with data the base64 of the raw
+little-endian bytes: exact for float32 and for int64 beyond 2**53; string tensors are
+{dtype: "string", shape, strings: [...]}.
 """
 from __future__ import annotations
 
@@ -202,9 +203,25 @@ def dense():
     return m, [{"x": f32(n, 24)} for n in (1, 5, 13)], None, {}
 
 
+def wide():
+    """dense's layer with 16 MiB of weights, relu(x @ w + b) with x [n, 1024] and w [1024, 4096],
+    compiled with --relaxed-simd: files far larger than the metadata at their front, for the
+    tests of what a load downloads (downloads.test.js). The values are small integers, so
+    every order of summation, fused or not, gives the exact sums."""
+    def ints(*shape):
+        return RNG.integers(-4, 5, shape).astype(np.float32)
+
+    m = model("wide", [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["u"]),
+                       helper.make_node("Relu", ["u"], ["y"])],
+              [("x", F32, ["n", 1024])], [("y", F32, ["n", 4096])],
+              [numpy_helper.from_array(ints(1024, 4096), "w"), numpy_helper.from_array(ints(4096), "b")])
+    return m, [{"x": ints(n, 1024)} for n in (1, 3)], None, {}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
-                                    e8m0, strings, dense)}  # new ones last: they share RNG
-RELAXED = {"dense"}  # compiled with the relaxed-SIMD variant too
+                                    e8m0, strings, dense, wide)}  # new ones last: they share RNG
+RELAXED = {"dense", "wide"}  # compiled with the relaxed-SIMD variant too
+NAMED_ONLY = {"wide"}  # 32 MiB of files: built only when named, not among all
 
 
 def encode(arr) -> dict:
@@ -249,7 +266,7 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
-    index = {name: build(name, out) for name in (argv[1:] or FIXTURES)}
+    index = {name: build(name, out) for name in (argv[1:] or [n for n in FIXTURES if n not in NAMED_ONLY])}
     (out / "fixtures.json").write_text(json.dumps(index))
     print(f"wrote {len(index)} fixtures to {out}")
     return 0
