@@ -73,7 +73,7 @@ conformance: env
 bench: env js_loader/node_modules/.installed $(CHROMIUM)
 	cd benchmarks && npm ci --no-audit --no-fund --silent
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
-	$(PY) benchmarks/browser_bench.py --append $(BUILD)/bench_results.md $(BROWSER_BENCH_ARGS)
+	$(if $(findstring --zoo,$(BENCH_ARGS)),,$(PY) benchmarks/browser_bench.py --append $(BUILD)/bench_results.md $(BROWSER_BENCH_ARGS))
 	$(MAKE) bench-peak
 
 # the GEMM kernel's GFLOP/s against this machine's measured multiply-add peak (wasmtime, Node,
