@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -175,7 +176,7 @@ class Model:
         self._flag_lock = threading.Lock()
         self._ptr_size = 4 if self.target == "wasm32" else 8
         self._layout = TENSOR_LAYOUT[self._ptr_size]
-        self._table_dtype = tensor_dtype(self._ptr_size)
+        self._tensor = tensor_struct(self._ptr_size)
         self._ctx = 0
         version = self._b.call("sw_format_version")
         if (version >> 16, version & 0xFFFF) != tuple(metadata["format_version"]):
@@ -221,7 +222,7 @@ class Model:
         self._cancel_flag = self._b.cancel_flag(self._ctx)
         one_call = self._b.has("sw_run_io") and self._b.has("sw_io_table")
         self._io = self._b.call("sw_io_table", self._ctx) if one_call else 0
-        self._in_descs = np.zeros(len(self.inputs), self._table_dtype)
+        self._in_descs = bytearray(self._tensor.size * len(self.inputs))
 
     variant: str | None = None  # wasm32: the variant running ("baseline", "relaxed-simd")
 
@@ -445,19 +446,19 @@ class Model:
                 b.write(ptr, string_buffer(parts, ptr))
             else:
                 b.put(self._input_buffer(index, arr.nbytes), arr)
-            shape = list(arr.shape) + [0] * (MAX_RANK - arr.ndim)
+            shape = arr.shape + (0,) * (MAX_RANK - arr.ndim)
             if one_call:
-                descs[index] = (0, code, arr.ndim, shape)
+                self._tensor.pack_into(descs, index * self._tensor.size, 0, code, arr.ndim, *shape)
             else:
-                b.write(self._shape_buffer, np.array(shape, dtype="<i8").tobytes())
+                b.write(self._shape_buffer, struct.pack(f"<{MAX_RANK}q", *shape))
                 self._check(b.call("sw_set_input", self._ctx, index, code, arr.ndim))
         if not one_call:
             self._check(b.call("sw_run", self._ctx))
             return [self._output(i) for i in range(len(self.outputs))]
-        b.put(self._io, descs)
+        b.write(self._io, bytes(descs))
         self._check(b.call("sw_run_io", self._ctx))
-        out = b.copy_out(self._io + descs.nbytes, (len(self.outputs),), self._table_dtype).tolist()
-        return [self._read_tensor(i, out[i]) for i in range(len(self.outputs))]
+        out = b.read(self._io + len(descs), self._tensor.size * len(self.outputs))
+        return [self._read_tensor(i, desc) for i, desc in enumerate(self._tensor.iter_unpack(out))]
 
     def _input_array(self, info: TensorInfo, value) -> tuple[np.ndarray, int]:
         """The feed for an input as the module reads it (C order, little-endian; strings an
@@ -504,16 +505,16 @@ class Model:
         ptr = self._b.call("sw_output_tensor", self._ctx, i)
         if not ptr:
             raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", STATUS["INTERNAL"])
-        return self._read_tensor(i, self._b.copy_out(ptr, (), self._table_dtype).tolist())
+        return self._read_tensor(i, self._tensor.unpack(self._b.read(ptr, self._tensor.size)))
 
     def _read_tensor(self, i: int, desc: tuple) -> np.ndarray:
         """Output i's array, copied out of the module once, from its sw_tensor (as a tuple:
-        data, dtype, rank, shape)."""
-        data, code, rank, dims = desc
+        data, dtype, rank, then the dims)."""
+        data, code, rank, dims = desc[0], desc[1], desc[2], desc[3:]
         if not data and not code:
             raise ModelError(f"output '{self.outputs[i].name}' was not produced (a symwasm bug)", STATUS["INTERNAL"])
         dtype = _code_dtype(code)
-        shape = tuple(dims[:rank].tolist()) if 0 <= rank <= MAX_RANK else ()
+        shape = dims[:rank] if 0 <= rank <= MAX_RANK else ()
         if dtype is None or not 0 <= rank <= MAX_RANK or min(shape, default=0) < 0:
             raise Trapped(f"output '{self.outputs[i].name}' has a corrupt descriptor (dtype code {code}, rank {rank})")
         if code == STRING_CODE:
@@ -526,12 +527,16 @@ class Model:
         return self._b.copy_out(data, shape, dtype)
 
 
-def tensor_dtype(ptr_size: int) -> np.dtype:
-    """sw_tensor as a numpy structured dtype (the ABI's layout for this pointer size)."""
+def tensor_struct(ptr_size: int) -> struct.Struct:
+    """sw_tensor as a ``struct.Struct`` (the ABI's layout for this pointer size): unpacks to
+    data, dtype, rank and the MAX_RANK dims, flat."""
     lay = TENSOR_LAYOUT[ptr_size]
-    return np.dtype({"names": ["data", "dtype", "rank", "shape"],
-                     "formats": ["<u4" if ptr_size == 4 else "<u8", "<i4", "<i4", ("<i8", (MAX_RANK,))],
-                     "offsets": [lay["data"], lay["dtype"], lay["rank"], lay["shape"]], "itemsize": lay["size"]})
+    fmt, at = "<", 0
+    for name, code in (("data", "I" if ptr_size == 4 else "Q"), ("dtype", "i"), ("rank", "i"),
+                       ("shape", f"{MAX_RANK}q")):
+        fmt += "x" * (lay[name] - at) + code
+        at = lay[name] + struct.calcsize("<" + code)
+    return struct.Struct(fmt + "x" * (lay["size"] - at))
 
 
 def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.PathLike = True) -> Model:
