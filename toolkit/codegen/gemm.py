@@ -286,7 +286,8 @@ def _copy_vectors(kb: KernelBuilder, tile: GemmTile, t: Tensor, at: ir.Value, ds
 
 def masked_load(b: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, vt: ir.VectorType) -> ir.Value:
     """The lanes of the vector at ``ptr`` where ``mask`` is set, zero elsewhere; the other lanes'
-    memory is not read (one instruction with AVX-512 or AVX; wasm gets a branch per lane)."""
+    memory is not read (one instruction with AVX-512 or AVX; LLVM expands it into a branch per
+    lane where the target has none, as wasm32)."""
     name = f"llvm.masked.load.v{vt.count}f32.p0"
     fnty = ir.FunctionType(vt, [ptr.type, ir.IntType(32), mask.type, vt])
     fn = b.module.globals.get(name) or ir.Function(b.module, fnty, name)
