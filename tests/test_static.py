@@ -10,7 +10,7 @@ from onnx import helper
 import wasm_runtime
 from samples.models import reshape_of_shape
 from toolkit.compiler import compile_model, static_program_problems
-from toolkit.frontend.onnx.importer import import_model
+from toolkit.frontend.onnx.importer import FOLD_LIMIT, import_model
 from toolkit.ir.graph import CompileError
 from toolkit.passes import run_pipeline
 from toolkit.passes.dynamic import check_static, describe, report
@@ -172,6 +172,40 @@ def test_nonzero_of_a_constant_is_static():
     assert g.values["y"].shape == (2, 3)
     np.testing.assert_array_equal(g.values["nz"].const, np.array(np.nonzero([[0, 2, 0], [1, 0, 3]])))
     assert [n.source for n in g.nodes] == ["Add"]
+
+
+def _filled_weight(consumer: str):
+    """A ConstantOfShape of FOLD_LIMIT + 1024 elements (more than folds unless it is a
+    weight), read by ``consumer``: MatMul's B, or an Add (not a weight)."""
+    k = FOLD_LIMIT // 1024 + 1
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"], name="fill",
+                              value=helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [0.25])),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm") if consumer == "MatMul" else
+             helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    x_shape = ["n", k] if consumer == "MatMul" else [k, 1024]
+    return make_model(nodes, [vinfo("x", np.float32, x_shape)], [vinfo("y", np.float32, None)],
+                      [const("shape", np.array([k, 1024], np.int64))])
+
+
+def test_large_constant_weights_fold():
+    """A weight computed from constants folds whatever its size (it is packed at compile
+    time, as onnxruntime folds it when a session starts); the same fill read by an Add stays a
+    run-time fill of the module's arena."""
+    g = _graph(_filled_weight("MatMul"))
+    assert g.values["w"].const is not None and g.values["w"].const.size > FOLD_LIMIT
+    assert [n.source for n in g.nodes] == ["MatMul"]
+    g = _graph(_filled_weight("Add"))
+    assert g.values["w"].const is None
+    assert [n.source for n in g.nodes] == ["ConstantOfShape", "Add"]
+
+
+@pytest.mark.parametrize("target", ["wasm32", "native"])
+def test_large_folded_weight_runs(target):
+    """The folded weight's product against onnx.reference, for two batch sizes."""
+    rng = np.random.default_rng(5)
+    k = FOLD_LIMIT // 1024 + 1
+    check_model(_filled_weight("MatMul"), target, [{"x": rng.standard_normal((n, k)).astype(np.float32)}
+                                                   for n in (1, 13)], rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize("start,limit,delta", [(0.0, 5.0, 1.0), (0.5, 2.2, 0.25), (10.0, 0.0, -3.0), (1.0, 1.0, 1.0),
