@@ -1,0 +1,114 @@
+"""1 x 1 convolutions as the transposed GEMM (toolkit/codegen/conv.py
+build_conv2d_pointwise_t): pixels as the GEMM's rows, the packed weights as its B, then the
+product transposed into the output with the bias and the fused ops. On both targets and in
+wasm32's relaxed-SIMD variant, against onnx.reference, one module per model run at several
+batch sizes (the batch is symbolic; the route needs the pixels static).
+
+The cases reach each path of the transposition: whole blocks of LANES channels by LANES
+pixels, the pixels after the last whole vector (7 x 7 = 49 is 3 x 16 + 1 natively, 12 x 4 + 1
+on wasm32; 3 x 3 is less than one AVX-512 vector), the channels after the last whole block
+(122 channels: 7 x 16 + 10, 30 x 4 + 2), depths of one and of two k blocks, an empty batch,
+and the fused epilogue (bias, a residual read on vectors of pixels, Relu). The routing cases
+check which kernel a Conv got."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from toolkit.codegen import conv as C
+from toolkit.codegen.gemm import tile_for
+from toolkit.codegen.target import get_target
+from util import RELAXED, check_model, const, lower_model, make_model, vinfo
+
+F32 = np.float32
+N = helper.make_node
+
+
+@pytest.fixture(params=("wasm32", RELAXED, "native"))
+def target(request) -> str:
+    return request.param
+
+
+def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=False, seed=0):
+    rng = np.random.default_rng(seed)
+    inputs = [vinfo("x", F32, ["n", c, h, w])]
+    inits = [const("b", rng.uniform(-1, 1, m).astype(F32))] if bias else []
+    wt = rng.uniform(-1, 1, (m, c, 1, 1)).astype(F32)
+    if weights_input:
+        inputs.append(vinfo("w", F32, [m, c, 1, 1]))
+    else:
+        inits.append(const("w", wt))
+    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t"], strides=list(strides))]
+    if residual:
+        inputs.append(vinfo("r", F32, ["n", m, h, w]))
+        nodes += [N("Add", ["t", "r"], ["s"]), N("Relu", ["s"], ["y"])]
+    else:
+        nodes[-1].output[0] = "y"
+    return make_model(nodes, inputs, [vinfo("y", F32, None)], inits), wt
+
+
+def _kernels(model, target) -> list[str]:
+    _, _, module = lower_model(model, target)
+    return sorted(f.name for f in module.functions if f.name.startswith("k"))
+
+
+def _transposed(model, target) -> bool:
+    names = _kernels(model, target)
+    assert any("conv2d" in n for n in names), names
+    return any("conv2d_pointwise_t" in n for n in names)
+
+
+CASES = {
+    # name: (channels in, out, h, w, bias, residual)
+    "7x7": (20, 122, 7, 7, True, False),
+    "7x7_residual_relu": (20, 122, 7, 7, True, True),
+    "3x3_two_k_blocks": (300, 128, 3, 3, False, False),
+    "3x3_residual_no_bias": (9, 122, 3, 3, False, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pointwise_t(target, case):
+    c, m, h, w, bias, residual = CASES[case]
+    model, _ = _model(c, m, h, w, bias, residual, seed=len(case))
+    assert _transposed(model, target)
+    rng = np.random.default_rng(3)
+    feeds = []
+    for n in (1, 3, 0):
+        f = {"x": rng.uniform(-1, 1, (n, c, h, w)).astype(F32)}
+        if residual:
+            f["r"] = rng.uniform(-1, 1, (n, m, h, w)).astype(F32)
+        feeds.append(f)
+    check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
+
+
+def test_routing(target):
+    """Pixels that fill the panels (56 x 56 = 3136, 98 of AVX-512's and 196 of wasm32's),
+    weights given at run time and a stride keep the GEMM convolution of the weights as A."""
+    assert not _transposed(_model(8, 64, 56, 56)[0], target)
+    assert not _transposed(_model(20, 122, 7, 7, weights_input=True)[0], target)
+    assert not _transposed(_model(20, 122, 13, 13, strides=(2, 2))[0], target)
+
+
+def test_route_counts_padded_work():
+    """The route takes the orientation whose panels waste less: 49 pixels in 32-column
+    panels (64 computed) against 122 channels in them (128)."""
+    tile = tile_for(get_target("native"))
+    win = C.Window(kernel=(1, 1), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
+    pixels_waste = (-(-49 // tile.nr) * tile.nr) * 122
+    channels_waste = 49 * (-(-122 // tile.nr) * tile.nr)
+    assert C.pointwise_t_route(win, 1, 20, 122, (1, 122, 7, 7), tile) == (channels_waste * 10 < pixels_waste * 9)
+    assert not C.pointwise_t_route(win, 1, 20, 122, (1, 122, 56, 56), tile)
+    assert not C.pointwise_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile)
+
+
+def test_weights_packed_as_w_transposed():
+    """The packed B holds W^T: panel p, row c, column j is w[p * NR + j, c], zero past M."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((37, 5, 1, 1)).astype(F32)
+    packed = C.pack_pointwise_t(w, 16)
+    assert packed.shape == (3, 5, 16)
+    for p in range(3):
+        for c in range(5):
+            for j in range(16):
+                want = w[p * 16 + j, c, 0, 0] if p * 16 + j < 37 else 0.0
+                assert packed[p, c, j] == want
