@@ -90,14 +90,17 @@ def test_routing(target):
 
 
 def test_route_counts_padded_work():
-    """The route takes the orientation whose panels waste less: 49 pixels in 32-column
-    panels (64 computed) against 122 channels in them (128)."""
+    """The route takes the orientation whose panels waste no more, up to
+    POINTWISE_T_MAX_PIXELS: 49 pixels in 32-column panels (64 computed) against 122 channels
+    in them (128); 13 x 13 = 169 pixels (192) against 1000 channels (1024); not 28 x 28."""
     tile = tile_for(get_target("native"))
     win = C.Window(kernel=(1, 1), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
-    pixels_waste = (-(-49 // tile.nr) * tile.nr) * 122
-    channels_waste = 49 * (-(-122 // tile.nr) * tile.nr)
-    assert C.pointwise_t_route(win, 1, 20, 122, (1, 122, 7, 7), tile) == (channels_waste * 10 < pixels_waste * 9)
-    assert not C.pointwise_t_route(win, 1, 20, 122, (1, 122, 56, 56), tile)
+    for h, m in ((7, 122), (13, 1000), (14, 1024), (3, 5), (16, 64)):
+        px = h * h
+        want = px <= C.POINTWISE_T_MAX_PIXELS and px * (-(-m // tile.nr) * tile.nr) <= (-(-px // tile.nr) * tile.nr) * m
+        assert C.pointwise_t_route(win, 1, 20, m, (1, m, h, h), tile) == want, (h, m)
+    assert C.pointwise_t_route(win, 1, 512, 1000, (1, 1000, 13, 13), tile)
+    assert not C.pointwise_t_route(win, 1, 256, 512, (1, 512, 28, 28), tile)
     assert not C.pointwise_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile)
 
 

@@ -398,22 +398,30 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
 # 24 1.02, 72 (the GEMM's own) 1.26, and in another run 36 0.95x the time of 24; under
 # wasmtime 16 rows 5.34 ms, 64 (the GEMM's own) 5.05
 POINTWISE_T_MC = {16: 36}
+# the most pixels the transposed GEMM takes: it reads its A strided and transposes its
+# product, which cost more than the panels' padding saves on larger images. Per layer,
+# transposed against the GEMM of the weights as A (fastest of 300 alternating calls),
+# natively: 7 x 7 (512 -> 2048 channels) 0.73x, 13 x 13 (512 -> 1000) 0.89x, 14 x 14 (256 ->
+# 1024 and 1024 -> 256) 0.91-0.94x, 28 x 28 (256 -> 512) 1.19x, 56 x 56 (64 -> 256) 1.25x; under wasmtime
+# 7 x 7 0.77x, 13 x 13 0.98x, 14 x 14 0.94x
+POINTWISE_T_MAX_PIXELS = 256
 
 
 def pointwise_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile) -> bool:
     """Whether a float32 1 x 1 Conv (unit strides, no pads, one group, constant weights, m
     output channels) runs as the transposed GEMM of :func:`build_conv2d_pointwise_t`: when
-    its output's pixels fill the GEMM's NR-column panels worse than its channels do (7 x 7 =
-    49 pixels in AVX-512's 32-column panels: 64 columns computed, 31% wasted), counted in
-    multiply-adds with the panels' padding."""
+    its output has at most :data:`POINTWISE_T_MAX_PIXELS` pixels and they fill the GEMM's
+    NR-column panels no better than its channels would (7 x 7 = 49 pixels in AVX-512's
+    32-column panels: 64 columns computed, 31% of them wasted), counted in multiply-adds
+    with the panels' padding."""
     if not (win.kernel == (1, 1) and win.strides == (1, 1) and not (win.padded(0) or win.padded(1))
             and group == 1 and isinstance(c, int) and isinstance(m, int)):
         return False
     pixels = y_shape[2] * y_shape[3]
-    if not isinstance(pixels, int) or pixels == 0:
+    if not isinstance(pixels, int) or not 0 < pixels <= POINTWISE_T_MAX_PIXELS:
         return False
     nr = tile.nr
-    return pixels * _ceil_to(m, nr) * 10 < _ceil_to(pixels, nr) * m * 9
+    return pixels * _ceil_to(m, nr) <= _ceil_to(pixels, nr) * m
 
 
 def _ceil_to(n: int, step: int) -> int:
