@@ -401,9 +401,9 @@ POINTWISE_T_MC = {16: 36}
 # the most pixels the transposed GEMM takes: it reads its A strided and transposes its
 # product, which cost more than the panels' padding saves on larger images. Per layer,
 # transposed against the GEMM of the weights as A (fastest of 300 alternating calls),
-# natively: 7 x 7 (512 -> 2048 channels) 0.73x, 13 x 13 (512 -> 1000) 0.89x, 14 x 14 (256 ->
-# 1024 and 1024 -> 256) 0.91-0.94x, 28 x 28 (256 -> 512) 1.19x, 56 x 56 (64 -> 256) 1.25x; under wasmtime
-# 7 x 7 0.77x, 13 x 13 0.98x, 14 x 14 0.94x
+# natively: 7 x 7 (512 -> 2048 channels) 0.73x, 13 x 13 (512 -> 1000) 0.89x, 14 x 14
+# (256 -> 1024 and 1024 -> 256) 0.91-0.94x, 28 x 28 (256 -> 512) 1.19x, 56 x 56 (64 -> 256)
+# 1.25x; under wasmtime 7 x 7 0.77x, 13 x 13 0.98x, 14 x 14 0.94x
 POINTWISE_T_MAX_PIXELS = 256
 
 
