@@ -397,25 +397,26 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
 # 512 -> 2048 channels at 7 x 7 (fastest of 300 alternating calls): AVX-512 12 rows 1.12 ms,
 # 24 1.02, 72 (the GEMM's own) 1.26, and in another run 36 0.95x the time of 24; under
 # wasmtime 16 rows 5.34 ms, 64 (the GEMM's own) 5.05
-POINTWISE_T_MC = {16: 36}
+CONV_T_MC = {16: 36}
 # the most pixels the transposed GEMM takes: it reads its A strided and transposes its
 # product, which cost more than the panels' padding saves on larger images. Per layer,
 # transposed against the GEMM of the weights as A (fastest of 300 alternating calls),
 # natively: 7 x 7 (512 -> 2048 channels) 0.73x, 13 x 13 (512 -> 1000) 0.89x, 14 x 14
 # (256 -> 1024 and 1024 -> 256) 0.91-0.94x, 28 x 28 (256 -> 512) 1.19x, 56 x 56 (64 -> 256)
-# 1.25x; under wasmtime 7 x 7 0.77x, 13 x 13 0.98x, 14 x 14 0.94x
+# 1.25x; under wasmtime 7 x 7 0.77x, 13 x 13 0.98x, 14 x 14 0.94x. With stride 2 (1024 ->
+# 2048 channels, 14 x 14 -> 7 x 7): 0.83x natively, 0.78x under wasmtime
 POINTWISE_T_MAX_PIXELS = 256
 
 
-def pointwise_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile) -> bool:
-    """Whether a float32 1 x 1 Conv (unit strides, no pads, one group, constant weights, m
-    output channels) runs as the transposed GEMM of :func:`build_conv2d_pointwise_t`: when
-    its output has at most :data:`POINTWISE_T_MAX_PIXELS` pixels and they fill the GEMM's
-    NR-column panels no better than its channels would (7 x 7 = 49 pixels in AVX-512's
-    32-column panels: 64 columns computed, 31% of them wasted), counted in multiply-adds
-    with the panels' padding."""
-    if not (win.kernel == (1, 1) and win.strides == (1, 1) and not (win.padded(0) or win.padded(1))
-            and group == 1 and isinstance(c, int) and isinstance(m, int)):
+def conv_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile) -> bool:
+    """Whether a float32 2-D Conv with constant weights runs as the transposed GEMM of
+    :func:`build_conv2d_t`: a 1 x 1 kernel, no pads, one group, static channels and pixels,
+    at most :data:`POINTWISE_T_MAX_PIXELS` pixels, which fill the GEMM's NR-column panels no
+    better than the output channels would (7 x 7 = 49 pixels in AVX-512's 32-column panels:
+    64 columns computed, 31% of them wasted), counted in multiply-adds with the panels'
+    padding. Larger kernels measured slower transposed on wasm32 and stride-1 ones natively."""
+    if not (win.kernel == (1, 1) and not (win.padded(0) or win.padded(1)) and group == 1
+            and isinstance(c, int) and isinstance(m, int)):
         return False
     pixels = y_shape[2] * y_shape[3]
     if not isinstance(pixels, int) or not 0 < pixels <= POINTWISE_T_MAX_PIXELS:
@@ -428,28 +429,37 @@ def _ceil_to(n: int, step: int) -> int:
     return -(-n // step) * step
 
 
-def pack_pointwise_t(w: np.ndarray, nr: int) -> np.ndarray:
-    """[M, C, 1, 1] weights as the transposed GEMM's packed B: W^T, [C, M], in NR-column
-    panels (:func:`.gemm.pack_b`)."""
+def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
+    """[M, C, kh, kw] weights as the transposed GEMM's packed B: W^T, [C * kh * kw, M], in
+    NR-column panels (:func:`.gemm.pack_b`)."""
     from . import gemm as G
 
-    return G.pack_b(np.ascontiguousarray(w.reshape(w.shape[0], w.shape[1]).T), nr)
+    return G.pack_b(np.ascontiguousarray(w.reshape(w.shape[0], -1).T), nr)
 
 
-def build_conv2d_pointwise_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
-    """y = post(conv(x, w) + bias) for a 1 x 1 convolution with unit strides and no pads, per
-    image as the transposed GEMM ``yt[pixel, oc] = sum_c x[c, pixel] * wt[c, oc]``: the
-    weights are the packed B (at compile time, :func:`pack_pointwise_t`), so the output
-    channels fill the panels and the pixels are the rows, which tiles of any height cover
-    exactly; then yt is transposed into y, the bias and the fused ops ``post`` applied on
-    the way (vectors along the pixels, as :func:`conv_epilogue` takes them). ``params``:
-    (tile, bias, post). Tensors: x, the packed weights, [bias], the fused ops' operands, yt
-    (the scratch [pixels, M]), y."""
+def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
+    """y = post(conv(x, w) + bias) for a 1 x 1 convolution without pads (:func:`conv_t_route`),
+    per image as the transposed GEMM ``yt[pixel, oc] = sum_c x[c, pixel] * wt[c, oc]``: the
+    weights are the packed B (at compile time, :func:`pack_conv_t`), so the output channels
+    fill the panels and the pixels are the rows, which tiles of any height cover exactly.
+    With strides the input is first staged into stride phases (:func:`stage_phases`), of
+    which phase 0 holds the pixels read. Then yt is transposed into y, the bias and the fused
+    ops ``post`` applied on the way (vectors along the pixels, as :func:`conv_epilogue` takes
+    them). ``params``: (window, tile, bias, post). Tensors: x, the packed weights, [bias], the
+    fused ops' operands, [the staged input], yt (the scratch [pixels, M]), y."""
     from . import gemm as G
 
-    tile, bias, post = params
-    y_shape = types[-1][1]
+    win, tile, bias, post = params
+    x_shape, y_shape = types[0][1], types[-1][1]
     x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
+    staged = im2col_stage(win, x_shape)
+    if staged is not None:
+        xs = kb.tensor(k, FLOAT32, staged)
+        k += 1
+        stage_phases(kb, x, xs, i64(0), i64(0), win.strides)
+        channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
+    else:
+        xs, channel = x, kb.mul(x.dim(2), x.dim(3))
     yt = kb.tensor(k, FLOAT32, types[k][1])
     y = kb.tensor(k + 1, FLOAT32, y_shape)
     b = kb.b
@@ -460,15 +470,19 @@ def build_conv2d_pointwise_t(kb: KernelBuilder, params: tuple, types: Sequence[T
     with G._at_entry(kb):
         block = b.alloca(ir.ArrayType(F32, lanes * lanes), name="block")
 
-    def staged(e: ir.Value) -> ir.Value:
+    def staged_vector(e: ir.Value) -> ir.Value:
         """Where ``block`` holds vector e."""
         return b.bitcast(b.gep(block, [i64(0), kb.mul(e, i64(lanes))], source_etype=block.type.pointee),
                          vt.as_pointer())
 
+    def yt_at(j: ir.Value, i: ir.Value) -> ir.Value:
+        return kb.add(kb.mul(j, m), i)
+
     vectors = b.udiv(pixels, i64(lanes))
+    rows_tile = replace(tile, mc=CONV_T_MC.get(tile.lanes, tile.mc))
     with kb.loop(x.dim(0), "n") as n:
-        G.gemm(kb, replace(tile, mc=POINTWISE_T_MC.get(tile.lanes, tile.mc)), G.View(x, kb.mul(n, kb.mul(c, pixels)), i64(1), pixels), G.Packed(w, i64(0)), yt, i64(0),
-               pixels, m, c)
+        a = G.View(xs, kb.mul(n, kb.mul(c, channel)), i64(1), channel)
+        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, c)
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v: v)
 
@@ -488,20 +502,19 @@ def build_conv2d_pointwise_t(kb: KernelBuilder, params: tuple, types: Sequence[T
             i0 = kb.mul(ob, i64(lanes))
             with kb.loop(vectors, "pv") as pv:
                 j0 = kb.mul(pv, i64(lanes))
-                rows = [b.load(b.bitcast(yt.ptr(kb.add(kb.mul(kb.add(j0, i64(r)), m), i0)), vt.as_pointer()), typ=vt, align=4)
-                        for r in range(lanes)]
+                rows = [b.load(b.bitcast(yt.ptr(yt_at(kb.add(j0, i64(e)), i0)), vt.as_pointer()), typ=vt, align=4)
+                        for e in range(lanes)]
                 for e, v in enumerate(transpose_vectors(b, rows)):
-                    b.store(v, staged(i64(e)), align=4)
+                    b.store(v, staged_vector(i64(e)), align=4)
                 with kb.loop(i64(lanes), "oc", plain=True) as e:
-                    out(kb.add(i0, e), j0, b.load(staged(e), typ=vt, align=4))
+                    out(kb.add(i0, e), j0, b.load(staged_vector(e), typ=vt, align=4))
             with kb.loop(i64(lanes), "oc", plain=True) as e:
-                i = kb.add(i0, e)
                 with kb.loop(pixels, "pt", start=kb.mul(vectors, i64(lanes)), plain=True) as j:
-                    out(i, j, yt.load(kb.add(kb.mul(j, m), i)))
+                    out(kb.add(i0, e), j, yt.load(yt_at(j, kb.add(i0, e))))
         # the channels after the last whole block, an element at a time
         with kb.loop(m, "oc", start=kb.mul(b.udiv(m, i64(lanes)), i64(lanes)), plain=True) as i:
             with kb.loop(pixels, "p", plain=True) as j:
-                out(i, j, yt.load(kb.add(kb.mul(j, m), i)))
+                out(i, j, yt.load(yt_at(j, i)))
 
 
 def transpose_vectors(b: ir.IRBuilder, rows: Sequence[ir.Value]) -> list[ir.Value]:

@@ -279,13 +279,15 @@ class Conv(CoreOp):
             lw.call(W.build_conv2d_winograd, (win, tile, bias, self.post),
                     ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return
-        if self.as_gemm(x) and w.const is not None and C.pointwise_t_route(win, self.group, w.shape[1], w.shape[0],
-                                                                           y.shape, tile):
+        if self.as_gemm(x) and w.const is not None and C.conv_t_route(win, self.group, w.shape[1], w.shape[0],
+                                                                      y.shape, tile):
             extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            ins[1] = lw.derived_const(w.name, f"pointwise_t{tile.nr}", lambda a: C.pack_pointwise_t(a, tile.nr))
-            yt = lw.scratch("transposed output", FLOAT32, (y.shape[2] * y.shape[3], y.shape[1]))
-            lw.call(C.build_conv2d_pointwise_t, (tile, bias, self.post), ins + extra + [yt, lw.alloc(y.name)], [],
-                    outputs=2)
+            ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
+            staged = C.im2col_stage(win, x.shape)
+            tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
+            tmp.append(lw.scratch("transposed output", FLOAT32, (y.shape[2] * y.shape[3], y.shape[1])))
+            lw.call(C.build_conv2d_t, (win, tile, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
+                    outputs=len(tmp) + 1)
             return
         if self.as_gemm(x):
             staged = C.im2col_stage(win, x.shape)

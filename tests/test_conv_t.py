@@ -1,15 +1,16 @@
-"""1 x 1 convolutions as the transposed GEMM (toolkit/codegen/conv.py
-build_conv2d_pointwise_t): pixels as the GEMM's rows, the packed weights as its B, then the
-product transposed into the output with the bias and the fused ops. On both targets and in
+"""1 x 1 convolutions as the transposed GEMM (toolkit/codegen/conv.py build_conv2d_t): pixels
+as the GEMM's rows, the packed weights as its B, then the product transposed into the output
+with the bias and the fused ops. On both targets and in
 wasm32's relaxed-SIMD variant, against onnx.reference, one module per model run at several
 batch sizes (the batch is symbolic; the route needs the pixels static).
 
 The cases reach each path of the transposition: whole blocks of LANES channels by LANES
 pixels, the pixels after the last whole vector (7 x 7 = 49 is 3 x 16 + 1 natively, 12 x 4 + 1
 on wasm32; 3 x 3 is less than one AVX-512 vector), the channels after the last whole block
-(122 channels: 7 x 16 + 10, 30 x 4 + 2), depths of one and of two k blocks, an empty batch,
-and the fused epilogue (bias, a residual read on vectors of pixels, Relu). The routing cases
-check which kernel a Conv got."""
+(122 channels: 7 x 16 + 10, 30 x 4 + 2), depths of one and of two k blocks, strides (the
+input staged into phases, phase 0 read; odd and even sizes), an empty batch, and the fused
+epilogue (bias, a residual read on vectors of pixels, Relu). The routing cases check which
+kernel a Conv got."""
 import numpy as np
 import pytest
 from onnx import helper
@@ -28,7 +29,7 @@ def target(request) -> str:
     return request.param
 
 
-def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=False, seed=0):
+def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=False, seed=0, pads=(0, 0, 0, 0)):
     rng = np.random.default_rng(seed)
     inputs = [vinfo("x", F32, ["n", c, h, w])]
     inits = [const("b", rng.uniform(-1, 1, m).astype(F32))] if bias else []
@@ -37,9 +38,10 @@ def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=
         inputs.append(vinfo("w", F32, [m, c, 1, 1]))
     else:
         inits.append(const("w", wt))
-    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t"], strides=list(strides))]
+    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t"], strides=list(strides), pads=list(pads))]
     if residual:
-        inputs.append(vinfo("r", F32, ["n", m, h, w]))
+        oh, ow = (h + pads[0] + pads[2] - 1) // strides[0] + 1, (w + pads[1] + pads[3] - 1) // strides[1] + 1
+        inputs.append(vinfo("r", F32, ["n", m, oh, ow]))
         nodes += [N("Add", ["t", "r"], ["s"]), N("Relu", ["s"], ["y"])]
     else:
         nodes[-1].output[0] = "y"
@@ -54,39 +56,48 @@ def _kernels(model, target) -> list[str]:
 def _transposed(model, target) -> bool:
     names = _kernels(model, target)
     assert any("conv2d" in n for n in names), names
-    return any("conv2d_pointwise_t" in n for n in names)
+    return any("conv2d_t_" in n for n in names)
 
 
 CASES = {
-    # name: (channels in, out, h, w, bias, residual)
-    "7x7": (20, 122, 7, 7, True, False),
-    "7x7_residual_relu": (20, 122, 7, 7, True, True),
-    "3x3_two_k_blocks": (300, 128, 3, 3, False, False),
-    "3x3_residual_no_bias": (9, 122, 3, 3, False, True),
+    # name: (channels in, out, h, w, strides, bias, residual); outputs of 7 x 7 and 3 x 3
+    "7x7": (20, 122, 7, 7, (1, 1), True, False),
+    "7x7_residual_relu": (20, 122, 7, 7, (1, 1), True, True),
+    "3x3_two_k_blocks": (300, 128, 3, 3, (1, 1), False, False),
+    "3x3_residual_no_bias": (9, 122, 3, 3, (1, 1), False, True),
+    "stride2_13x14": (20, 122, 13, 14, (2, 2), True, True),
+    "stride_3x2_9x6": (9, 122, 9, 6, (3, 2), True, False),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_pointwise_t(target, case):
-    c, m, h, w, bias, residual = CASES[case]
-    model, _ = _model(c, m, h, w, bias, residual, seed=len(case))
+def test_conv_t(target, case):
+    c, m, h, w, strides, bias, residual = CASES[case]
+    model, _ = _model(c, m, h, w, bias, residual, strides=strides, seed=len(case))
     assert _transposed(model, target)
+    oh, ow = (h - 1) // strides[0] + 1, (w - 1) // strides[1] + 1
     rng = np.random.default_rng(3)
     feeds = []
     for n in (1, 3, 0):
         f = {"x": rng.uniform(-1, 1, (n, c, h, w)).astype(F32)}
         if residual:
-            f["r"] = rng.uniform(-1, 1, (n, m, h, w)).astype(F32)
+            f["r"] = rng.uniform(-1, 1, (n, m, oh, ow)).astype(F32)
         feeds.append(f)
     check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
 
 
 def test_routing(target):
     """Pixels that fill the panels (56 x 56 = 3136, 98 of AVX-512's and 196 of wasm32's),
-    weights given at run time and a stride keep the GEMM convolution of the weights as A."""
+    weights given at run time, pads and kernels larger than 1 x 1 keep the GEMM convolution
+    of the weights as A."""
     assert not _transposed(_model(8, 64, 56, 56)[0], target)
     assert not _transposed(_model(20, 122, 7, 7, weights_input=True)[0], target)
-    assert not _transposed(_model(20, 122, 13, 13, strides=(2, 2))[0], target)
+    assert not _transposed(_model(20, 122, 5, 5, pads=(1, 1, 1, 1))[0], target)
+    rng = np.random.default_rng(0)
+    three = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
+                       [vinfo("x", F32, ["n", 64, 14, 14])], [vinfo("y", F32, None)],
+                       [const("w", rng.uniform(-1, 1, (512, 64, 3, 3)).astype(F32))])
+    assert not _transposed(three, target)
 
 
 def test_route_counts_padded_work():
@@ -98,17 +109,17 @@ def test_route_counts_padded_work():
     for h, m in ((7, 122), (13, 1000), (14, 1024), (3, 5), (16, 64)):
         px = h * h
         want = px <= C.POINTWISE_T_MAX_PIXELS and px * (-(-m // tile.nr) * tile.nr) <= (-(-px // tile.nr) * tile.nr) * m
-        assert C.pointwise_t_route(win, 1, 20, m, (1, m, h, h), tile) == want, (h, m)
-    assert C.pointwise_t_route(win, 1, 512, 1000, (1, 1000, 13, 13), tile)
-    assert not C.pointwise_t_route(win, 1, 256, 512, (1, 512, 28, 28), tile)
-    assert not C.pointwise_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile)
+        assert C.conv_t_route(win, 1, 20, m, (1, m, h, h), tile) == want, (h, m)
+    assert C.conv_t_route(win, 1, 512, 1000, (1, 1000, 13, 13), tile)
+    assert not C.conv_t_route(win, 1, 256, 512, (1, 512, 28, 28), tile)
+    assert not C.conv_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile)
 
 
 def test_weights_packed_as_w_transposed():
     """The packed B holds W^T: panel p, row c, column j is w[p * NR + j, c], zero past M."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((37, 5, 1, 1)).astype(F32)
-    packed = C.pack_pointwise_t(w, 16)
+    packed = C.pack_conv_t(w, 16)
     assert packed.shape == (3, 5, 16)
     for p in range(3):
         for c in range(5):
