@@ -127,14 +127,25 @@ class Concat(CoreOp):
                        sym=known_elements(first.dtype, ins, lambda *a: np.concatenate(a, axis=axis)))
 
     def lower(self, lw, node) -> None:
-        ins = [lw.value(i) for i in node.inputs if i]
         axis = node.info
         out_reg = lw.alloc(node.outputs[0])
+        # the inputs their producers wrote in place (Lowerer.plan_concats) are skipped; the
+        # others are copied, runs of up to CONCAT_CHUNK at a time
         start: Dim = 0
-        for c in range(0, len(ins), CONCAT_CHUNK):
-            part = ins[c:c + CONCAT_CHUNK]
-            lw.call(M.build_concat, axis, [lw.tensor(v.name) for v in part] + [out_reg], [lw.slot(start)])
-            start = D.add(start, sum((v.shape[axis] for v in part), 0))
+        runs: list[tuple[Dim, list]] = []  # (where, registers) of inputs copied by one call
+        after_copied = False
+        for name in (i for i in node.inputs if i):
+            reg = lw.tensor(name)
+            if reg in lw.in_place:
+                after_copied = False
+            else:
+                if not after_copied or len(runs[-1][1]) == CONCAT_CHUNK:
+                    runs.append((start, []))
+                runs[-1][1].append(reg)
+                after_copied = True
+            start = D.add(start, lw.value(name).shape[axis])
+        for first, regs in runs:
+            lw.call(M.build_concat, axis, regs + [out_reg], [lw.slot(first)])
 
 
 # ----------------------------------------------------------------------------- Slice

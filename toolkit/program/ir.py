@@ -55,13 +55,20 @@ class Slot:
 @dataclass(eq=False)
 class StaticBuffer:
     """Where an ALLOC_STATIC's tensor lives in the static arena: ``offset`` is planned from
-    lifetimes after the program is complete (:func:`toolkit.program.liveness.plan_arena`)."""
+    lifetimes after the program is complete (:func:`toolkit.program.liveness.plan_arena`).
+    A buffer with a ``parent`` is a part of the parent's, ``at`` bytes from its start (a
+    Concat's input written in place: see :meth:`toolkit.program.lower.Lowerer.plan_concats`),
+    and lives as long as it."""
 
     nbytes: int
     offset: int | None = None
+    parent: "StaticBuffer | None" = None
+    at: int = 0
 
     def __repr__(self) -> str:
-        return f"arena[{'?' if self.offset is None else self.offset}:+{self.nbytes}]"
+        where = "?" if self.offset is None else self.offset
+        inside = "" if self.parent is None else f" (+{self.at} in a {self.parent.nbytes}-byte buffer)"
+        return f"arena[{where}:+{self.nbytes}]{inside}"
 
 
 @dataclass(eq=False)

@@ -159,10 +159,12 @@ def plan_dynamic(prog: Program, lw: "Lowerer", at: int, known: dict, spans: dict
 def live_peak(prog: Program, bindings: dict[str, int], plan: MemoryPlan) -> int:
     """The lower bound of any plan: the most bytes live at one position of the program, for
     these symbol values (static buffers at their sizes, the others evaluated)."""
-    spans = liveness.intervals(prog)
+    spans = liveness.static_spans(prog, liveness.intervals(prog))
     sizes: dict[Reg, int] = {}
     for _, _, ins in prog.instrs():
         if ins.name in ("ALLOC", "ALLOC_STATIC", "ALLOC_AT", "COPY"):
+            if ins.name == "ALLOC_STATIC" and ins.args[2].parent is not None:
+                continue  # its bytes are its parent's
             reg = ins.args[0]
             n = evaluate(_bytes(reg), bindings)
             if n is not None:
