@@ -393,6 +393,24 @@ def ratio_cell(cells: dict[str, Cell], num: str, den: str) -> str:
     return f"{a['median_ms'] / b['median_ms']:.2f}" if a and b else "–"
 
 
+def fastest_ratio_cell(cells: dict[str, Cell], num: str, den: str) -> str:
+    """Ratio of each side's fastest repetition (the least disturbed: on a shared machine a
+    slowdown can cover a peer's whole repetition), `–` when either side has no timing."""
+    a, b = summarize(cells[num]), summarize(cells[den])
+    return f"{a['lo_ms'] / b['lo_ms']:.2f}" if a and b else "–"
+
+
+def fastest_table(records: list[dict[str, Any]], peers: list[str]) -> list[str]:
+    """The ratios again, of each peer's fastest repetition."""
+    pairs = [(n, d) for n, d in RATIOS if n in peers and d in peers]
+    lines = ["| model | config | " + " | ".join(f"{n.removeprefix('symwasm-')} / {d}" for n, d in pairs) + " |",
+             "| --- | --- |" + " ---: |" * len(pairs)]
+    for r in records:
+        lines.append("| " + " | ".join([r["model"], r["config"]] + [fastest_ratio_cell(r["peers"], n, d)
+                                                                    for n, d in pairs]) + " |")
+    return lines
+
+
 def compile_cell(cell: Cell) -> str:
     """Compile seconds from the symwasm load info."""
     seconds = cell.load.get("compile_s")
@@ -523,6 +541,10 @@ def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, A
         f"the .wasm), then with its code cached (median of {CACHED_LOADS} loads); the native "
         "library's first load (dlopen); onnxruntime's session creation.",
     ]
+    if opts.repeat > 1:
+        lines += ["", "The same ratios between each peer's fastest repetition (the low end of the ranges "
+                      "above), which a slowdown of the machine over a whole repetition does not move:", "",
+                  *fastest_table(records, peers)]
     extra = notes(records)
     return "\n".join(lines + (["", "Output checks:", *extra] if extra else [])) + "\n"
 
