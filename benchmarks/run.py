@@ -387,27 +387,27 @@ def latency_cell(cell: Cell) -> str:
     return f"{fmt(s['median_ms'])} ({fmt(s['lo_ms'])}–{fmt(s['hi_ms'])}){mark}"
 
 
-def ratio_cell(cells: dict[str, Cell], num: str, den: str) -> str:
-    """Ratio of the medians, `–` when either side has no timing."""
+def ratio_cell(cells: dict[str, Cell], num: str, den: str, key: str = "median_ms") -> str:
+    """Ratio of the medians (``key="lo_ms"``: of each side's fastest repetition, the least
+    disturbed, since on a shared machine a slowdown can cover a peer's whole repetition), `–`
+    when either side has no timing."""
     a, b = summarize(cells[num]), summarize(cells[den])
-    return f"{a['median_ms'] / b['median_ms']:.2f}" if a and b else "–"
+    return f"{a[key] / b[key]:.2f}" if a and b else "–"
 
 
-def fastest_ratio_cell(cells: dict[str, Cell], num: str, den: str) -> str:
-    """Ratio of each side's fastest repetition (the least disturbed: on a shared machine a
-    slowdown can cover a peer's whole repetition), `–` when either side has no timing."""
-    a, b = summarize(cells[num]), summarize(cells[den])
-    return f"{a['lo_ms'] / b['lo_ms']:.2f}" if a and b else "–"
+def ratio_pairs(peers: list[str]) -> list[tuple[str, str, str]]:
+    """(column header, numerator, denominator) of the RATIOS both of whose peers ran."""
+    return [(f"{n.removeprefix('symwasm-')} / {d}", n, d) for n, d in RATIOS if n in peers and d in peers]
 
 
 def fastest_table(records: list[dict[str, Any]], peers: list[str]) -> list[str]:
     """The ratios again, of each peer's fastest repetition."""
-    pairs = [(n, d) for n, d in RATIOS if n in peers and d in peers]
-    lines = ["| model | config | " + " | ".join(f"{n.removeprefix('symwasm-')} / {d}" for n, d in pairs) + " |",
+    pairs = ratio_pairs(peers)
+    lines = ["| model | config | " + " | ".join(h for h, _, _ in pairs) + " |",
              "| --- | --- |" + " ---: |" * len(pairs)]
     for r in records:
-        lines.append("| " + " | ".join([r["model"], r["config"]] + [fastest_ratio_cell(r["peers"], n, d)
-                                                                    for n, d in pairs]) + " |")
+        lines.append("| " + " | ".join([r["model"], r["config"]] + [ratio_cell(r["peers"], n, d, "lo_ms")
+                                                                    for _, n, d in pairs]) + " |")
     return lines
 
 
@@ -434,8 +434,7 @@ def size_cell(cell: Cell) -> str:
 def table(records: list[dict[str, Any]], peers: list[str]) -> list[str]:
     """The markdown results table, one row per model configuration."""
     cols: list[tuple[str, Any]] = [(f"{p} ms", lambda c, p=p: latency_cell(c[p])) for p in peers]
-    cols += [(f"{n.removeprefix('symwasm-')} / {d}", lambda c, n=n, d=d: ratio_cell(c, n, d))
-             for n, d in RATIOS if n in peers and d in peers]
+    cols += [(h, lambda c, n=n, d=d: ratio_cell(c, n, d)) for h, n, d in ratio_pairs(peers)]
     # the GEMM-bound rows' rate, from the manifest's FLOP count
     cols += [(f"{p.removeprefix('symwasm-')} GFLOP/s", lambda c, p=p: ("gflops", p)) for p in
              ("symwasm-node", "symwasm-native") if p in peers]
