@@ -8,8 +8,10 @@ A float32 Conv of one group runs as a GEMM (:func:`build_conv2d_gemm`): the weig
 the GEMM's A, the patch matrix its B, packed a block at a time from the input staged into
 stride phases (:func:`stage_phases`, :class:`.gemm.Im2col`), and the bias and fused ops are
 the GEMM's epilogue (:func:`conv_epilogue`). A 3x3 one with unit strides and constant weights
-runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead (:mod:`.winograd`). A grouped Conv (depthwise: one channel per group) has too few rows per
-group for the GEMM's tiles and runs the direct kernel below (:func:`build_conv2d`).
+runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead (:mod:`.winograd`), and a 1x1 one
+on a small image as the transposed GEMM, pixels as rows (:func:`build_conv2d_t`). A grouped
+Conv (depthwise: one channel per group) has too few rows per group for the GEMM's tiles and
+runs the direct kernel below (:func:`build_conv2d`).
 
 The direct kernel is a register-blocked convolution. A tile is ``OC_BLOCK`` output channels by
 ``TILE_VECS`` vectors of output columns of one output row (SIMD128 on wasm32, AVX2 width
@@ -421,12 +423,10 @@ def conv_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim]
     pixels = y_shape[2] * y_shape[3]
     if not isinstance(pixels, int) or not 0 < pixels <= POINTWISE_T_MAX_PIXELS:
         return False
-    nr = tile.nr
-    return pixels * _ceil_to(m, nr) <= _ceil_to(pixels, nr) * m
+    from .gemm import panels
 
-
-def _ceil_to(n: int, step: int) -> int:
-    return -(-n // step) * step
+    # the multiply-adds of each orientation over NR, the panels' padding included
+    return pixels * panels(m, tile.nr) <= panels(pixels, tile.nr) * m
 
 
 def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:

@@ -267,32 +267,27 @@ class Conv(CoreOp):
         if not self._tiled(x):
             _call_conv_nd(lw, (win, self.group, False, bias), ins, y, pads)
             return
-        w = lw.value(node.inputs[1])
-        tile = G.tile_for(lw.target)
-        if self.as_gemm(x) and w.const is not None and W.route(win, self.group, w.shape[1], w.shape[0], y.shape,
-                                                               tile):
-            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            ins[1] = lw.derived_const(w.name, "winograd", W.transform_weights)
-            tmp = [lw.scratch(what, FLOAT32, shape) for what, shape in
-                   zip(("staged input", "transformed inputs", "transformed products"),
-                       W.scratch_shapes(x.shape, y.shape, w.shape[1], w.shape[0]))]
-            lw.call(W.build_conv2d_winograd, (win, tile, bias, self.post),
-                    ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
-            return
-        if self.as_gemm(x) and w.const is not None and C.conv_t_route(win, self.group, w.shape[1], w.shape[0],
-                                                                      y.shape, tile):
-            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
-            staged = C.im2col_stage(win, x.shape)
-            tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
-            tmp.append(lw.scratch("transposed output", FLOAT32, (y.shape[2] * y.shape[3], y.shape[1])))
-            lw.call(C.build_conv2d_t, (win, tile, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
-                    outputs=len(tmp) + 1)
-            return
         if self.as_gemm(x):
+            w = lw.value(node.inputs[1])
+            tile = G.tile_for(lw.target)
+            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
+            c, m = w.shape[1], w.shape[0]
+            if w.const is not None and W.route(win, self.group, c, m, y.shape, tile):
+                ins[1] = lw.derived_const(w.name, "winograd", W.transform_weights)
+                tmp = [lw.scratch(what, FLOAT32, shape) for what, shape in
+                       zip(("staged input", "transformed inputs", "transformed products"),
+                           W.scratch_shapes(x.shape, y.shape, c, m))]
+                lw.call(W.build_conv2d_winograd, (win, tile, bias, self.post),
+                        ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
+                return
             staged = C.im2col_stage(win, x.shape)
             tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
-            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
+            if w.const is not None and C.conv_t_route(win, self.group, c, m, y.shape, tile):
+                ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
+                tmp.append(lw.scratch("transposed output", FLOAT32, (y.shape[2] * y.shape[3], m)))
+                lw.call(C.build_conv2d_t, (win, tile, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
+                        outputs=len(tmp) + 1)
+                return
             lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post),
                     ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return

@@ -188,35 +188,25 @@ def plan_arena(prog: Program, spans: dict[Reg, tuple[int, int]] | None = None) -
         top = max(top, offset + size)
     for _, buf in allocs:
         if buf.parent is not None:
-            buf.offset = _placed_at(buf)
+            buf.offset = buf.parent.offset + buf.at
     if top > ARENA_LIMIT:
         raise CompileError(f"the static arena needs {top} bytes, more than the {ARENA_LIMIT} a module can address")
     prog.arena_size = top
 
 
 def static_spans(prog: Program, spans: dict[Reg, tuple[int, int]]) -> dict[Reg, tuple[int, int]]:
-    """``spans`` with each static buffer that has parts (:class:`StaticBuffer`'s ``parent``)
-    alive over its parts' spans too, and the parts, which take no space of their own, left
-    out."""
+    """``spans`` with each static buffer that has parts (:class:`StaticBuffer`'s ``parent``,
+    itself a buffer with none) alive over its parts' spans too, and the parts, which take no
+    space of their own, left out."""
     allocs = [(ins.args[0], ins.args[2]) for _, _, ins in prog.instrs() if ins.name == "ALLOC_STATIC"]
     root_reg = {id(buf): reg for reg, buf in allocs if buf.parent is None}
     out = dict(spans)
     for reg, buf in allocs:
         if buf.parent is None:
             continue
-        top = buf
-        while top.parent is not None:
-            top = top.parent
-        parent = root_reg[id(top)]
+        parent = root_reg[id(buf.parent)]
         s, e = out.pop(reg, (0, 0))
         ps, pe = out.get(parent, (s, e))
         out[parent] = (min(ps, s), max(pe, e))
     return out
 
-
-def _placed_at(buf: StaticBuffer) -> int:
-    if buf.parent is None:
-        if buf.offset is None:
-            raise AssertionError("a static buffer's parent was never allocated (internal)")
-        return buf.offset
-    return _placed_at(buf.parent) + buf.at

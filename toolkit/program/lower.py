@@ -20,7 +20,6 @@ never reused on the other or after the join.
 from __future__ import annotations
 
 from collections import Counter
-
 from math import prod
 from typing import Any, Callable, Sequence
 
@@ -323,7 +322,7 @@ class Lowerer:
             out, at = self._concat_parts[name]
             v = self.value(name)
             nbytes = v.dtype.itemsize * prod(int(d) for d in v.shape)
-            return StaticBuffer(nbytes, parent=self._concat_buffer(out), at=at)
+            return StaticBuffer(nbytes, parent=self._concat_buffers[out], at=at)
         return self._concat_buffers[name]
 
     def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> Reg:
