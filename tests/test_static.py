@@ -14,6 +14,7 @@ from toolkit.frontend.onnx.importer import FOLD_LIMIT, import_model
 from toolkit.ir.graph import CompileError
 from toolkit.passes import run_pipeline
 from toolkit.passes.dynamic import check_static, describe, report
+from toolkit.program.liveness import ARENA_LIMIT
 from util import _TMP, check_model, const, make_model, reference, vinfo
 
 # what a static program is made of: inputs checked against static dims, kernel calls over
@@ -174,10 +175,9 @@ def test_nonzero_of_a_constant_is_static():
     assert [n.source for n in g.nodes] == ["Add"]
 
 
-def _filled_weight(consumer: str):
-    """A ConstantOfShape of FOLD_LIMIT + 1024 elements (more than folds unless it is a
-    weight), read by ``consumer``: MatMul's B, or an Add (not a weight)."""
-    k = FOLD_LIMIT // 1024 + 1
+def _filled_weight(consumer: str, k: int = FOLD_LIMIT // 1024 + 1):
+    """A ConstantOfShape of ``k`` x 1024 elements (by default FOLD_LIMIT + 1024, more than
+    folds unless it is a weight), read by ``consumer``: MatMul's B, or an Add (not a weight)."""
     nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"], name="fill",
                               value=helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [0.25])),
              helper.make_node("MatMul", ["x", "w"], ["y"], name="mm") if consumer == "MatMul" else
@@ -197,6 +197,18 @@ def test_large_constant_weights_fold():
     g = _graph(_filled_weight("Add"))
     assert g.values["w"].const is None
     assert [n.source for n in g.nodes] == ["ConstantOfShape", "Add"]
+
+
+def test_a_weight_past_what_a_module_addresses_is_not_evaluated():
+    """A float32 weight of ARENA_LIMIT bytes and a row more stays a run-time fill (nothing
+    of its size is evaluated while importing), and compiling it fails by name: the arena
+    cannot hold it."""
+    model = _filled_weight("MatMul", k=ARENA_LIMIT // 4 // 1024 + 1)
+    g = _graph(model)
+    assert g.values["w"].const is None
+    assert [n.source for n in g.nodes] == ["ConstantOfShape", "MatMul"]
+    with pytest.raises(CompileError, match="'w'.*more than the .* a module can address"):
+        compile_model(model, _path())
 
 
 @pytest.mark.parametrize("target", ["wasm32", "native"])

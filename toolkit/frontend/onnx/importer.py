@@ -20,6 +20,7 @@ from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
+from ...program.liveness import ARENA_LIMIT
 from .ops import sequence
 from .translate import Entry, TranslateContext, ident, registry, version_in_effect
 
@@ -35,6 +36,9 @@ FOLD_LIMIT = 1 << 20
 # run time it would be recomputed and packed again on every run, through the slower kernels of
 # run-time weights (light_resnet50's 11M filled weights: 10% of its native time)
 WEIGHT_INPUTS = {"Conv": (1,), "ConvTranspose": (1,), "Gemm": (1,), "MatMul": (1,)}
+# but not past the bytes a module's static arena can address (liveness.ARENA_LIMIT): a hostile
+# ConstantOfShape would otherwise be evaluated at compile time in whatever memory it asks for;
+# left to run time, the arena's planning refuses it by name
 # why an optional or a sequence cannot cross the module's boundary
 NOT_AT_BOUNDARY = ("sequences and optionals are not supported as a model's inputs or outputs: symwasm's VM carries "
                    "tensors only, and each element of a sequence has its own shape (inside a model they are "
@@ -611,9 +615,13 @@ def _fold(graph: Graph, ctx: TranslateContext, proto: onnx.NodeProto, opset: int
             atom = d.atom() if isinstance(d, D.Expr) else None
             if not isinstance(d, int) and not (isinstance(atom, D.Sym) and atom.kind == "data" and atom not in given):
                 return
-    limit = None if {v.name for v in outs} <= _WEIGHTS.get() else FOLD_LIMIT
+    weights = {v.name for v in outs} <= _WEIGHTS.get()
+
+    def too_big(elements: int, dt) -> bool:
+        return elements * dt.itemsize > ARENA_LIMIT if weights else elements > FOLD_LIMIT
+
     for v in outs:
-        if limit is not None and v.is_static and int(np.prod([int(d) for d in v.shape])) > limit:
+        if v.is_static and too_big(int(np.prod([int(d) for d in v.shape])), v.dtype):
             return
     from onnx.reference import ReferenceEvaluator
 
@@ -628,7 +636,7 @@ def _fold(graph: Graph, ctx: TranslateContext, proto: onnx.NodeProto, opset: int
         results = ReferenceEvaluator(model).run(None, feeds)
     except Exception:  # noqa: BLE001 - any failure leaves the node to run time
         return  # where its errors carry run-time context
-    if limit is not None and any(np.asarray(r).size > limit for r in results):
+    if any(too_big(np.asarray(r).size, v.dtype) for v, r in zip(outs, results)):
         return
     fixed: dict = {}
     for v, r in zip(outs, results):
