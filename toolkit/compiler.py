@@ -11,7 +11,8 @@ from typing import Callable, Mapping
 from . import __version__
 from .abi import FORMAT_VERSION
 from .codegen.embed import embed_program
-from .codegen.target import emit_object, get_target, new_module, relaxed_simd, variant
+from .codegen.parallel import emit_objects
+from .codegen.target import get_target, new_module, relaxed_simd, variant
 from .frontend.onnx.importer import import_model
 from .ir import dims as D
 from .ir.graph import CompileError, Graph
@@ -170,7 +171,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     # a .wasm's metadata is its symwasm.metadata custom section (read without instantiating);
     # only a native library serves it through sw_metadata, so a .wasm does not carry it twice
     weights = embed_program(module, encoded, b"" if tgt.is_wasm else meta_bytes)
-    objs = {t_: emit_object(module, t_) for t_ in files}
+    objs = emit_objects(module, list(files))
     t = stage("codegen", t)
     for t_, path in files.items():
         link(t_, objs[t_], path, meta_bytes, weights)

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from wasm_runtime.cache import cache_root
@@ -119,17 +120,21 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
     return obj
 
 
-def link(target: Target, kernel_object: bytes, output: Path, metadata: bytes, weights: bytes = b"") -> None:
+def link(target: Target, kernel_objects: bytes | Sequence[bytes], output: Path, metadata: bytes,
+         weights: bytes = b"") -> None:
     """The kernels, the VM and the weights as one module (wasm32: with the metadata and the
     variant's name as custom sections) or shared library at ``output``."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
-        kobj = Path(tmp) / "model.o"
-        kobj.write_bytes(kernel_object)
+        # the kernels and program: one object, or the parts emitted in parallel
+        kobjs = [kernel_objects] if isinstance(kernel_objects, bytes) else list(kernel_objects)
+        for i, data in enumerate(kobjs):
+            (Path(tmp) / f"model{i}.o").write_bytes(data)
         # the VM's C code is the same in every variant
-        objs = [str(p) for p in vm_objects(baseline(target))] + [str(kobj),
-                                                               str(weights_object(target, weights, Path(tmp)))]
+        objs = [str(p) for p in vm_objects(baseline(target))] + \
+            [str(Path(tmp) / f"model{i}.o") for i in range(len(kobjs))] + \
+            [str(weights_object(target, weights, Path(tmp)))]
         linked = Path(tmp) / output.name
         if target.is_wasm:
             _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",

@@ -143,10 +143,10 @@ def new_module(target: Target, name: str) -> ir.Module:
     return m
 
 
-def emit_object(module: ir.Module, target: Target, opt: int = 3) -> bytes:
-    """Verify, optimize (O``opt``) and emit ``module`` as an object file."""
+def emit_object(module: ir.Module | str, target: Target, opt: int = 3) -> bytes:
+    """Verify, optimize (O``opt``) and emit ``module`` (or its text) as an object file."""
     tm = target.machine()
-    mod = llvm.parse_assembly(str(module))
+    mod = llvm.parse_assembly(module if isinstance(module, str) else str(module))
     mod.verify()
     if opt:
         pto = llvm.create_pipeline_tuning_options(speed_level=opt)

@@ -1,0 +1,139 @@
+"""Object emission over forked processes (toolkit.codegen.parallel): a large module split
+into parts that LLVM emits in separate processes and the linker joins, and a model's two
+wasm variants emitted at once. Models compiled with the split forced are checked against
+onnx.reference on every target; the parts of a hand-built module are joined by LLVM's linker
+and run, against numpy."""
+import ctypes
+import os
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from llvmlite import ir
+from onnx import TensorProto, helper
+
+import toolkit.compiler
+from toolkit.codegen import parallel as P
+from toolkit.codegen.kernel import F32, I32, constant_global
+from toolkit.codegen.target import get_target, new_module
+from util import RELAXED, check_model, const, make_model, rand, vinfo
+
+TABLE = [1.5, 4.0]
+KERNELS = 3
+
+
+def _hand_module(mutable_state: bool = False) -> ir.Module:
+    """Kernels (internal) that read a read-only table and call an internal helper, a table
+    of them, and an exported entry that calls kernel i through the table: kernel i gives
+    2x + 5i * TABLE[i % 2]."""
+    m = new_module(get_target("native"), "hand")
+    fty = ir.FunctionType(F32, [F32])
+    table = constant_global(m, "table", ir.Constant(ir.ArrayType(F32, 2), TABLE))
+    twice = ir.Function(m, fty, "twice")
+    twice.linkage = "internal"
+    b = ir.IRBuilder(twice.append_basic_block())
+    b.ret(b.fmul(twice.args[0], ir.Constant(F32, 2.0)))
+    kernels = []
+    for i in range(KERNELS):
+        k = ir.Function(m, fty, f"k{i}")
+        k.linkage = "internal"
+        b = ir.IRBuilder(k.append_basic_block())
+        t = b.load(b.gep(table, [ir.Constant(I32, 0), ir.Constant(I32, i % 2)]))
+        v = b.call(twice, [k.args[0]])
+        for _ in range(5 * i):  # kernels of different sizes
+            v = b.fadd(v, t)
+        b.ret(v)
+        kernels.append(k)
+    if mutable_state:
+        g = ir.GlobalVariable(m, F32, "state")
+        g.linkage = "internal"
+        g.initializer = ir.Constant(F32, 0.0)
+    fptr = fty.as_pointer()
+    ktab = constant_global(m, "kernel_table", ir.Constant(ir.ArrayType(fptr, KERNELS), kernels))
+    entry = ir.Function(m, ir.FunctionType(F32, [I32, F32]), "entry")
+    b = ir.IRBuilder(entry.append_basic_block())
+    fp = b.load(b.gep(ktab, [ir.Constant(I32, 0), entry.args[0]]))
+    b.ret(b.call(fp, [entry.args[1]]))
+    return m
+
+
+def test_split_moves_internal_kernels_only(monkeypatch):
+    m = _hand_module()
+    assert P.split(m, 2) == [], "a module this small stays whole"
+    monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
+    parts = P.split(m, 2)
+    # sizes 4, 9 and 14 instructions, against the 6 that stay (the helper, called, and the
+    # entry, exported, never move): k2 to part 1, k1 to part 0, k0 to part 1
+    assert parts == [["k2", "k0"]]
+    assert P.split(_hand_module(mutable_state=True), 2) == [], "mutable internal state is never copied"
+
+
+def test_parts_join_and_run(monkeypatch):
+    """The main part declares the moved kernel; the part defines it, hidden, with its own
+    copies of the helper and the table; LLVM links the two and the entry runs every kernel."""
+    monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
+    m = _hand_module()
+    (moved,) = P.split(m, 2)
+    main, part = P.main_text(m, moved), P.part_text(m, moved)
+    assert 'declare hidden float @"k2"(float' in main and 'define internal float @"k2"' not in main
+    assert 'define hidden float @"k2"(float' in part and 'define hidden float @"k0"(float' in part
+    assert 'define internal float @"twice"' in part and '@"table" = internal constant' in part
+    assert '@"entry"' not in part and '@"k1"' not in part
+    assert 'define internal float @"k2"' in str(m), "the module itself is left as it was"
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    joined = llvm.parse_assembly(main)
+    joined.link_in(llvm.parse_assembly(part))
+    joined.verify()
+    engine = llvm.create_mcjit_compiler(joined, llvm.Target.from_default_triple().create_target_machine())
+    engine.finalize_object()
+    entry = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int32, ctypes.c_float)(engine.get_function_address("entry"))
+    x = np.float32(0.75)
+    for i in range(KERNELS):
+        want = np.float32(2) * x
+        for _ in range(5 * i):
+            want = want + np.float32(TABLE[i % 2])
+        assert entry(i, x) == want, i
+
+
+def test_failed_child_reruns_here():
+    parent = os.getpid()
+
+    def only_here() -> bytes:
+        if os.getpid() != parent:
+            raise RuntimeError("a child that fails (its traceback goes to stderr)")
+        return b"rerun"
+
+    assert P.run_forked([lambda: b"here", lambda: b"x" * 300_000, only_here]) == [b"here", b"x" * 300_000, b"rerun"]
+
+
+def _model():
+    """Two MatMuls, Erf and a float8 round trip (whose decode table is a read-only global):
+    several kernels to split, one of them with a table to copy."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Erf", ["h"], ["e"]),
+             helper.make_node("Cast", ["e"], ["q"], to=TensorProto.FLOAT8E4M3FN),
+             helper.make_node("Cast", ["q"], ["d"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["d", "w2"], ["y"])]
+    return make_model(nodes, [vinfo("x", np.float32, ["n", 24])], [vinfo("y", np.float32, None)],
+                      [const("w1", rand(rng, (24, 40)) / 4), const("w2", rand(rng, (40, 20)))])
+
+
+@pytest.mark.parametrize("target", ["wasm32", "native", RELAXED])
+def test_model_compiled_in_parts(target, monkeypatch):
+    monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
+    objects = []
+    link = toolkit.compiler.link
+
+    def spy(tgt, kernel_objects, *args, **kw):
+        objects.append(len(kernel_objects))
+        return link(tgt, kernel_objects, *args, **kw)
+
+    monkeypatch.setattr(toolkit.compiler, "link", spy)
+    rng = np.random.default_rng(6)
+    check_model(_model(), target, [{"x": rand(rng, (n, 24))} for n in (1, 7, 0)], rtol=1e-4, atol=1e-4)
+    if P.workers() > 1:
+        # two variants: one whole module each, emitted at once; one variant: two parts
+        assert objects == ([1, 1] if target == RELAXED else [2])

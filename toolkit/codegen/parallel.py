@@ -1,0 +1,191 @@
+"""Object emission on every core: LLVM's optimization and code generation are most of a
+large model's compile time (bert2 natively: 2.8 of 3.6 s), and llvmlite runs one LLVM call at
+a time per process, so the work is spread over forked processes.
+
+Two kinds of job:
+- a model compiled to two variants (wasm32 baseline and relaxed SIMD) emits each variant's
+  whole module in a process of its own;
+- a single large module is split in two parts, each a module LLVM optimizes and emits on its
+  own, and the linker joins the objects. The kernels are the unit: a kernel is called only
+  through the program's kernel table, so moving one to the second part turns its definition
+  there into a hidden (not exported) symbol and leaves a declaration in the first. What a
+  moved kernel refers to comes along: declarations (intrinsics, C kernels), internal helpers
+  and read-only tables are copied into the second part as its own internal definitions.
+
+A failed child changes nothing but the time: its job then runs in this process.
+"""
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+
+from .target import Target, emit_object
+
+# instructions below which a module stays one part: a second part costs a fork, a second
+# parse and the copied declarations, more than a small module's emission saves
+SPLIT_MIN_INSTRUCTIONS = 3000
+_NAME = re.compile(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)')
+HIDDEN = "hidden"  # printed where a linkage goes: "define hidden ..." is external, not exported
+
+
+def workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def instructions(fn: ir.Function) -> int:
+    return sum(len(block.instructions) for block in fn.blocks)
+
+
+def _referenced_functions(module: ir.Module) -> set[str]:
+    """Names of the functions some function's code refers to (calls or pointers)."""
+    out: set[str] = set()
+    for fn in module.functions:
+        for block in fn.blocks:
+            for ins in block.instructions:
+                for op in ins.operands:
+                    if isinstance(op, ir.Function):
+                        out.add(op.name)
+    return out
+
+
+def split(module: ir.Module, parts: int) -> list[list[str]]:
+    """The module's kernels for parts 1.. (part 0 keeps the rest): the internal functions no
+    function refers to (the program reaches them through its kernel table), largest first
+    into the lightest part, part 0 counting everything else. Empty when the module is too small or holds mutable internal state, which a copy
+    in another part would fork."""
+    if parts < 2:
+        return []
+    if any(isinstance(g, ir.GlobalVariable) and g.linkage == "internal" and not g.global_constant
+           for g in module.global_values):
+        return []
+    called = _referenced_functions(module)
+    sizes = {fn.name: instructions(fn) for fn in module.functions if fn.blocks}
+    if sum(sizes.values()) < SPLIT_MIN_INSTRUCTIONS:
+        return []
+    movable = sorted((n for n in sizes if n not in called and module.globals[n].linkage == "internal"),
+                     key=lambda n: (-sizes[n], n))
+    load = [sum(s for n, s in sizes.items() if n not in movable)] + [0] * (parts - 1)
+    bins: list[list[str]] = [[] for _ in range(parts)]
+    for name in movable:
+        i = min(range(parts), key=lambda p: (load[p], p))
+        bins[i].append(name)
+        load[i] += sizes[name]
+    return [names for names in bins[1:]] if all(bins[1:]) else []
+
+
+def _header(module: ir.Module) -> list[str]:
+    return [f'; ModuleID = "{module.name}"', f'target triple = "{module.triple}"',
+            f'target datalayout = "{module.data_layout}"', ""] + \
+           [t.get_declaration() for t in module.get_identified_types().values()]
+
+
+class _relinked:
+    """Print ``fns`` with another linkage (and, with ``body=False``, as declarations), then
+    restore them."""
+
+    def __init__(self, fns: Sequence[ir.Function], linkage: str, body: bool = True):
+        self.fns, self.linkage, self.body = fns, linkage, body
+
+    def __enter__(self):
+        self.saved = [(f.linkage, f.blocks) for f in self.fns]
+        for f in self.fns:
+            f.linkage = self.linkage
+            if not self.body:
+                f.blocks = []
+
+    def __exit__(self, *exc):
+        for f, (linkage, blocks) in zip(self.fns, self.saved):
+            f.linkage, f.blocks = linkage, blocks
+
+
+def main_text(module: ir.Module, moved: Sequence[str]) -> str:
+    """The module with the ``moved`` kernels as hidden declarations."""
+    with _relinked([module.globals[n] for n in moved], HIDDEN, body=False):
+        return str(module)
+
+
+def part_text(module: ir.Module, names: Sequence[str]) -> str:
+    """A module of the kernels ``names`` (hidden definitions) and what they refer to."""
+    own = [module.globals[n] for n in names]
+    with _relinked(own, HIDDEN):
+        body = [str(f) for f in own]
+    done = set(names)
+    todo = [m for text in body for m in _NAME.findall(text)]
+    extra: list[str] = []
+    while todo:
+        name = todo.pop()
+        name = name[1:-1] if name.startswith('"') else name
+        if name in done or name not in module.globals:
+            continue
+        done.add(name)
+        g = module.globals[name]
+        if isinstance(g, ir.GlobalVariable) and g.linkage == "internal" and not g.global_constant:
+            raise AssertionError(f"kernel part refers to mutable internal global @{name}")  # split() excludes
+        text = str(g)
+        extra.append(text)
+        if isinstance(g, ir.GlobalVariable) or g.blocks:
+            todo.extend(_NAME.findall(text))
+    return "\n".join(_header(module) + extra + body + module._get_metadata_lines())
+
+
+def run_forked(jobs: Sequence[Callable[[], bytes]]) -> list[bytes]:
+    """Each job's bytes: the first job here, the others in forked children at once. A job
+    whose child fails runs here afterwards (and raises here if it is broken)."""
+    children = []
+    for job in jobs[1:]:
+        r, w = os.pipe()
+        pid = os.fork() if hasattr(os, "fork") else -1
+        if pid == 0:  # the child: one job, its bytes down the pipe, then out without cleanup
+            os.close(r)
+            code = 1
+            try:
+                data = job()
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+                code = 0
+            except BaseException:  # the parent reruns the job and reports
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(w)
+        children.append((pid, r))
+    results = [jobs[0]()]
+    for job, (pid, r) in zip(jobs[1:], children):
+        data = b""
+        if pid > 0:
+            with os.fdopen(r, "rb") as f:
+                data = f.read()
+            _, status = os.waitpid(pid, 0)
+            ok = os.waitstatus_to_exitcode(status) == 0
+        else:
+            os.close(r)
+            ok = False
+        results.append(data if ok else job())
+    return results
+
+
+def emit_objects(module: ir.Module, targets: Sequence[Target]) -> dict[Target, list[bytes]]:
+    """The object files of ``module`` for each target (linked together, they are the module's
+    kernels and program), emitted on up to :func:`workers` cores."""
+    cores = workers()
+    if cores < 2 or not hasattr(os, "fork"):
+        return {t: [emit_object(module, t)] for t in targets}
+    if len(targets) > 1:
+        return dict(zip(targets, ([o] for o in run_forked(
+            [lambda t=t: emit_object(module, t) for t in targets]))))
+    (target,) = targets
+    parts = split(module, cores)
+    if not parts:
+        return {target: [emit_object(module, target)]}
+    moved = [n for p in parts for n in p]
+    jobs = [lambda: emit_object(main_text(module, moved), target)] + \
+           [lambda p=p: emit_object(part_text(module, p), target) for p in parts]
+    return {target: run_forked(jobs)}
