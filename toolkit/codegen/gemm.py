@@ -495,7 +495,10 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                     acc[r * w + v] = mac(b, acc[r * w + v], s, bv[v])
             return acc
 
-        acc = kb.carry(i64(0), kn, [zero] * (rows * w), step, "k")
+        # plain: LLVM would unroll the k loop natively (not on wasm32), which cost bert2's
+        # native emission 12% more time and measured no faster (gemm_1024 the same; bert2 at
+        # one token 0.90 -> 0.84x and cnn n1 1.14 -> 1.07x onnxruntime's time without it)
+        acc = kb.carry(i64(0), kn, [zero] * (rows * w), step, "k", plain=True)
 
         def plus_old(s: ir.Value, old) -> ir.Value:
             """s, plus the partial sums of earlier k blocks unless this is the first."""

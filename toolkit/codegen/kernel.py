@@ -305,10 +305,11 @@ class KernelBuilder:
         return self.carry(i64(0), n, [init], lambda i, vals: [step(vals[0], i)], name)[0]
 
     def carry(self, start: ir.Value, stop: ir.Value, inits: Sequence[ir.Value],
-              step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], name: str = "c") -> list[ir.Value]:
+              step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], name: str = "c",
+              plain: bool = False) -> list[ir.Value]:
         """``for i in range(start, stop): vals = step(i, vals)`` with ``vals`` kept in
-        registers; returns the final ``vals``."""
-        with self._counted(stop, name, inits, start) as (i, phis, updates):
+        registers; returns the final ``vals``. ``plain``: as for :meth:`loop`."""
+        with self._counted(stop, name, inits, start, plain) as (i, phis, updates):
             updates.extend(step(i, list(phis)))
         return phis
 
