@@ -108,6 +108,14 @@ def test_failed_child_reruns_here():
     assert P.run_forked([lambda: b"here", lambda: b"x" * 300_000, only_here]) == [b"here", b"x" * 300_000, b"rerun"]
 
 
+def test_no_fork_runs_here(monkeypatch):
+    def refuse():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    assert P.run_forked([lambda: b"a", lambda: b"b"]) == [b"a", b"b"]
+
+
 def _model():
     """Two MatMuls, Erf and a float8 round trip (whose decode table is a read-only global):
     several kernels to split, one of them with a table to copy."""

@@ -138,11 +138,15 @@ def part_text(module: ir.Module, names: Sequence[str]) -> str:
 
 def run_forked(jobs: Sequence[Callable[[], bytes]]) -> list[bytes]:
     """Each job's bytes: the first job here, the others in forked children at once. A job
-    whose child fails runs here afterwards (and raises here if it is broken)."""
+    whose child fails, or could not be forked, runs here afterwards (and raises here if it
+    is broken)."""
     children = []
     for job in jobs[1:]:
         r, w = os.pipe()
-        pid = os.fork() if hasattr(os, "fork") else -1
+        try:
+            pid = os.fork() if hasattr(os, "fork") else -1
+        except OSError:  # no process to spare (EAGAIN, ENOMEM): the job runs here
+            pid = -1
         if pid == 0:  # the child: one job, its bytes down the pipe, then out without cleanup
             os.close(r)
             code = 1
