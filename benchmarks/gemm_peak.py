@@ -41,6 +41,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 import wasm_runtime  # noqa: E402
+from node_bin import node as node_binary  # noqa: E402
+from node_bin import relaxed_flags  # noqa: E402
+from node_bin import version as node_version  # noqa: E402
 from toolkit.codegen.conv import _splat, mac  # noqa: E402
 from toolkit.codegen.gemm import tile_for  # noqa: E402
 from toolkit.codegen.kernel import F32, I32  # noqa: E402
@@ -216,8 +219,8 @@ class Node:
     """gemm_peak_node.mjs as a child process, one JSON request per line."""
 
     def __init__(self, *flags: str):
-        self.proc = subprocess.Popen(["node", *flags, str(HERE / "gemm_peak_node.mjs")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, cwd=REPO)
+        self.proc = subprocess.Popen([str(node_binary()), *flags, str(HERE / "gemm_peak_node.mjs")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
 
     def __call__(self, op: str, **req) -> dict:
         self.proc.stdin.write(json.dumps({"op": op, **req}) + "\n")
@@ -254,7 +257,7 @@ def _raw_inputs(feeds: dict[str, np.ndarray], tmp: Path) -> list[dict]:
 def host_line(native: Target) -> str:
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                  platform.processor() or platform.machine())
-    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    node = node_version()
     from importlib.metadata import version
 
     return (f"{model} (LLVM CPU {native.cpu}), {os.cpu_count()} logical CPUs, one thread; wasmtime "
@@ -276,8 +279,8 @@ def main() -> int:
     todo = cases(size)
     rows = []  # (engine, (peak, accumulators), tile, [gflops per case])
     node = Node()
-    # Node 20's V8 validates relaxed SIMD only behind this flag (Node 22 has it by default)
-    node_relaxed = Node("--experimental-wasm-relaxed-simd")
+    # Node 20's V8 validates relaxed SIMD only behind a flag (Node 22 on have it by default)
+    node_relaxed = Node(*relaxed_flags())
     try:
         for target in (wasm, relaxed, native):
             is_relaxed = variant(target) != "baseline"

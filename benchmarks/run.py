@@ -26,7 +26,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +38,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from node_bin import node
+from node_bin import version as node_version
 from py_peer import CACHED_LOADS, first_line, ort_session
 
 HERE = Path(__file__).resolve().parent
@@ -204,11 +205,11 @@ def make_peers(names: list[str]) -> dict[str, PeerProcess]:
     peers = {}
     for name in names:
         if name == "onnxruntime-web":
-            peers[name] = PeerProcess(name, ["node", str(HERE / "ort_web_runner.mjs")],
+            peers[name] = PeerProcess(name, [str(node()), str(HERE / "ort_web_runner.mjs")],
                                       ort_web_missing())
         elif name == "symwasm-node":
-            peers[name] = PeerProcess(name, ["node", str(HERE / "symwasm_node_runner.mjs"), sys.executable],
-                                      None if shutil.which("node") else "node is not on PATH")
+            peers[name] = PeerProcess(name, [str(node()), str(HERE / "symwasm_node_runner.mjs"), sys.executable],
+                                      None if node() else "node is not on PATH")
         else:
             peers[name] = PeerProcess(name, [sys.executable, str(HERE / "py_peer.py"), name])
     return peers
@@ -216,7 +217,7 @@ def make_peers(names: list[str]) -> dict[str, PeerProcess]:
 
 def ort_web_missing() -> str | None:
     """Why the onnxruntime-web peer cannot start, or None if it can."""
-    if shutil.which("node") is None:
+    if node() is None:
         return "node is not on PATH"
     if not (HERE / "node_modules" / "onnxruntime-web").is_dir():
         return "onnxruntime-web is not installed: run `npm ci --prefix benchmarks`"
@@ -469,6 +470,15 @@ def notes(records: list[dict[str, Any]]) -> list[str]:
             for r in records for name, cell in r["peers"].items() if cell.check]
 
 
+def variants(records: list[dict[str, Any]]) -> str:
+    """Which variant of the wasm32 module each wasm peer ran (the .wasm is compiled with
+    --relaxed-simd, and each host picks the best its engine validates)."""
+    ran = {name: sorted({cell.load.get("variant") for r in records for n, cell in r["peers"].items()
+                         if n == name and cell.load.get("variant")})
+           for name in ("symwasm-wasm32", "symwasm-node")}
+    return "; ".join(f"{name} ran the {' and '.join(v)} variant" for name, v in ran.items() if v)
+
+
 def version(dist: str) -> str:
     """Installed version of a Python distribution."""
     try:
@@ -484,7 +494,6 @@ def machine_info(records: list[dict[str, Any]]) -> dict[str, Any]:
                 for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
                 if line.startswith("model name")), platform.processor() or "unknown")
     web_pkg = HERE / "node_modules" / "onnxruntime-web" / "package.json"
-    node = shutil.which("node")
     return {
         "cpu": cpu,
         "logical_cpus": os.cpu_count(),
@@ -496,8 +505,7 @@ def machine_info(records: list[dict[str, Any]]) -> dict[str, Any]:
         "wasmtime": version("wasmtime"),
         "onnxruntime-web": json.loads(web_pkg.read_text())["version"] if web_pkg.exists()
         else "not installed",
-        "node": subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
-        if node else "not found",
+        "node": node_version(),
         "onnxruntime-web_runtime": web_runtime(records),
     }
 
@@ -526,6 +534,7 @@ def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, A
         f"- python {machine['python']}, numpy {machine['numpy']}, onnx {machine['onnx']}, "
         f"onnxruntime {machine['onnxruntime']}, wasmtime {machine['wasmtime']}",
         f"- node {machine['node']}, onnxruntime-web {machine['onnxruntime-web']}{web_note}",
+        *([f"- wasm32 modules compiled with --relaxed-simd: {ran}"] if (ran := variants(records)) else []),
         f"- single thread everywhere; {opts.repeat} repetition(s) per peer, interleaved in "
         f"rotating order; warm-up {opts.warmup_s:g} s before the first repetition{rewarm}; "
         f"each repetition times >= {opts.min_time_s:g} s and >= {MIN_RUNS} runs",

@@ -2,8 +2,10 @@
 // (js_loader/index.js) in Node, the engine onnxruntime-web runs in, so the two compare like
 // with like. The same JSON-lines protocol as ort_web_runner.mjs:
 //   {"op": "load", "model": "/path/m.onnx", "artifact_dir": DIR}
-//     -> compiles the model with `python -m toolkit.cli compile` (python is argv[2]) into
-//        DIR/<name>.node.wasm and loads it: {"ok": true, "info": {compile_s, module_bytes, ...}}
+//     -> compiles the model with `python -m toolkit.cli compile --relaxed-simd` (python is
+//        argv[2]) into DIR/<name>.node.wasm (and its relaxed-SIMD variant beside it) and loads
+//        it by path, so the loader runs the variant this Node validates:
+//        {"ok": true, "info": {compile_s, module_bytes, variant, ...}}
 //   {"op": "bench", ...} -> {"ok": true, "times_ms": [...], "warmup_runs": n, "outputs": [...]}
 // Any failure -> {"ok": false, "error": "..."} and the process stays usable.
 
@@ -23,15 +25,15 @@ async function load({ model: onnxPath, artifact_dir }) {
   mkdirSync(artifact_dir, { recursive: true });
   const out = join(artifact_dir, `${basename(onnxPath, '.onnx')}.node.wasm`);
   const t0 = performance.now();
-  execFileSync(PYTHON, ['-m', 'toolkit.cli', 'compile', onnxPath, '-o', out, '--target', 'wasm32', '-q'],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync(PYTHON, ['-m', 'toolkit.cli', 'compile', onnxPath, '-o', out, '--target', 'wasm32', '-q',
+    '--relaxed-simd'], { stdio: ['ignore', 'ignore', 'pipe'] });
   const compileS = (performance.now() - t0) / 1000;
   const t1 = performance.now();
-  model = await loadModel(readFileSync(out));
+  model = await loadModel(out);
   return {
     info: {
       compile_s: compileS, load_ms: performance.now() - t1, module_bytes: statSync(out).size,
-      artifact: out, node: process.version,
+      artifact: out, node: process.version, variant: model.variant,
     },
   };
 }
