@@ -2,29 +2,13 @@
  * a first-fit free list over linear memory, grown with memory.grow. Failure is a NULL
  * return, never a trap, so the VM can report out-of-memory as a status. */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign under -std=c11 */
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include "sw_vm.h"
 
 #ifndef __wasm__
 #include <stdlib.h>
-#include <sys/mman.h>
-
-/* Buffers of two huge pages or more (a large model's arena) start on a huge-page boundary
- * and ask the kernel for transparent huge pages: a layer that reads its input a row of
- * pixels at a time touches a new 4 KB page per channel, and with 2 MB pages resnet50's and
- * squeezenet's native runs took 0.96-0.97x the time. Where the kernel does not grant them
- * (THP off), madvise fails and the buffer is the same memory as before. */
-#define SW_HUGE_PAGE ((size_t)2 << 20)
 
 void* sw_mem_alloc(size_t nbytes) {
   void* p = NULL;
-  if (nbytes >= 2 * SW_HUGE_PAGE) {
-    if (posix_memalign(&p, SW_HUGE_PAGE, nbytes) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, nbytes & ~(SW_HUGE_PAGE - 1), MADV_HUGEPAGE);
-#endif
-    return p;
-  }
   if (posix_memalign(&p, 64, nbytes ? nbytes : 1) != 0) return NULL;
   return p;
 }
