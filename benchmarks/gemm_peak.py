@@ -279,7 +279,7 @@ def main() -> int:
     todo = cases(size)
     rows = []  # (engine, (peak, accumulators), tile, [gflops per case])
     node = Node()
-    # Node 20's V8 validates relaxed SIMD only behind a flag (Node 22 on have it by default)
+    # Node 20's V8 validates relaxed SIMD only behind a flag, which Node 22 and later reject
     node_relaxed = Node(*relaxed_flags())
     try:
         for target in (wasm, relaxed, native):
@@ -332,7 +332,7 @@ def main() -> int:
               f"{', '.join(map(str, ACCUMULATORS))} independent `acc * x + y` chains on vectors of the "
               "target's lanes, built with the GEMM kernel's `mac` (FMA natively when the CPU has it; a "
               "multiply and an add on wasm32, whose SIMD128 has no fused multiply-add; `f32x4.relaxed_madd` "
-              "in the relaxed-SIMD variant, `compile --relaxed-simd`, which Node 20 runs with "
+              "in the relaxed-SIMD variant, `compile --relaxed-simd`, which Node 20 runs only with "
               "`--experimental-wasm-relaxed-simd`).", ""]
     text = "\n".join(lines)
     print(text)
