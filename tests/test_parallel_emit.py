@@ -5,6 +5,7 @@ onnx.reference on every target; the parts of a hand-built module are joined by L
 and run, against numpy."""
 import ctypes
 import os
+import time
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -106,6 +107,29 @@ def test_failed_child_reruns_here():
         return b"rerun"
 
     assert P.run_forked([lambda: b"here", lambda: b"x" * 300_000, only_here]) == [b"here", b"x" * 300_000, b"rerun"]
+
+
+def test_children_do_not_outlive_an_error_here(tmp_path):
+    """The job here fails (as Ctrl-C would) while a child still works: the error comes at
+    once, and the child is gone."""
+    started = tmp_path / "child"
+
+    def child() -> bytes:
+        started.write_text(str(os.getpid()))
+        time.sleep(60)
+        return b"late"
+
+    def here() -> bytes:
+        while not started.exists() or not started.read_text():
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        P.run_forked([here, child])
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(started.read_text()), 0)
 
 
 def test_no_fork_runs_here(monkeypatch):

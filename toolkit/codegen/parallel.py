@@ -16,9 +16,10 @@ A failed child changes nothing but the time: its job then runs in this process.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import traceback
+import signal
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
@@ -139,41 +140,51 @@ def part_text(module: ir.Module, names: Sequence[str]) -> str:
 def run_forked(jobs: Sequence[Callable[[], bytes]]) -> list[bytes]:
     """Each job's bytes: the first job here, the others in forked children at once. A job
     whose child fails, or could not be forked, runs here afterwards (and raises here if it
-    is broken)."""
+    is broken: a child reports nothing itself). Children ignore Ctrl-C, which this process
+    handles, and do not outlive it."""
     children = []
-    for job in jobs[1:]:
-        r, w = os.pipe()
-        try:
-            pid = os.fork() if hasattr(os, "fork") else -1
-        except OSError:  # no process to spare (EAGAIN, ENOMEM): the job runs here
-            pid = -1
-        if pid == 0:  # the child: one job, its bytes down the pipe, then out without cleanup
-            os.close(r)
-            code = 1
+    try:
+        for job in jobs[1:]:
+            r, w = os.pipe()
             try:
-                data = job()
-                with os.fdopen(w, "wb") as f:
-                    f.write(data)
-                code = 0
-            except BaseException:  # the parent reruns the job and reports
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        os.close(w)
-        children.append((pid, r))
-    results = [jobs[0]()]
-    for job, (pid, r) in zip(jobs[1:], children):
-        data = b""
-        if pid > 0:
+                pid = os.fork() if hasattr(os, "fork") else -1
+            except OSError:  # no process to spare (EAGAIN, ENOMEM): the job runs here
+                pid = -1
+            if pid == 0:  # the child: one job, its bytes down the pipe, then out without cleanup
+                code = 1
+                try:
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    os.close(r)
+                    data = job()
+                    with os.fdopen(w, "wb") as f:
+                        f.write(data)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children.append([pid, r])
+        results = [jobs[0]()]
+        for job, child in zip(jobs[1:], children):
+            pid, r = child
+            data, ok = b"", False
             with os.fdopen(r, "rb") as f:
-                data = f.read()
-            _, status = os.waitpid(pid, 0)
-            ok = os.waitstatus_to_exitcode(status) == 0
-        else:
-            os.close(r)
-            ok = False
-        results.append(data if ok else job())
-    return results
+                child[1] = None
+                if pid > 0:
+                    data = f.read()
+            if pid > 0:
+                _, status = os.waitpid(pid, 0)
+                child[0] = -1
+                ok = os.waitstatus_to_exitcode(status) == 0
+            results.append(data if ok else job())
+        return results
+    finally:  # after an error or Ctrl-C here: no child left running, no pipe left open
+        for pid, r in children:
+            if r is not None:
+                os.close(r)
+            if pid > 0:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
 
 
 def emit_objects(module: ir.Module, targets: Sequence[Target]) -> dict[Target, list[bytes]]:
