@@ -18,6 +18,11 @@ def node() -> str | None:
     return str(PINNED) if PINNED.exists() else shutil.which("node")
 
 
+def missing() -> str | None:
+    """Why no Node peer can start, or None."""
+    return None if node() else "no node: neither `npm ci --prefix benchmarks`'s nor one on PATH"
+
+
 @lru_cache(maxsize=None)
 def version(binary: str | None = None) -> str:
     binary = binary or node()

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from node_bin import missing as node_missing
 from node_bin import node
 from node_bin import version as node_version
 from py_peer import CACHED_LOADS, first_line, ort_session
@@ -209,7 +210,7 @@ def make_peers(names: list[str]) -> dict[str, PeerProcess]:
                                       ort_web_missing())
         elif name == "symwasm-node":
             peers[name] = PeerProcess(name, [str(node()), str(HERE / "symwasm_node_runner.mjs"), sys.executable],
-                                      None if node() else "node is not on PATH")
+                                      node_missing())
         else:
             peers[name] = PeerProcess(name, [sys.executable, str(HERE / "py_peer.py"), name])
     return peers
@@ -217,8 +218,8 @@ def make_peers(names: list[str]) -> dict[str, PeerProcess]:
 
 def ort_web_missing() -> str | None:
     """Why the onnxruntime-web peer cannot start, or None if it can."""
-    if node() is None:
-        return "node is not on PATH"
+    if why := node_missing():
+        return why
     if not (HERE / "node_modules" / "onnxruntime-web").is_dir():
         return "onnxruntime-web is not installed: run `npm ci --prefix benchmarks`"
     return None
@@ -473,8 +474,7 @@ def notes(records: list[dict[str, Any]]) -> list[str]:
 def variants(records: list[dict[str, Any]]) -> str:
     """Which variant of the wasm32 module each wasm peer ran (the .wasm is compiled with
     --relaxed-simd, and each host picks the best its engine validates)."""
-    ran = {name: sorted({cell.load.get("variant") for r in records for n, cell in r["peers"].items()
-                         if n == name and cell.load.get("variant")})
+    ran = {name: sorted({v for r in records if (cell := r["peers"].get(name)) and (v := cell.load.get("variant"))})
            for name in ("symwasm-wasm32", "symwasm-node")}
     return "; ".join(f"{name} ran the {' and '.join(v)} variant" for name, v in ran.items() if v)
 

@@ -54,7 +54,7 @@ def _module(target: str, patch) -> wasm_runtime.Model:
     weights = embed_program(module, enc, blob)
     tgt = get_target(target)
     path = _TMP / f"corrupt.{target}.{id(patch)}"
-    link(tgt, emit_object(module, tgt), path, blob, weights)
+    link(tgt, [emit_object(module, tgt)], path, blob, weights)
     return wasm_runtime.load(path)
 
 

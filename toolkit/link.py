@@ -120,21 +120,21 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
     return obj
 
 
-def link(target: Target, kernel_objects: bytes | Sequence[bytes], output: Path, metadata: bytes,
+def link(target: Target, kernel_objects: Sequence[bytes], output: Path, metadata: bytes,
          weights: bytes = b"") -> None:
-    """The kernels, the VM and the weights as one module (wasm32: with the metadata and the
-    variant's name as custom sections) or shared library at ``output``."""
+    """The kernels and program (one object, or the parts emitted in parallel), the VM and the
+    weights as one module (wasm32: with the metadata and the variant's name as custom
+    sections) or shared library at ``output``."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
-        # the kernels and program: one object, or the parts emitted in parallel
-        kobjs = [kernel_objects] if isinstance(kernel_objects, bytes) else list(kernel_objects)
-        for i, data in enumerate(kobjs):
-            (Path(tmp) / f"model{i}.o").write_bytes(data)
         # the VM's C code is the same in every variant
-        objs = [str(p) for p in vm_objects(baseline(target))] + \
-            [str(Path(tmp) / f"model{i}.o") for i in range(len(kobjs))] + \
-            [str(weights_object(target, weights, Path(tmp)))]
+        objs = [str(p) for p in vm_objects(baseline(target))]
+        for i, data in enumerate(kernel_objects):
+            obj = Path(tmp) / f"model{i}.o"
+            obj.write_bytes(data)
+            objs.append(str(obj))
+        objs.append(str(weights_object(target, weights, Path(tmp))))
         linked = Path(tmp) / output.name
         if target.is_wasm:
             _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",

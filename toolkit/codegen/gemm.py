@@ -170,6 +170,11 @@ class Im2col:
             off = kb.add(kb.mul(i64(py * sw + px), self.plane), kb.add(kb.mul(i64(ry), self.wq), i64(rx)))
             kb.b.store(off, kb.b.gep(self.table, [i64(t)], source_etype=I64))
 
+    def pixel(self, kb: KernelBuilder, j: ir.Value) -> ir.Value:
+        """Where output pixel j's row 0 (its offset's part of j) lies in the staged input."""
+        b = kb.b
+        return kb.add(self.base, kb.add(kb.mul(b.udiv(j, self.ow), self.wq), b.urem(j, self.ow)))
+
     def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool:
         """Whether the GEMM reads this matrix's panels in place instead of packing them: every
         panel lies in one output row (a static row length a multiple of NR), so in each row k
@@ -244,7 +249,7 @@ class Im2col:
             j = kb.add(j0, i64(c))
             inside = b.icmp_signed("<", j, n)
             jj = b.select(inside, j, i64(0))
-            cols.append((inside, kb.add(self.base, kb.add(kb.mul(b.udiv(jj, self.ow), self.wq), b.urem(jj, self.ow)))))
+            cols.append((inside, self.pixel(kb, jj)))
 
         def row(kk: ir.Value, koff: ir.Value) -> None:
             for c, (inside, off) in enumerate(cols):
@@ -538,9 +543,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         def over_panel(p: ir.Value, partial: bool) -> None:
             koffs = None
             if direct:  # the panel's first pixel in the staged input, and the offsets from k0
-                j0 = kb.mul(p, i64(nr))
-                base = [bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(b.udiv(j0, bsrc.ow), bsrc.wq),
-                                                              b.urem(j0, bsrc.ow))))]
+                base = [bsrc.t.ptr(bsrc.pixel(kb, kb.mul(p, i64(nr))))]
                 koffs = b.gep(direct_offsets, [k0], source_etype=I64)
             else:
                 if block is not None:

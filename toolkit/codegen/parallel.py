@@ -57,15 +57,17 @@ def _referenced_functions(module: ir.Module) -> set[str]:
     return out
 
 
+def _mutable_internal(g) -> bool:
+    """A global that a copy in another part would fork."""
+    return isinstance(g, ir.GlobalVariable) and g.linkage == "internal" and not g.global_constant
+
+
 def split(module: ir.Module, parts: int) -> list[list[str]]:
     """The module's kernels for parts 1.. (part 0 keeps the rest): the internal functions no
     function refers to (the program reaches them through its kernel table), largest first
-    into the lightest part, part 0 counting everything else. Empty when the module is too small or holds mutable internal state, which a copy
-    in another part would fork."""
-    if parts < 2:
-        return []
-    if any(isinstance(g, ir.GlobalVariable) and g.linkage == "internal" and not g.global_constant
-           for g in module.global_values):
+    into the lightest part, part 0 counting everything else. Empty when the module is too
+    small or holds mutable internal state."""
+    if parts < 2 or any(_mutable_internal(g) for g in module.global_values):
         return []
     called = _referenced_functions(module)
     sizes = {fn.name: instructions(fn) for fn in module.functions if fn.blocks}
@@ -73,13 +75,13 @@ def split(module: ir.Module, parts: int) -> list[list[str]]:
         return []
     movable = sorted((n for n in sizes if n not in called and module.globals[n].linkage == "internal"),
                      key=lambda n: (-sizes[n], n))
-    load = [sum(s for n, s in sizes.items() if n not in movable)] + [0] * (parts - 1)
+    load = [sum(sizes.values()) - sum(sizes[n] for n in movable)] + [0] * (parts - 1)
     bins: list[list[str]] = [[] for _ in range(parts)]
     for name in movable:
         i = min(range(parts), key=lambda p: (load[p], p))
         bins[i].append(name)
         load[i] += sizes[name]
-    return [names for names in bins[1:]] if all(bins[1:]) else []
+    return bins[1:] if all(bins[1:]) else []
 
 
 def _header(module: ir.Module) -> list[str]:
@@ -128,7 +130,7 @@ def part_text(module: ir.Module, names: Sequence[str]) -> str:
             continue
         done.add(name)
         g = module.globals[name]
-        if isinstance(g, ir.GlobalVariable) and g.linkage == "internal" and not g.global_constant:
+        if _mutable_internal(g):
             raise AssertionError(f"kernel part refers to mutable internal global @{name}")  # split() excludes
         text = str(g)
         extra.append(text)
