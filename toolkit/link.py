@@ -56,11 +56,18 @@ def cache_dir() -> Path:
     return p
 
 
-def _zig(*args: str) -> subprocess.CompletedProcess:
+def _zig(*args: str, scratch: Path | None = None, what: str = "") -> subprocess.CompletedProcess:
+    """Run zig. With ``scratch``, zig runs there and keeps its per-invocation cache there
+    (``ZIG_LOCAL_CACHE_DIR``): otherwise it stores every object it builds, one model's weights
+    included, in ``~/.cache/zig`` and never evicts them. Its shared artifacts (compiler-rt,
+    libc) stay in the global cache, built once."""
     cmd = [sys.executable, "-m", "ziglang", *args]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    env = None
+    if scratch is not None:
+        env = dict(os.environ, ZIG_LOCAL_CACHE_DIR=str(Path(scratch) / "zig-cache"))
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch, env=env)
     if r.returncode != 0:
-        raise LinkError(f"{' '.join(cmd[2:4])} failed:\n{r.stderr.strip()}")
+        raise LinkError(f"{what or ' '.join(cmd[2:4])} failed:\n{r.stderr.strip()}")
     return r
 
 
@@ -89,7 +96,8 @@ def vm_objects(target: Target) -> list[Path]:
         obj = cache_dir() / f"{Path(src).stem}-{target.name}-{key}.o"
         if not obj.exists():
             tmp = obj.with_suffix(f".{os.getpid()}.tmp")
-            _zig("cc", *_cflags(target, src), "-c", str(VM_DIR / src), "-o", str(tmp))
+            with tempfile.TemporaryDirectory(prefix="symwasm-vm-") as scratch:
+                _zig("cc", *_cflags(target, src), "-c", str(VM_DIR / src), "-o", str(tmp), scratch=Path(scratch))
             os.replace(tmp, obj)  # atomic: parallel compiles never see a partial object
         out.append(obj)
     return out
@@ -113,10 +121,8 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
     asm.append("")
     (tmp / "weights.s").write_text("\n".join("\t" + line if not line.endswith(":") else line for line in asm))
     obj = tmp / "weights.o"
-    r = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-target", target.zig_target, "-c", "weights.s",
-                        "-o", "weights.o"], cwd=tmp, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise LinkError(f"assembling the weights failed:\n{r.stderr.strip()}")
+    _zig("cc", "-target", target.zig_target, "-c", "weights.s", "-o", "weights.o", scratch=tmp,
+         what="assembling the weights")
     return obj
 
 
@@ -139,10 +145,11 @@ def link(target: Target, kernel_objects: Sequence[bytes], output: Path, metadata
         if target.is_wasm:
             _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
                  *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
-                 *objs, "-o", str(linked))
+                 *objs, "-o", str(linked), scratch=Path(tmp))
             linked.write_bytes(with_symwasm_sections(linked.read_bytes(), metadata, variant(target)))
         else:
-            _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o", str(linked))
+            _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o", str(linked),
+                 scratch=Path(tmp))
         shutil.move(str(linked), str(output))
 
 
