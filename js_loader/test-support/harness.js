@@ -44,8 +44,9 @@ const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/ja
 
 /** How long a stalled file (serve's `stalls`) waits for its client to hang up before it sends
  * the rest: a client that needs only the first bytes never waits for it, one that reads the
- * whole file gets it, later. */
-const STALL_MS = 5000;
+ * whole file gets it, later. Long, because a test passes on the hang-up and fails on the
+ * timer: at 5 s a Chromium busy beside `make test`'s other work once hung up after it. */
+const STALL_MS = 30_000;
 
 /**
  * Serve directories on 127.0.0.1 at an ephemeral port. Each mount maps a URL prefix to a
