@@ -157,13 +157,13 @@ def _model():
 def test_model_compiled_in_parts(target, monkeypatch):
     monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
     objects = []
-    link = toolkit.compiler.link
+    link = toolkit.compiler.link_variants
 
-    def spy(tgt, kernel_objects, *args, **kw):
-        objects.append(len(kernel_objects))
-        return link(tgt, kernel_objects, *args, **kw)
+    def spy(jobs, *args, **kw):
+        objects.extend(len(kernel_objects) for kernel_objects, _ in jobs.values())
+        return link(jobs, *args, **kw)
 
-    monkeypatch.setattr(toolkit.compiler, "link", spy)
+    monkeypatch.setattr(toolkit.compiler, "link_variants", spy)
     rng = np.random.default_rng(6)
     check_model(_model(), target, [{"x": rand(rng, (n, 24))} for n in (1, 7, 0)], rtol=1e-4, atol=1e-4)
     if P.workers() > 1:

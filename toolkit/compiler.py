@@ -16,7 +16,7 @@ from .codegen.target import get_target, new_module, relaxed_simd, variant
 from .frontend.onnx.importer import import_model
 from .ir import dims as D
 from .ir.graph import CompileError, Graph
-from .link import link
+from .link import link_variants
 from .passes import run_pipeline
 from .passes.dynamic import check_static
 from .passes.dynamic import report as dynamic_report
@@ -173,8 +173,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     weights = embed_program(module, encoded, b"" if tgt.is_wasm else meta_bytes)
     objs = emit_objects(module, list(files))
     t = stage("codegen", t)
-    for t_, path in files.items():
-        link(t_, objs[t_], path, meta_bytes, weights)
+    link_variants({t_: (objs[t_], path) for t_, path in files.items()}, meta_bytes, weights)
     stage("link", t)
     return CompileResult(out, tgt.name, graph, prog, encoded, meta, time.perf_counter() - t0,
                          out.stat().st_size, len(weights), stages, {variant(t_): p for t_, p in files.items()})

@@ -12,6 +12,7 @@ extensions it needs: the native host checks them before it loads the library.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -19,7 +20,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from wasm_runtime.cache import cache_root
@@ -71,6 +73,11 @@ def _zig(*args: str, scratch: Path | None = None, what: str = "") -> subprocess.
     return r
 
 
+@functools.cache
+def _zig_version() -> str:
+    return _zig("version").stdout
+
+
 def _cflags(target: Target, src: str = "") -> list[str]:
     opt = "-Os" if target.is_wasm and src in WASM_SIZE_OPTIMIZED else "-O2"
     flags = ["-target", target.zig_target, opt, "-std=c11", "-Wall", "-Werror",
@@ -89,7 +96,7 @@ def vm_objects(target: Target) -> list[Path]:
     for path in [VM_DIR / s for s in VM_SOURCES] + _vm_headers():
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     h.update(" ".join(_cflags(target) + _cflags(target, VM_SOURCES[0])).encode())
-    h.update(_zig("version").stdout.encode())
+    h.update(_zig_version().encode())
     key = h.hexdigest()[:16]
     out = []
     for src in VM_SOURCES:
@@ -126,31 +133,65 @@ def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:
     return obj
 
 
+def _weights_key(target: Target) -> tuple:
+    """What a weights object depends on besides the weights: natively, the CPU section."""
+    return (target.zig_target,) + (() if target.is_wasm else (target.cpu, tuple(target.isa)))
+
+
 def link(target: Target, kernel_objects: Sequence[bytes], output: Path, metadata: bytes,
          weights: bytes = b"") -> None:
     """The kernels and program (one object, or the parts emitted in parallel), the VM and the
     weights as one module (wasm32: with the metadata and the variant's name as custom
     sections) or shared library at ``output``."""
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    link_variants({target: (kernel_objects, Path(output))}, metadata, weights)
+
+
+def link_variants(jobs: Mapping[Target, tuple[Sequence[bytes], Path]], metadata: bytes,
+                  weights: bytes = b"") -> None:
+    """:func:`link` for each variant of one model at once: ``{target: (kernel objects,
+    output)}``. The variants share one weights object, and the linkers run side by side."""
     with tempfile.TemporaryDirectory(prefix="symwasm-") as tmp:
-        # the VM's C code is the same in every variant
-        objs = [str(p) for p in vm_objects(baseline(target))]
-        for i, data in enumerate(kernel_objects):
-            obj = Path(tmp) / f"model{i}.o"
-            obj.write_bytes(data)
-            objs.append(str(obj))
-        objs.append(str(weights_object(target, weights, Path(tmp))))
-        linked = Path(tmp) / output.name
-        if target.is_wasm:
-            _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
-                 *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
-                 *objs, "-o", str(linked), scratch=Path(tmp))
-            linked.write_bytes(with_symwasm_sections(linked.read_bytes(), metadata, variant(target)))
-        else:
-            _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o", str(linked),
-                 scratch=Path(tmp))
-        shutil.move(str(linked), str(output))
+        tmp = Path(tmp)
+        weights_objs: dict[tuple, Path] = {}
+        vm: dict[Target, list[Path]] = {}
+        for target in jobs:  # here, not in the threads: each compiles what is missing
+            # the VM's C code is the same in every variant
+            vm[target] = vm_objects(baseline(target))
+            if _weights_key(target) not in weights_objs:
+                scratch = tmp / f"weights{len(weights_objs)}"
+                scratch.mkdir()
+                weights_objs[_weights_key(target)] = weights_object(target, weights, scratch)
+
+        def one(i: int, target: Target, kernel_objects: Sequence[bytes], output: Path) -> None:
+            scratch = tmp / f"link{i}"
+            scratch.mkdir()
+            output.parent.mkdir(parents=True, exist_ok=True)
+            objs = [str(p) for p in vm[target]]
+            for j, data in enumerate(kernel_objects):
+                obj = scratch / f"model{j}.o"
+                obj.write_bytes(data)
+                objs.append(str(obj))
+            objs.append(str(weights_objs[_weights_key(target)]))
+            linked = scratch / output.name
+            if target.is_wasm:
+                _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
+                     *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
+                     *objs, "-o", str(linked), scratch=scratch)
+                linked.write_bytes(with_symwasm_sections(linked.read_bytes(), metadata, variant(target)))
+            else:
+                _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o",
+                     str(linked), scratch=scratch)
+            shutil.move(str(linked), str(output))
+
+        items = list(jobs.items())
+        if len(items) == 1:
+            (target, (objs, output)), = items
+            one(0, target, objs, Path(output))
+            return
+        # the linkers are child processes: threads only wait for them
+        with ThreadPoolExecutor(len(items)) as pool:
+            for f in [pool.submit(one, i, t, o, Path(out)) for i, (t, (o, out)) in enumerate(items)]:
+                f.result()
 
 
 def _leb128(n: int) -> bytes:
