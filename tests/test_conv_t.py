@@ -1,8 +1,10 @@
-"""1 x 1 convolutions as the transposed GEMM (toolkit/codegen/conv.py build_conv2d_t): pixels
-as the GEMM's rows, the packed weights as its B, then the product transposed into the output
-with the bias and the fused ops. On both targets and in
-wasm32's relaxed-SIMD variant, against onnx.reference, one module per model run at several
-batch sizes (the batch is symbolic; the route needs the pixels static).
+"""Convolutions with few pixels as the transposed GEMM (toolkit/codegen/conv.py
+build_conv2d_t): pixels as the GEMM's rows, the packed weights as its B, then the product
+transposed into the output with the bias and the fused ops. 1 x 1 kernels without pads on
+both targets and in wasm32's relaxed-SIMD variant; larger kernels and pads natively, from
+the patch matrix copied out (wasm32 keeps the GEMM of the weights as A for them, which is
+checked too). Against onnx.reference, one module per model run at several batch sizes (the
+batch is symbolic; the route needs the pixels static).
 
 The cases reach each path of the transposition: whole blocks of LANES channels by LANES
 pixels, the pixels after the last whole vector (7 x 7 = 49 is 3 x 16 + 1 natively, 12 x 4 + 1
@@ -29,18 +31,25 @@ def target(request) -> str:
     return request.param
 
 
-def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=False, seed=0, pads=(0, 0, 0, 0)):
+def _out(size, pad, k, stride, dilation):
+    return (size + pad - dilation * (k - 1) - 1) // stride + 1
+
+
+def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=False, seed=0, pads=(0, 0, 0, 0),
+           kernel=(1, 1), dilations=(1, 1)):
     rng = np.random.default_rng(seed)
     inputs = [vinfo("x", F32, ["n", c, h, w])]
     inits = [const("b", rng.uniform(-1, 1, m).astype(F32))] if bias else []
-    wt = rng.uniform(-1, 1, (m, c, 1, 1)).astype(F32)
+    wt = rng.uniform(-1, 1, (m, c) + tuple(kernel)).astype(F32)
     if weights_input:
-        inputs.append(vinfo("w", F32, [m, c, 1, 1]))
+        inputs.append(vinfo("w", F32, [m, c] + list(kernel)))
     else:
         inits.append(const("w", wt))
-    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t"], strides=list(strides), pads=list(pads))]
+    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t"], strides=list(strides), pads=list(pads),
+               dilations=list(dilations))]
     if residual:
-        oh, ow = (h + pads[0] + pads[2] - 1) // strides[0] + 1, (w + pads[1] + pads[3] - 1) // strides[1] + 1
+        oh = _out(h, pads[0] + pads[2], kernel[0], strides[0], dilations[0])
+        ow = _out(w, pads[1] + pads[3], kernel[1], strides[1], dilations[1])
         inputs.append(vinfo("r", F32, ["n", m, oh, ow]))
         nodes += [N("Add", ["t", "r"], ["s"]), N("Relu", ["s"], ["y"])]
     else:
@@ -70,12 +79,22 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_conv_t(target, case):
-    c, m, h, w, strides, bias, residual = CASES[case]
-    model, _ = _model(c, m, h, w, bias, residual, strides=strides, seed=len(case))
-    assert _transposed(model, target)
-    oh, ow = (h - 1) // strides[0] + 1, (w - 1) // strides[1] + 1
+# natively, from the patch matrix: (channels in, out, h, w, strides, bias, residual, kernel,
+# pads, dilations). resnet50's 3 x 3 layers on small images (a stride-1 7 x 7 output; stride
+# 2 from 14 x 14), an output row of one masked vector and of a whole one and a masked one
+# (AVX-512: 16 lanes; 20 pixels wide is 16 + 4), asymmetric pads, dilation, 1 x 1 with
+# pads, and a 5 x 3 kernel; depths of one and of two k blocks (300 x 9 = 2700)
+PATCH_CASES = {
+    "3x3_7x7": (20, 122, 7, 7, (1, 1), True, False, (3, 3), (1, 1, 1, 1), (1, 1)),
+    "3x3_s2_14x14_residual_relu": (20, 122, 14, 14, (2, 2), True, True, (3, 3), (1, 1, 1, 1), (1, 1)),
+    "3x3_two_k_blocks_20_wide": (300, 64, 6, 20, (1, 1), False, False, (3, 3), (1, 1, 1, 1), (1, 1)),
+    "3x3_asymmetric_pads_dilated": (9, 122, 9, 8, (1, 1), True, True, (3, 3), (2, 0, 1, 3), (2, 2)),
+    "1x1_pads": (20, 122, 5, 5, (1, 1), True, False, (1, 1), (1, 1, 1, 1), (1, 1)),
+    "5x3_stride_3x2": (9, 122, 17, 12, (3, 2), True, False, (5, 3), (2, 1, 2, 1), (1, 1)),
+}
+
+
+def _check(model, target, c, m, h, w, residual, oh, ow):
     rng = np.random.default_rng(3)
     feeds = []
     for n in (1, 3, 0):
@@ -86,33 +105,59 @@ def test_conv_t(target, case):
     check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_conv_t(target, case):
+    c, m, h, w, strides, bias, residual = CASES[case]
+    model, _ = _model(c, m, h, w, bias, residual, strides=strides, seed=len(case))
+    assert _transposed(model, target)
+    _check(model, target, c, m, h, w, residual, (h - 1) // strides[0] + 1, (w - 1) // strides[1] + 1)
+
+
+@pytest.mark.parametrize("case", sorted(PATCH_CASES))
+def test_conv_t_patches(target, case):
+    c, m, h, w, strides, bias, residual, kernel, pads, dilations = PATCH_CASES[case]
+    model, _ = _model(c, m, h, w, bias, residual, strides=strides, seed=len(case), pads=pads, kernel=kernel,
+                      dilations=dilations)
+    assert _transposed(model, target) == (target == "native")
+    _check(model, target, c, m, h, w, residual, _out(h, pads[0] + pads[2], kernel[0], strides[0], dilations[0]),
+           _out(w, pads[1] + pads[3], kernel[1], strides[1], dilations[1]))
+
+
 def test_routing(target):
-    """Pixels that fill the panels (56 x 56 = 3136, 98 of AVX-512's and 196 of wasm32's),
-    weights given at run time, pads and kernels larger than 1 x 1 keep the GEMM convolution
-    of the weights as A."""
+    """Pixels that fill the panels (56 x 56 = 3136, 98 of AVX-512's and 196 of wasm32's) and
+    weights given at run time keep the GEMM convolution of the weights as A; so do pads and
+    kernels larger than 1 x 1 on wasm32, and an image of symbolic size (auto_pad SAME)."""
     assert not _transposed(_model(8, 64, 56, 56)[0], target)
     assert not _transposed(_model(20, 122, 7, 7, weights_input=True)[0], target)
-    assert not _transposed(_model(20, 122, 5, 5, pads=(1, 1, 1, 1))[0], target)
+    assert not _transposed(_model(8, 64, 30, 30, kernel=(3, 3), pads=(1, 1, 1, 1))[0], target)
+    assert _transposed(_model(20, 122, 5, 5, pads=(1, 1, 1, 1))[0], target) == (target == "native")
     rng = np.random.default_rng(0)
     three = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
                        [vinfo("x", F32, ["n", 64, 14, 14])], [vinfo("y", F32, None)],
                        [const("w", rng.uniform(-1, 1, (512, 64, 3, 3)).astype(F32))])
-    assert not _transposed(three, target)
+    assert _transposed(three, target) == (target == "native")
+    same = make_model([N("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])],
+                      [vinfo("x", F32, ["n", 64, "h", "w"])], [vinfo("y", F32, None)],
+                      [const("w", rng.uniform(-1, 1, (512, 64, 3, 3)).astype(F32))])
+    assert not _transposed(same, target)
 
 
 def test_route_counts_padded_work():
     """The route takes the orientation whose panels waste no more, up to
-    POINTWISE_T_MAX_PIXELS: 49 pixels in 32-column panels (64 computed) against 122 channels
+    CONV_T_MAX_PIXELS: 49 pixels in 32-column panels (64 computed) against 122 channels
     in them (128); 13 x 13 = 169 pixels (192) against 1000 channels (1024); not 28 x 28."""
     tile = tile_for(get_target("native"))
     win = C.Window(kernel=(1, 1), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
     for h, m in ((7, 122), (13, 1000), (14, 1024), (3, 5), (16, 64)):
         px = h * h
-        want = px <= C.POINTWISE_T_MAX_PIXELS and px * (-(-m // tile.nr) * tile.nr) <= (-(-px // tile.nr) * tile.nr) * m
-        assert C.conv_t_route(win, 1, 20, m, (1, m, h, h), tile) == want, (h, m)
-    assert C.conv_t_route(win, 1, 512, 1000, (1, 1000, 13, 13), tile)
-    assert not C.conv_t_route(win, 1, 256, 512, (1, 512, 28, 28), tile)
-    assert not C.conv_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile)
+        want = px <= C.CONV_T_MAX_PIXELS and px * (-(-m // tile.nr) * tile.nr) <= (-(-px // tile.nr) * tile.nr) * m
+        assert C.conv_t_route(win, 1, 20, m, (1, m, h, h), tile, False) == want, (h, m)
+        three = C.Window(kernel=(3, 3), strides=(1, 1), dilations=(1, 1), pads=(1, 1, 1, 1))
+        assert C.conv_t_route(three, 1, 20, m, (1, m, h, h), tile, False) == want, (h, m)
+        assert not C.conv_t_route(three, 1, 20, m, (1, m, h, h), tile, True)
+    assert C.conv_t_route(win, 1, 512, 1000, (1, 1000, 13, 13), tile, False)
+    assert not C.conv_t_route(win, 1, 256, 512, (1, 512, 28, 28), tile, False)
+    assert not C.conv_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile, False)
 
 
 def test_weights_packed_as_w_transposed():

@@ -5,11 +5,13 @@ InstanceNormalization), LpNormalization. The N-D convolutions are in :mod:`.conv
 pools in :mod:`.conv_pool`.
 
 A float32 Conv of one group runs as a GEMM (:func:`build_conv2d_gemm`): the weights are
-the GEMM's A, the patch matrix its B, packed a block at a time from the input staged into
-stride phases (:func:`stage_phases`, :class:`.gemm.Im2col`), and the bias and fused ops are
-the GEMM's epilogue (:func:`conv_epilogue`). A 3x3 one with unit strides and constant weights
-runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead (:mod:`.winograd`), and a 1x1 one
-on a small image as the transposed GEMM, pixels as rows (:func:`build_conv2d_t`). A grouped
+the GEMM's A (constant ones packed into panels of a tile's rows at compile time,
+:class:`.gemm.PanelA`), the patch matrix its B, packed a block at a time from the input
+staged into stride phases (:func:`stage_phases`, :class:`.gemm.Im2col`), and the bias and
+fused ops are the GEMM's epilogue (:func:`conv_epilogue`). A 3x3 one with unit strides and
+constant weights runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead
+(:mod:`.winograd`), and one on a small image as the transposed GEMM, pixels as rows
+(:func:`build_conv2d_t`; natively any kernel, on wasm32 1x1 without pads). A grouped
 Conv (depthwise: one channel per group) has too few rows per group for the GEMM's tiles and
 runs the direct kernel below (:func:`build_conv2d`).
 
@@ -349,15 +351,15 @@ def stage_phases(kb: KernelBuilder, x: Tensor, xs: Tensor, top: ir.Value, left: 
 def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
     """y = post(conv(x, w) + bias) as one GEMM per image through the microkernel
     (:mod:`.gemm`): ``y[oc, pixel] = sum_k w[oc, k] * patches[k, pixel]`` with the weights
-    as they are ([M, C * kh * kw], row-major) and the patch matrix never materialized
+    as they are ([M, C * kh * kw], row-major) or, ``packed_a``, packed by
+    :func:`.gemm.pack_a` at compile time, and the patch matrix never materialized
     (:class:`.gemm.Im2col` packs its blocks from the staged input). The bias and the fused
     elementwise ops ``post`` (:class:`.gemm.PostOp`) are the GEMM's epilogue. ``params``:
-    (window, tile, bias, post). Tensors: x, w, [bias], the post ops' operands, [the staged
-    input of :func:`im2col_stage`], y. Scalars:
-    the symbolic pads."""
+    (window, tile, bias, post, packed_a). Tensors: x, w, [bias], the post ops' operands,
+    [the staged input of :func:`im2col_stage`], y. Scalars: the symbolic pads."""
     from . import gemm as G
 
-    win, tile, bias, post = params
+    win, tile, bias, post, packed_a = params
     x_shape, y_shape = types[0][1], types[-1][1]
     x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
     top, left, _, _ = dims_in(kb, win.pads)
@@ -372,7 +374,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     y = kb.tensor(k, FLOAT32, y_shape)
     m, ow = y.dim(1), y.dim(3)
     pixels = kb.mul(y.dim(2), ow)
-    depth = kb.mul(w.dim(1), i64(win.taps))
+    depth = kb.mul(x.dim(1), i64(win.taps))
     plane = kb.mul(hq, wq)
     image = kb.mul(kb.mul(x.dim(1), i64(win.strides[0] * win.strides[1])), plane)
     pointwise = staged is None and win.kernel == (1, 1)
@@ -389,7 +391,8 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         else:
             src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
         y_base = kb.mul(n, kb.mul(m, pixels))
-        G.gemm(kb, tile, G.View(w, i64(0), depth, i64(1)), src, y, y_base, m, pixels, depth,
+        a = G.PanelA(w, i64(0), depth, tile.mr) if packed_a else G.View(w, i64(0), depth, i64(1))
+        G.gemm(kb, tile, a, src, y, y_base, m, pixels, depth,
                conv_epilogue(bt, post, operands, pixels, y_base))
 
 
@@ -407,21 +410,33 @@ CONV_T_MC = {16: 36}
 # (256 -> 1024 and 1024 -> 256) 0.91-0.94x, 28 x 28 (256 -> 512) 1.19x, 56 x 56 (64 -> 256)
 # 1.25x; under wasmtime 7 x 7 0.77x, 13 x 13 0.98x, 14 x 14 0.94x. With stride 2 (1024 ->
 # 2048 channels, 14 x 14 -> 7 x 7): 0.83x natively, 0.78x under wasmtime
-POINTWISE_T_MAX_PIXELS = 256
+CONV_T_MAX_PIXELS = 256
 
 
-def conv_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile) -> bool:
+def conv_t_patches(win: Window) -> bool:
+    """Whether the transposed GEMM copies the patch matrix out (a kernel larger than 1 x 1, or
+    pads) rather than reading the input, or its phase 0, as it is."""
+    return win.kernel != (1, 1) or win.padded(0) or win.padded(1)
+
+
+def conv_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile, wasm: bool) -> bool:
     """Whether a float32 2-D Conv with constant weights runs as the transposed GEMM of
-    :func:`build_conv2d_t`: a 1 x 1 kernel, no pads, one group, static channels and pixels,
-    at most :data:`POINTWISE_T_MAX_PIXELS` pixels, which fill the GEMM's NR-column panels no
-    better than the output channels would (7 x 7 = 49 pixels in AVX-512's 32-column panels:
-    64 columns computed, 31% of them wasted), counted in multiply-adds with the panels'
-    padding. Larger kernels measured slower transposed on wasm32 and stride-1 ones natively."""
-    if not (win.kernel == (1, 1) and not (win.padded(0) or win.padded(1)) and group == 1
-            and isinstance(c, int) and isinstance(m, int)):
+    :func:`build_conv2d_t`: one group, static channels, pads and pixels, at most
+    :data:`CONV_T_MAX_PIXELS` pixels, which fill the GEMM's NR-column panels no better than
+    the output channels would (7 x 7 = 49 pixels in AVX-512's 32-column panels: 64 columns
+    computed, 31% of them wasted), counted in multiply-adds with the panels' padding.
+
+    A larger kernel, or pads, natively only: its patch matrix is copied out first
+    (:func:`conv_t_patches`). Per layer, in paired calls against onnxruntime, resnet50's 3 x 3
+    layers on small images went from 1.23 to 1.10x its time (512 channels at 7 x 7), 1.64 to
+    1.26x (512, stride 2, 14 x 14 -> 7 x 7) and 1.33 to 1.18x (256, stride 2, 28 -> 14).
+    Under wasmtime the same layers ran no faster (6.76 against 6.67 ms, 11.09 against 11.35)."""
+    if not (group == 1 and isinstance(c, int) and isinstance(m, int)):
+        return False
+    if conv_t_patches(win) and (wasm or not all(isinstance(p, int) for p in win.pads)):
         return False
     pixels = y_shape[2] * y_shape[3]
-    if not isinstance(pixels, int) or not 0 < pixels <= POINTWISE_T_MAX_PIXELS:
+    if not isinstance(pixels, int) or not 0 < pixels <= CONV_T_MAX_PIXELS:
         return False
     from .gemm import panels
 
@@ -438,15 +453,18 @@ def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
 
 
 def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
-    """y = post(conv(x, w) + bias) for a 1 x 1 convolution without pads (:func:`conv_t_route`),
-    per image as the transposed GEMM ``yt[pixel, oc] = sum_c x[c, pixel] * wt[c, oc]``: the
-    weights are the packed B (at compile time, :func:`pack_conv_t`), so the output channels
-    fill the panels and the pixels are the rows, which tiles of any height cover exactly.
-    With strides the input is first staged into stride phases (:func:`stage_phases`), of
-    which phase 0 holds the pixels read. Then yt is transposed into y, the bias and the fused
-    ops ``post`` applied on the way (vectors along the pixels, as :func:`conv_epilogue` takes
-    them). ``params``: (window, tile, bias, post). Tensors: x, the packed weights, [bias], the
-    fused ops' operands, [the staged input], yt (the scratch [pixels, M]), y."""
+    """y = post(conv(x, w) + bias) for a convolution with few pixels (:func:`conv_t_route`),
+    per image as the transposed GEMM ``yt[pixel, oc] = sum_k patches[k, pixel] * wt[k, oc]``:
+    the weights are the packed B (at compile time, :func:`pack_conv_t`), so the output
+    channels fill the panels and the pixels are the rows, which tiles of any height cover
+    exactly. The patches of a 1 x 1 kernel without pads are the input itself (with strides,
+    phase 0 of the input staged into stride phases, :func:`stage_phases`); otherwise
+    (:func:`conv_t_patches`) the staged input's patch matrix is copied out, [K, pixels], an
+    output row's pixels at a time, and read as A. Then yt is transposed into y, the bias and
+    the fused ops ``post`` applied on the way (vectors along the pixels, as
+    :func:`conv_epilogue` takes them). ``params``: (window, tile, bias, post). Tensors: x,
+    the packed weights, [bias], the fused ops' operands, [the staged input], [the patches],
+    yt (the scratch [pixels, M]), y. Scalars: none (the route needs static pads)."""
     from . import gemm as G
 
     win, tile, bias, post = params
@@ -456,19 +474,51 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
     if staged is not None:
         xs = kb.tensor(k, FLOAT32, staged)
         k += 1
-        stage_phases(kb, x, xs, i64(0), i64(0), win.strides)
+        stage_phases(kb, x, xs, i64(win.pads[0]), i64(win.pads[1]), win.strides)
         channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
     else:
         xs, channel = x, kb.mul(x.dim(2), x.dim(3))
+    pointwise = not conv_t_patches(win)
+    patches = None
+    if not pointwise:
+        patches = kb.tensor(k, FLOAT32, types[k][1])
+        k += 1
     yt = kb.tensor(k, FLOAT32, types[k][1])
     y = kb.tensor(k + 1, FLOAT32, y_shape)
     b = kb.b
     c, m = x.dim(1), y.dim(1)
-    pixels = kb.mul(y.dim(2), y.dim(3))
+    oh, ow = y.dim(2), y.dim(3)
+    pixels = kb.mul(oh, ow)
     lanes = tile.lanes
     vt = ir.VectorType(F32, lanes)
+    depth = c if pointwise else kb.mul(c, i64(win.taps))
+    im = None
+    if not pointwise:
+        hq, wq = (xs.dim(3), xs.dim(4)) if staged is not None else (x.dim(2), x.dim(3))
+        im = G.Im2col(xs, i64(0), kb.mul(hq, wq), wq, ow, win.kernel, win.strides, win.dilations)
+        im.prepare(kb)
     with G._at_entry(kb):
         block = b.alloca(ir.ArrayType(F32, lanes * lanes), name="block")
+
+    def materialize(base: ir.Value) -> None:
+        """patches[k, pixel] = the image's patch matrix, one output row's OW pixels at a time
+        (contiguous in the staged input): whole vectors, then one masked vector."""
+        vecs = ow.constant // lanes
+        rest = ow.constant - vecs * lanes
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [i < rest for i in range(lanes)])
+
+        def row(kk: ir.Value, koff: ir.Value) -> None:
+            with kb.loop(oh, "mr", plain=True) as r:
+                src = kb.add(base, kb.add(koff, kb.mul(r, wq)))
+                dst = kb.add(kb.mul(kk, pixels), kb.mul(r, ow))
+                for v in range(vecs):
+                    x_ = b.load(xs.ptr(kb.add(src, i64(v * lanes))), typ=vt, align=4)
+                    b.store(x_, b.bitcast(patches.ptr(kb.add(dst, i64(v * lanes))), vt.as_pointer()), align=4)
+                if rest:
+                    x_ = G.masked_load(b, xs.ptr(kb.add(src, i64(vecs * lanes))), mask, vt)
+                    G.masked_store(b, x_, patches.ptr(kb.add(dst, i64(vecs * lanes))), mask)
+
+        im.rows(kb, i64(0), depth, row)
 
     def staged_vector(e: ir.Value) -> ir.Value:
         """Where ``block`` holds vector e."""
@@ -481,8 +531,12 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
     vectors = b.udiv(pixels, i64(lanes))
     rows_tile = replace(tile, mc=CONV_T_MC.get(tile.lanes, tile.mc))
     with kb.loop(x.dim(0), "n") as n:
-        a = G.View(xs, kb.mul(n, kb.mul(c, channel)), i64(1), channel)
-        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, c)
+        if pointwise:
+            a = G.View(xs, kb.mul(n, kb.mul(c, channel)), i64(1), channel)
+        else:
+            materialize(kb.mul(n, kb.mul(c, channel)))
+            a = G.View(patches, i64(0), i64(1), pixels)
+        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth)
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v: v)
 

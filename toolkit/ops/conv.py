@@ -282,13 +282,19 @@ class Conv(CoreOp):
                 return
             staged = C.im2col_stage(win, x.shape)
             tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
-            if w.const is not None and C.conv_t_route(win, self.group, c, m, y.shape, tile):
+            if w.const is not None and C.conv_t_route(win, self.group, c, m, y.shape, tile, lw.target.is_wasm):
                 ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
+                if C.conv_t_patches(win):
+                    tmp.append(lw.scratch("patches", FLOAT32, (c * win.taps, y.shape[2] * y.shape[3])))
                 tmp.append(lw.scratch("transposed output", FLOAT32, (y.shape[2] * y.shape[3], m)))
                 lw.call(C.build_conv2d_t, (win, tile, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
                         outputs=len(tmp) + 1)
                 return
-            lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post),
+            packed_a = w.const is not None
+            if packed_a:
+                ins[1] = lw.derived_const(w.name, f"panel_a{tile.mr}",
+                                          lambda a: G.pack_a(a.reshape(a.shape[0], -1), tile.mr))
+            lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post, packed_a),
                     ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)
