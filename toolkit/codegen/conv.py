@@ -51,7 +51,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from . import fused as F
 from . import mathlib
-from .kernel import F32, I32, I64, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic
+from .kernel import F32, I32, I64, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic, prefetch
 from .reduce import fold, identity
 from .scalar import convert
 
@@ -393,7 +393,8 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         y_base = kb.mul(n, kb.mul(m, pixels))
         a = G.PanelA(w, i64(0), depth, tile.mr) if packed_a else G.View(w, i64(0), depth, i64(1))
         G.gemm(kb, tile, a, src, y, y_base, m, pixels, depth,
-               conv_epilogue(bt, post, operands, pixels, y_base))
+               conv_epilogue(bt, post, operands, pixels, y_base), prefetch=residual_prefetch(kb, post, operands,
+                                                                                             pixels, y_base))
 
 
 # rows of pixels per block of the transposed GEMM, by vector lanes: its A (the input, pixels
@@ -600,6 +601,25 @@ def conv_inputs(kb: KernelBuilder, types: Sequence[TensorType], bias: bool, post
     k = 2 + int(bias)
     operands = [kb.tensor(k + e, FLOAT32, types[k + e][1]) for e in range(F.post_operands(post))]
     return x, w, bt, operands, k + len(operands)
+
+
+def residual_prefetch(kb: KernelBuilder, post: tuple, operands: Sequence[Tensor], pixels: ir.Value,
+                      y_base: ir.Value):
+    """Natively, the GEMM's ``prefetch`` for a convolution whose fused ops read a tensor of
+    the output's shape (a residual): the cache line of each such tensor at output channel i,
+    pixel j. The epilogue reads a tile's rows of it a whole image row apart, too many streams
+    for the hardware's prefetchers, and in resnet50 23% of a 64 -> 256 channel layer's time
+    waited on those loads; fetched when the tile's k loop starts, its 64-256 k steps hide
+    the latency (that layer's share of the model 4.09 -> 3.98%, 128 -> 512 channels 4.43 ->
+    4.18%). None on wasm32, which has no prefetch, or without such an operand."""
+    full = [t for p, t in zip([p for p in post if p.reads_tensor], operands) if p.operand == "full"]
+    if not full or kb.target.is_wasm:
+        return None
+
+    def fetch(kb: KernelBuilder, i: ir.Value, j: ir.Value) -> None:
+        for t in full:
+            prefetch(kb.b, t.ptr(kb.add(y_base, kb.add(kb.mul(i, pixels), j))))
+    return fetch
 
 
 def conv_epilogue(bt: Tensor | None, post: tuple, operands: Sequence[Tensor], pixels: ir.Value, y_base: ir.Value):

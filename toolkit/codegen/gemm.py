@@ -454,11 +454,14 @@ class Packed:
 
 
 def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2col", y: Tensor, y_base: ir.Value,
-         m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None) -> None:
+         m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
+         prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None) -> None:
     """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for B packed (:class:`Packed`)
     or a [k, n] :class:`View` or :class:`Im2col` packed here a block at a time; y is
     row-major [m, n] from ``y_base``. The epilogue (default: none) runs once per element,
-    over each tile the last k block has stored."""
+    over each tile the last k block has stored. ``prefetch(kb, i, j)``, if given, is called
+    for each cache line (16 floats) of each tile's rows before the last k block's loop: the
+    epilogue's operands fetched while the tile computes."""
     b = kb.b
     mr, nr, lanes, vecs = tile.mr, tile.nr, tile.lanes, tile.vecs
     vt = _vec(lanes)
@@ -524,6 +527,18 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         ``last``; ``partial``: the last panel, whose columns past n are not stored."""
         w = len(ps) * vecs  # vectors per row
         a_rows = [a.index(kb, kb.add(i0, i64(r)), k0) for r in range(rows)]
+        if prefetch is not None and last is not False:
+            def fetch() -> None:
+                for r in range(rows):
+                    for p in ps:
+                        for c in range(0, nr, 16):  # a 64-byte cache line of floats
+                            prefetch(kb, kb.add(i0, i64(r)), kb.add(kb.mul(p, i64(nr)), i64(c)))
+
+            if last is True:
+                fetch()
+            else:
+                with b.if_then(last):
+                    fetch()
 
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             # row kk of the panel: packed, NR floats a row; in place, at its offset
