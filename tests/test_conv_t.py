@@ -72,6 +72,9 @@ CASES = {
     # name: (channels in, out, h, w, strides, bias, residual); outputs of 7 x 7 and 3 x 3
     "7x7": (20, 122, 7, 7, (1, 1), True, False),
     "7x7_residual_relu": (20, 122, 7, 7, (1, 1), True, True),
+    # 2048 channels: a k block of the packed weights is 2 MB, so natively the rows are one
+    # block (CONV_T_ONE_BLOCK_BYTES), where 36-row blocks would take 49 pixels in two
+    "7x7_2048_channels": (300, 2048, 7, 7, (1, 1), True, True),
     "3x3_two_k_blocks": (300, 128, 3, 3, (1, 1), False, False),
     "3x3_residual_no_bias": (9, 122, 3, 3, (1, 1), False, True),
     "stride2_13x14": (20, 122, 13, 14, (2, 2), True, True),
