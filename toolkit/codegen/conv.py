@@ -519,9 +519,7 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
             with kb.loop(oh, "mr", plain=True) as r:
                 src = kb.add(base, kb.add(koff, kb.mul(r, wq)))
                 dst = kb.add(kb.mul(kk, pixels), kb.mul(r, ow))
-                for v in range(vecs):
-                    x_ = b.load(xs.ptr(kb.add(src, i64(v * lanes))), typ=vt, align=4)
-                    b.store(x_, b.bitcast(patches.ptr(kb.add(dst, i64(v * lanes))), vt.as_pointer()), align=4)
+                G._copy_vectors(kb, tile, xs, src, patches.ptr(dst), i64(vecs))
                 if rest:
                     x_ = G.masked_load(b, xs.ptr(kb.add(src, i64(vecs * lanes))), mask, vt)
                     G.masked_store(b, x_, patches.ptr(kb.add(dst, i64(vecs * lanes))), mask)
