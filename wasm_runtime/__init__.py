@@ -417,7 +417,7 @@ class Model:
     def _input_values(self, inputs) -> Sequence:
         """The arrays for the model's inputs, in its input order."""
         names = self._input_names
-        if isinstance(inputs, Mapping):
+        if type(inputs) is dict or isinstance(inputs, Mapping):  # (a dict skips the ABC's check)
             unknown = [repr(k) if not isinstance(k, str) else k for k in inputs if k not in names]
             if unknown:
                 raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
@@ -455,7 +455,7 @@ class Model:
         if not one_call:
             self._check(b.call("sw_run", self._ctx))
             return [self._output(i) for i in range(len(self.outputs))]
-        b.write(self._io, bytes(descs))
+        b.write(self._io, descs)
         self._check(b.call("sw_run_io", self._ctx))
         out = b.read(self._io + len(descs), self._tensor.size * len(self.outputs))
         return [self._read_tensor(i, desc) for i, desc in enumerate(self._tensor.iter_unpack(out))]

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ._abi import EXPORTS
+from ._copy import bytes_at, copy_in, copy_out
 from .cpu import missing_features
 
 _CTYPES = {"void": None, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "ptr": ctypes.c_void_p}
@@ -177,19 +178,19 @@ class NativeBackend:
         return True
 
     def put(self, ptr: int, arr) -> None:
-        """Copy a C-contiguous array to ``ptr``: one memmove."""
-        if arr.nbytes:
-            ctypes.memmove(ptr, arr.ctypes.data, arr.nbytes)
+        """Copy a C-contiguous array to ``ptr``."""
+        copy_in(ptr, arr)
 
     def copy_out(self, ptr: int, shape: tuple, dtype) -> "np.ndarray":
-        """A new array of the bytes at ``ptr``: one memmove."""
-        out = np.empty(shape, dtype=dtype)
-        if out.nbytes:
-            ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
-        return out
+        """A new array of the bytes at ``ptr``."""
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        return copy_out(ptr, shape, dtype, n)
 
-    def write(self, ptr: int, data: bytes) -> None:
-        ctypes.memmove(ptr, data, len(data))
+    def write(self, ptr: int, data: bytes | bytearray) -> None:
+        if data:
+            bytes_at(ptr, len(data))[:] = data
 
     def read(self, ptr: int, n: int) -> bytes:
         return ctypes.string_at(ptr, n) if n else b""

@@ -27,6 +27,7 @@ import numpy as np
 import wasmtime
 
 from ._abi import EXPORTS
+from ._copy import bytes_at, copy_in, copy_out
 from ._stop import Trapped
 from .cache import CacheUnusable, CodeCache
 from .cpu import host_flags
@@ -260,24 +261,21 @@ class WasmBackend:
         return mem[0] + ptr
 
     def put(self, ptr: int, arr: np.ndarray) -> None:
-        """Copy a C-contiguous array into memory at ``ptr``: one memmove."""
-        if arr.nbytes:
-            ctypes.memmove(self._at(ptr, arr.nbytes), arr.ctypes.data, arr.nbytes)
+        """Copy a C-contiguous array into memory at ``ptr``."""
+        copy_in(self._at(ptr, arr.nbytes), arr)
 
     def copy_out(self, ptr: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A new array of the module's bytes at ``ptr`` (checked to lie in its memory before
-        anything is allocated): one memmove."""
+        anything is allocated)."""
         n = dtype.itemsize
         for d in shape:
             n *= d
-        at = self._at(ptr, n)
-        out = np.empty(shape, dtype=dtype)
-        if n:
-            ctypes.memmove(out.ctypes.data, at, n)
-        return out
+        return copy_out(self._at(ptr, n), shape, dtype, n)
 
-    def write(self, ptr: int, data: bytes) -> None:
-        ctypes.memmove(self._at(ptr, len(data)), data, len(data))
+    def write(self, ptr: int, data: bytes | bytearray) -> None:
+        at = self._at(ptr, len(data))
+        if data:
+            bytes_at(at, len(data))[:] = data
 
     def read(self, ptr: int, n: int) -> bytes:
         return ctypes.string_at(self._at(ptr, n), n) if n else b""
