@@ -201,17 +201,48 @@ def _load_lanes(kb: KernelBuilder, t: Tensor, idx: ir.Value, lanes: int) -> ir.V
 
 def pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, offsets: Sequence[ir.Value], fill: ir.Value,
               phases: int = 1) -> None:
-    """xp := ``fill`` everywhere, then x placed at ``offsets`` along its last
-    ``len(offsets)`` dims (the leading dims, batch and channels, are the same in both).
-    With ``phases`` p > 1, each padded row (the last dim) is stored as p runs: the columns
-    whose index is 0, 1, ... modulo p, so a stride-p walk over the row reads one contiguous
-    run."""
+    """xp := x placed at ``offsets`` along its last ``len(offsets)`` dims (the leading dims,
+    batch and channels, are the same in both), ``fill`` around it. With ``phases`` p > 1,
+    each padded row (the last dim) is stored as p runs: the columns whose index is 0, 1, ...
+    modulo p, so a stride-p walk over the row reads one contiguous run.
+
+    Only the border is filled: the whole of xp was once filled first and then mostly
+    overwritten, which made resnet50's padded MaxPool (64 x 114 x 114) write its scratch
+    twice."""
     b = kb.b
     lead = x.rank - len(offsets)
     last = x.rank - 1
     run = udiv(kb, xp.dim(last), phases)
-    with kb.loop(xp.numel(), name="fill") as i:
-        xp.store(i, fill)
+
+    def fill_span(start: ir.Value, n: ir.Value) -> None:
+        with kb.loop(n, name="fill") as i:
+            xp.store(kb.add(start, i), fill)
+
+    def border(axis: int, dst: ir.Value) -> None:
+        """Fill what lies outside x in the block of xp at flat position ``dst`` (in units of
+        xp's dims before ``axis``)."""
+        off, xn, n = offsets[axis - lead], x.dim(axis), xp.dim(axis)
+        end = kb.add(off, xn)
+        if axis < last:
+            inner = xp.numel(axis + 1)
+            base = kb.mul(dst, n)
+            fill_span(kb.mul(base, inner), kb.mul(off, inner))
+            fill_span(kb.mul(kb.add(base, end), inner), kb.mul(b.sub(n, end), inner))
+            with kb.loop(xn, name=f"border{axis}") as i:
+                border(axis + 1, kb.add(base, kb.add(off, i)))
+            return
+        row = kb.mul(dst, n)
+        if phases == 1:
+            fill_span(row, off)
+            fill_span(kb.add(row, end), b.sub(n, end))
+            return
+        for lo, count in ((i64(0), off), (end, b.sub(n, end))):
+            with kb.loop(count, name="fillcol") as i:
+                col = kb.add(lo, i)
+                xp.store(kb.add(row, kb.add(kb.mul(b.urem(col, i64(phases)), run), b.udiv(col, i64(phases)))), fill)
+
+    with kb.loop(x.numel(0, lead), name="bplane") as plane:
+        border(lead, plane)
 
     def rows(axis: int, src: ir.Value, dst: ir.Value) -> None:
         """Copy x's rows below flat position ``src`` (in units of dims up to ``axis``)."""
