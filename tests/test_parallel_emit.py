@@ -1,6 +1,6 @@
 """Object emission over forked processes (toolkit.codegen.parallel): a large module split
 into parts that LLVM emits in separate processes and the linker joins, and a model's two
-wasm variants emitted at once. Models compiled with the split forced are checked against
+wasm variants sharing one optimization of each part. Models compiled with the split forced are checked against
 onnx.reference on every target; the parts of a hand-built module are joined by LLVM's linker
 and run, against numpy."""
 import ctypes
@@ -14,9 +14,12 @@ from llvmlite import ir
 from onnx import TensorProto, helper
 
 import toolkit.compiler
+import wasm_runtime
+import wasmtime
+from onnx.reference import ReferenceEvaluator
 from toolkit.codegen import parallel as P
 from toolkit.codegen.kernel import F32, I32, constant_global
-from toolkit.codegen.target import get_target, new_module
+from toolkit.codegen.target import emit_object, emit_variants, get_target, new_module, relaxed_simd
 from util import RELAXED, check_model, const, make_model, rand, vinfo
 
 TABLE = [1.5, 4.0]
@@ -167,5 +170,38 @@ def test_model_compiled_in_parts(target, monkeypatch):
     rng = np.random.default_rng(6)
     check_model(_model(), target, [{"x": rand(rng, (n, 24))} for n in (1, 7, 0)], rtol=1e-4, atol=1e-4)
     if P.workers() > 1:
-        # two variants: one whole module each, emitted at once; one variant: two parts
-        assert objects == ([1, 1] if target == RELAXED else [2])
+        # two parts, each optimized once and emitted for every variant
+        assert objects == ([2, 2] if target == RELAXED else [2])
+
+
+def test_variants_share_one_optimization(tmp_path, monkeypatch):
+    """Both variants' files, from parts optimized once for the relaxed variant, against
+    onnx.reference; and the relaxed variant's object is exactly what emitting it alone gives."""
+    monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
+    model = _model()
+    out = toolkit.compiler.compile_model(model, tmp_path / "m.wasm", target="wasm32", relaxed=True)
+    rng = np.random.default_rng(7)
+    for n in (1, 5, 0):
+        x = rand(rng, (n, 24))
+        want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        for v, path in out.variants.items():
+            got = wasm_runtime.load(path, variant=v).run({"x": x})["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{v}, n={n}")
+    # the baseline holds no relaxed-SIMD instruction: an engine without it validates the file
+    cfg = wasmtime.Config()
+    cfg.wasm_relaxed_simd = False
+    engine = wasmtime.Engine(cfg)
+    wasmtime.Module(engine, out.variants["baseline"].read_bytes())
+    with pytest.raises(wasmtime.WasmtimeError):
+        wasmtime.Module(engine, out.variants["relaxed-simd"].read_bytes())
+    wasm = get_target("wasm32")
+    text = str(_hand_module())
+    text = text.replace(get_target("native").triple, wasm.triple).replace(
+        str(get_target("native").machine().target_data), str(wasm.machine().target_data))
+    both = emit_variants(text, [wasm, relaxed_simd(wasm)])
+    assert both[1] == emit_object(text, relaxed_simd(wasm)) and len(both) == 2 and both[0]
+
+
+def test_joined_objects_round_trip():
+    objs = [b"", b"\x00abc", bytes(range(256)) * 3]
+    assert P._parted(P._joined(objs)) == objs
