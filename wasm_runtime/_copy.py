@@ -1,8 +1,9 @@
 """Copies between numpy arrays and a module's memory at a host address: a run's inputs in,
 its outputs out. Through a memoryview of the bytes there (ctypes' ``from_address``) rather
 than ``ndarray.ctypes.data`` and ``ctypes.memmove``: numpy builds a ctypes helper object for
-every ``.ctypes``, and those made up most of a small model's per-run overhead (measured on a
-Relu of 16 floats: 12 µs a run natively and 20 under wasmtime, against onnxruntime's 5.5).
+every ``.ctypes`` (about 2 µs), and a memmove through ctypes costs about 1 µs more. A Relu of
+16 floats ran in 12.3 µs natively and 20 under wasmtime with those, 10.7 and 18.6 with these
+(onnxruntime: 5.5).
 Callers check the addresses first (wasm_host's ``_at``)."""
 from __future__ import annotations
 

@@ -3,13 +3,15 @@ large model's compile time (bert2 natively: 2.8 of 3.6 s), and llvmlite runs one
 a time per process, so the work is spread over forked processes.
 
 A large module is split in two parts, each a module LLVM optimizes and emits on its own, and
-the linker joins the objects. A model compiled to two variants (wasm32 baseline and relaxed
-SIMD) optimizes each part once and emits it for both (:func:`.target.emit_variants`); a
-module too small to split emits each variant in a process of its own. The kernels are the unit: a kernel is called only
-  through the program's kernel table, so moving one to the second part turns its definition
-  there into a hidden (not exported) symbol and leaves a declaration in the first. What a
-  moved kernel refers to comes along: declarations (intrinsics, C kernels), internal helpers
-  and read-only tables are copied into the second part as its own internal definitions.
+the linker joins the objects. The kernels are the unit: a kernel is called only through the
+program's kernel table, so moving one to the second part turns its definition there into a
+hidden (not exported) symbol and leaves a declaration in the first. What a moved kernel
+refers to comes along: declarations (intrinsics, C kernels), internal helpers and read-only
+tables are copied into the second part as its own internal definitions.
+
+A model compiled to two variants (wasm32 baseline and relaxed SIMD) optimizes each part once
+and emits it for both (:func:`.target.emit_variants`); a module too small to split emits
+each variant in a process of its own.
 
 A failed child changes nothing but the time: its job then runs in this process.
 """
@@ -208,8 +210,8 @@ def emit_objects(module: ir.Module, targets: Sequence[Target]) -> dict[Target, l
     wasm32 variants, which share one optimization (:func:`.target.emit_variants`, optimized
     for the last): a module large enough to split is split in parts, and each part is
     optimized once and emitted for every variant on a core of its own (bert2's two variants:
-    codegen 1.45 -> 0.9 s on two cores, where a core per variant optimized the module
-    twice); a smaller one emits each variant on a core of its own."""
+    codegen 1.04-1.06 -> 0.77-0.92 s on two cores, where a core per variant optimized the
+    whole module twice); a smaller one emits each variant on a core of its own."""
     cores = workers()
     if cores < 2 or not hasattr(os, "fork"):
         return dict(zip(targets, ([o] for o in emit_variants(module, targets))))
