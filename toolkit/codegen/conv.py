@@ -214,6 +214,12 @@ def pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, offsets: Sequence[ir.Valu
     last = x.rank - 1
     run = udiv(kb, xp.dim(last), phases)
 
+    def placed(col: ir.Value) -> ir.Value:
+        """Where a padded row's column ``col`` is stored: its phase's run, then its place in it."""
+        if phases == 1:
+            return col
+        return kb.add(kb.mul(b.urem(col, i64(phases)), run), b.udiv(col, i64(phases)))
+
     def fill_span(start: ir.Value, n: ir.Value) -> None:
         with kb.loop(n, name="fill") as i:
             xp.store(kb.add(start, i), fill)
@@ -238,8 +244,7 @@ def pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, offsets: Sequence[ir.Valu
             return
         for lo, count in ((i64(0), off), (end, b.sub(n, end))):
             with kb.loop(count, name="fillcol") as i:
-                col = kb.add(lo, i)
-                xp.store(kb.add(row, kb.add(kb.mul(b.urem(col, i64(phases)), run), b.udiv(col, i64(phases)))), fill)
+                xp.store(kb.add(row, placed(kb.add(lo, i))), fill)
 
     with kb.loop(x.numel(0, lead), name="bplane") as plane:
         border(lead, plane)
@@ -253,10 +258,7 @@ def pad_copy(kb: KernelBuilder, x: Tensor, xp: Tensor, offsets: Sequence[ir.Valu
             return
         src, dst = kb.mul(src, x.dim(last)), kb.mul(dst, xp.dim(last))
         with kb.loop(x.dim(last), name="cp") as i:
-            col = kb.add(i, off)
-            if phases > 1:
-                col = kb.add(kb.mul(b.urem(col, i64(phases)), run), b.udiv(col, i64(phases)))
-            xp.store_raw(kb.add(dst, col), x.load_raw(kb.add(src, i)))
+            xp.store_raw(kb.add(dst, placed(kb.add(i, off))), x.load_raw(kb.add(src, i)))
 
     with kb.loop(x.numel(0, lead), name="plane") as plane:
         rows(lead, plane, plane)

@@ -490,6 +490,15 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     def vload(ptr: ir.Value, at: ir.Value) -> ir.Value:
         return b.load(b.gep(ptr, [at], source_etype=F32), typ=vt, align=4)
 
+    def on_last(last, emit: Callable[[], None]) -> None:
+        """``emit`` the code that runs on the last k block: unguarded when it is known to be,
+        under a branch on ``last`` when that is a run-time flag."""
+        if last is True:
+            emit()
+        elif last is not False:
+            with b.if_then(last):
+                emit()
+
     def finish(i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value | None, last) -> None:
         """The epilogue over the tile just stored (rows from i0, columns from j0; ``cols`` of
         them in the partial panel, else NR), on the last k block. A loop over the tile's
@@ -514,11 +523,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                         at = kb.add(row, j)
                         y.store(at, epilogue(kb, i, j, y.load(at)))
 
-        if last is True:
-            apply()
-        else:
-            with b.if_then(last):
-                apply()
+        on_last(last, apply)
 
     def tile_at(i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value, kn: ir.Value,
                 first, last, partial: bool, koffs: ir.Value | None = None) -> None:
@@ -527,18 +532,14 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         ``last``; ``partial``: the last panel, whose columns past n are not stored."""
         w = len(ps) * vecs  # vectors per row
         a_rows = [a.index(kb, kb.add(i0, i64(r)), k0) for r in range(rows)]
-        if prefetch is not None and last is not False:
+        if prefetch is not None:
             def fetch() -> None:
                 for r in range(rows):
                     for p in ps:
                         for c in range(0, nr, 16):  # a 64-byte cache line of floats
                             prefetch(kb, kb.add(i0, i64(r)), kb.add(kb.mul(p, i64(nr)), i64(c)))
 
-            if last is True:
-                fetch()
-            else:
-                with b.if_then(last):
-                    fetch()
+            on_last(last, fetch)
 
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             # row kk of the panel: packed, NR floats a row; in place, at its offset

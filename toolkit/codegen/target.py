@@ -157,14 +157,14 @@ def emit_variants(module: ir.Module | str, targets: Sequence[Target], opt: int =
     of 1.55 s), serves both. The last target's object is the one a separate emission gives;
     the others come from a bitcode copy of the optimized module, since code generation
     rewrites the module it runs on (LSR, CodeGenPrepare)."""
-    tm = targets[-1].machine()
+    machines = [t.machine() for t in targets]
     mod = llvm.parse_assembly(module if isinstance(module, str) else str(module))
     mod.verify()
     if opt:
         pto = llvm.create_pipeline_tuning_options(speed_level=opt)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(tm, pto)
+        pb = llvm.create_pass_builder(machines[-1], pto)
         pb.getModulePassManager().run(mod, pb)
     copies = [llvm.parse_bitcode(mod.as_bitcode()) for _ in targets[:-1]]
-    return [t.machine().emit_object(m) for t, m in zip(targets, copies + [mod])]
+    return [tm.emit_object(m) for tm, m in zip(machines, copies + [mod])]
