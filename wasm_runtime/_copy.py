@@ -31,6 +31,14 @@ def copy_in(addr: int, arr: np.ndarray) -> None:
         bytes_at(addr, arr.nbytes)[:] = as_bytes(arr)
 
 
+def nbytes(shape: tuple, dtype: np.dtype) -> int:
+    """The bytes an array of ``shape`` and ``dtype`` holds."""
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
 def copy_out(addr: int, shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
     """A new array of ``shape`` and ``dtype`` (``nbytes`` bytes) holding the bytes at ``addr``."""
     if not nbytes:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ._abi import EXPORTS
-from ._copy import bytes_at, copy_in, copy_out
+from ._copy import bytes_at, copy_in, copy_out, nbytes
 from .cpu import missing_features
 
 _CTYPES = {"void": None, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "ptr": ctypes.c_void_p}
@@ -183,10 +183,7 @@ class NativeBackend:
 
     def copy_out(self, ptr: int, shape: tuple, dtype) -> "np.ndarray":
         """A new array of the bytes at ``ptr``."""
-        n = dtype.itemsize
-        for d in shape:
-            n *= d
-        return copy_out(ptr, shape, dtype, n)
+        return copy_out(ptr, shape, dtype, nbytes(shape, dtype))
 
     def write(self, ptr: int, data: bytes | bytearray) -> None:
         if data:

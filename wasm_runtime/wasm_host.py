@@ -27,7 +27,7 @@ import numpy as np
 import wasmtime
 
 from ._abi import EXPORTS
-from ._copy import bytes_at, copy_in, copy_out
+from ._copy import bytes_at, copy_in, copy_out, nbytes
 from ._stop import Trapped
 from .cache import CacheUnusable, CodeCache
 from .cpu import host_flags
@@ -267,9 +267,7 @@ class WasmBackend:
     def copy_out(self, ptr: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A new array of the module's bytes at ``ptr`` (checked to lie in its memory before
         anything is allocated)."""
-        n = dtype.itemsize
-        for d in shape:
-            n *= d
+        n = nbytes(shape, dtype)
         return copy_out(self._at(ptr, n), shape, dtype, n)
 
     def write(self, ptr: int, data: bytes | bytearray) -> None:
