@@ -349,14 +349,15 @@ def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(b.module.declare_intrinsic(name, [t], fnty), list(args))
 
 
-def prefetch(b: ir.IRBuilder, ptr: ir.Value) -> None:
-    """Bring the cache line at ``ptr`` towards L1 for a read soon (llvm.prefetch: read,
-    high locality, data). A hint: it never faults."""
+def prefetch(b: ir.IRBuilder, ptr: ir.Value, write: bool = False) -> None:
+    """Bring the cache line at ``ptr`` towards L1 for a read soon, or with ``write`` for a
+    store soon (owned, so the store need not fetch it first) (llvm.prefetch: high locality,
+    data). A hint: it never faults."""
     i8p = ir.IntType(8).as_pointer()
     fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
     fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(b.module, fnty, "llvm.prefetch.p0")
     i32 = ir.IntType(32)
-    b.call(fn, [b.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    b.call(fn, [b.bitcast(ptr, i8p), ir.Constant(i32, int(write)), ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
 
 def fptosi_sat(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool = True) -> ir.Value:
