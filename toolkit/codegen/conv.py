@@ -427,7 +427,8 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         a = G.PanelA(w, i64(0), depth, tile.mr) if packed_a else G.View(w, i64(0), depth, i64(1))
         G.gemm(kb, tile, a, src, y, y_base, m, pixels, depth,
                conv_epilogue(bt, post, operands, pixels, y_base), prefetch=residual_prefetch(kb, post, operands,
-                                                                                             pixels, y_base))
+                                                                                             pixels, y_base),
+               inline_epilogue=F.cheap(post))
 
 
 # rows of pixels per block of the transposed GEMM, by vector lanes: its A (the input, pixels

@@ -37,6 +37,16 @@ class PostOp:
         return self.operand in ("full", "row")
 
 
+# ops a vector instruction or two apply: an epilogue of only these runs on a GEMM tile's
+# accumulators as they are stored (:func:`toolkit.codegen.gemm.gemm`'s ``inline_epilogue``)
+CHEAP = frozenset({"relu", "leaky_relu", "add", "sub", "mul", "max", "min", "neg", "abs", "identity", "clip"})
+
+
+def cheap(post: tuple) -> bool:
+    """Whether every fused op of ``post`` is a vector instruction or two (:data:`CHEAP`)."""
+    return all(p.op.fn in CHEAP and not p.op.post for p in post)
+
+
 def post_operands(post: tuple) -> int:
     """How many extra tensors the fused ops ``post`` read."""
     return sum(1 for p in post if p.reads_tensor)

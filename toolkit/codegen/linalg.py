@@ -191,7 +191,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
         m = a.numel(0, ra - 1)
         n = y.dim(len(out_shape) - 1)
         G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k,
-               epilogue_at(i64(0), n))
+               epilogue_at(i64(0), n), inline_epilogue=F.cheap(post))
         return
     rb = len(b_shape)
     m = a.dim(ra - 2) if ra >= 2 else i64(1)
@@ -203,7 +203,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     def level(axis: int, offs: list[ir.Value]) -> None:
         if axis == nb:
             G.gemm(kb, tile, G.View(a, offs[0], k, i64(1)), G.View(bt, offs[1], n, i64(1)), y, offs[2], m, n, k,
-                   epilogue_at(offs[2], n))
+                   epilogue_at(offs[2], n), inline_epilogue=F.cheap(post))
             return
         with kb.loop(extents[axis], f"b{axis}") as i:
             level(axis + 1, [kb.add(off, kb.mul(i, s[axis])) for off, s in zip(offs, steps)])
@@ -258,5 +258,8 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
             v = fast(bld.fadd(v, cv))
         return G.apply_post(kb, op.post, v, operands, i, j, kb.add(kb.mul(i, n), j))
 
+    # C read as whole vectors or a splat, not lane by lane, is cheap enough for the registers
+    vector_c = cm is None or (isinstance(cm.cs, ir.Constant) and cm.cs.constant in (0, 1))
     G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k,
-           epilogue if op.alpha != 1.0 or cm is not None or op.post else None)
+           epilogue if op.alpha != 1.0 or cm is not None or op.post else None,
+           inline_epilogue=vector_c and F.cheap(op.post))
