@@ -8,6 +8,13 @@ scratch copy of the input filled with the pooling's neutral value (the dtype's l
 for max, zero for the sums), so no tap tests bounds; averages divide by the count of taps
 inside the input, or inside the explicitly padded input with ``count_include_pad``.
 
+Natively, a 2-D max pool of unit dilations whose windows all overlap the input reads the
+input itself, its taps clamped to the input's edges (:func:`clamps`): with unit dilations a
+tap in the padding lands on the window's nearest element inside the input, which the maximum
+already counts, so the result is the same, and the padded copy (resnet50's 64 x 112 x 112
+input, 3.3 MB written and read again) is not made. Only the outputs whose windows cross an
+edge clamp; the others read straight from the input.
+
 With Indices, each window's taps are clamped to the input instead (:func:`.conv.inside`):
 the first maximum in window order wins, as in onnx.reference and onnxruntime, and a window
 with no tap inside the input gives 0 and index -1.
@@ -37,13 +44,15 @@ UNROLL_TAPS = 64  # a window of up to this many taps is unrolled
 class Pooling:
     """What a pool computes: ``kind`` "max", "avg" or "lp" (with ``p``) over ``window``;
     ``count_include_pad`` for averages; ``storage_order`` (0 row-major, 1 column-major over
-    the spatial dims) when MaxPool's Indices are wanted, else None."""
+    the spatial dims) when MaxPool's Indices are wanted, else None; ``clamped``: how it
+    reads a padded input (see :func:`clamps`)."""
 
     kind: str
     window: Window
     count_include_pad: bool = False
     p: float = 2.0
     storage_order: int | None = None
+    clamped: bool = False  # reads x with its taps clamped, not a padded copy (:func:`clamps`)
 
     @property
     def kernel_name(self) -> str:
@@ -78,11 +87,81 @@ def lp_uses_mathlib(p: float) -> bool:
     return p not in (1, 2)
 
 
+def clamps(params: Pooling, x_shape: Sequence[Dim], y_shape: Sequence[Dim], ceil_mode: bool, wasm: bool) -> bool:
+    """Whether a pool that needs a padded input (:func:`pool_scratch`) reads x with its taps
+    clamped to x's edges instead: natively, a max pool over 2 spatial dims, unit dilations,
+    at most UNROLL_TAPS taps, static pads and spatial dims, every window overlapping x (it
+    starts before x's end and ends after its start). resnet50's 3 x 3 stride-2 pool of 64 x
+    112 x 112 with pads of 1 took 0.61x the time natively (0.87 -> 0.54 ms, onnxruntime 0.53,
+    paired calls) but 1.08x under wasmtime, where the copy is cheaper than the vectorized
+    loop's clamping and split, so wasm32 keeps the padded copy."""
+    win = params.window
+    if not (not wasm and params.kind == "max" and params.storage_order is None and win.rank == 2
+            and win.dilations == (1, 1) and math.prod(win.kernel) <= UNROLL_TAPS
+            and all(isinstance(d, int) for d in (*win.pads, *x_shape[2:], *y_shape[2:]))
+            and pool_scratch(x_shape, y_shape, win, ceil_mode) is not None):
+        return False
+    for a in range(2):
+        size, out, k, st, pb = x_shape[2 + a], y_shape[2 + a], win.kernel[a], win.strides[a], win.begin(a)
+        if out > 0 and not (pb < k and (out - 1) * st - pb <= size - 1):
+            return False
+    return True
+
+
+def _max_clamped(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) -> None:
+    """A 2-D max pool reading x, its taps clamped to x's edges (:func:`clamps`): per output
+    row, each tap row's clamped offset; the columns in three runs, the windows that cross
+    the left edge and the right one clamping their columns, those between (which LLVM
+    vectorizes) reading x as they are."""
+    dt = types[0][0]
+    b, s = kb.b, Scalar(kb.b, dt)
+    win = params.window
+    x = kb.tensor(0, dt, types[0][1])
+    y = kb.tensor(1, dt, types[-1][1])
+    (h, w), (oh, ow) = types[0][1][2:], types[-1][1][2:]
+    (kh, kw), (sh, sw) = win.kernel, win.strides
+    top, left = win.begin(0), win.begin(1)
+    # outputs [0, lo) start left of column 0; [hi, ow) end right of column w - 1
+    lo = min(ow, -(-left // sw))
+    hi = max(lo, min(ow, (w - kw + left) // sw + 1))
+
+    def clamp(v: ir.Value, last: int) -> ir.Value:
+        return b.select(b.icmp_signed("<", v, i64(0)), i64(0), b.select(b.icmp_signed(">", v, i64(last)), i64(last), v))
+
+    with kb.loop(x.numel(0, 2), name="plane") as nc:
+        with kb.loop(i64(oh), name="o0") as oy:
+            first = b.sub(kb.mul(oy, i64(sh)), i64(top))
+            rows = [kb.add(kb.mul(nc, i64(h * w)), kb.mul(clamp(kb.add(first, i64(r)), h - 1), i64(w)))
+                    for r in range(kh)]
+            out = kb.add(kb.mul(nc, i64(oh * ow)), kb.mul(oy, i64(ow)))
+
+            def window(ox: ir.Value, edge: bool) -> None:
+                start = b.sub(kb.mul(ox, i64(sw)), i64(left))
+                acc = params.neutral(dt)
+                for row in rows:
+                    for c in range(kw):
+                        col = kb.add(start, i64(c))
+                        v = x.load(kb.add(row, clamp(col, w - 1) if edge else col))
+                        acc = b.select(s.cmp(">", v, acc), v, acc)
+                y.store(kb.add(out, ox), acc)
+
+            with kb.loop(i64(lo), name="ol", plain=True) as ox:
+                window(ox, True)
+            with kb.loop(i64(hi), name="o1", start=i64(lo)) as ox:
+                window(ox, False)
+            with kb.loop(i64(ow), name="or", start=i64(hi), plain=True) as ox:
+                window(ox, True)
+
+
 def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) -> None:
     """Tensors: x, [scratch: x padded for every window, see :func:`pool_scratch`], y, and
-    [indices (int64)] when ``storage_order`` is set. Scalars: the symbolic pads."""
+    [indices (int64)] when ``storage_order`` is set. Scalars: the symbolic pads. A pool
+    that :func:`clamps` has no scratch."""
     if params.storage_order is not None:
         _max_with_indices(kb, params, types)
+        return
+    if params.clamped:
+        _max_clamped(kb, params, types)
         return
     dt = types[0][0]
     win, kind = params.window, params.kind

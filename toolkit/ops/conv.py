@@ -553,7 +553,10 @@ class Pool(CoreOp):
             lw.call(CP.build_pool, plan, [lw.tensor(x.name), lw.alloc(y.name), lw.alloc(node.outputs[1])], pads,
                     outputs=2)
             return
-        scratch = CP.pool_scratch(x.shape, y.shape, win, self.ceil_mode)
+        if CP.clamps(plan, x.shape, y.shape, self.ceil_mode, lw.target.is_wasm):
+            plan, scratch = replace(plan, clamped=True), None
+        else:
+            scratch = CP.pool_scratch(x.shape, y.shape, win, self.ceil_mode)
         tmp = [lw.scratch("padded input", x.dtype, scratch)] if scratch is not None else []
         lw.call(CP.build_pool, plan, [lw.tensor(x.name)] + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
 
