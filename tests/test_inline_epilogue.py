@@ -71,3 +71,20 @@ def test_gemm_alpha_beta_c_inline(target):
                         const("c", rng.uniform(-1, 1, (1, 64)).astype(F32))])
     check_model(model, target, [{"a": rng.uniform(-1, 1, (m, 17)).astype(F32)} for m in (1, 2, 25, 0)],
                 rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c_shape", [["m", 1], [], [1, 1]], ids=["column", "scalar", "one_by_one"])
+def test_gemm_splat_c_inline(target, c_shape):
+    """Gemm whose C is one value per row, or one value: read as a splat, in registers, k in one
+    block; C an input, so its values change between runs of one module."""
+    rng = np.random.default_rng(6)
+    model = make_model([N("Gemm", ["a", "w", "c"], ["y"], beta=-1.5)],
+                       [vinfo("a", F32, ["m", 20]), vinfo("c", F32, c_shape)], [vinfo("y", F32, None)],
+                       [const("w", rng.uniform(-1, 1, (20, 48)).astype(F32))])
+
+    def feeds(m):
+        shape = [m if d == "m" else d for d in c_shape]
+        return {"a": rng.uniform(-1, 1, (m, 20)).astype(F32), "c": rng.uniform(-1, 1, shape).astype(F32)}
+
+    check_model(model, target, [feeds(m) for m in (1, 3, 14, 0)], rtol=1e-4, atol=1e-4)
