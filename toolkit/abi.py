@@ -30,7 +30,9 @@ from pathlib import Path
 # 3.4: string tensors (dtype 8): elements are sw_str {address, length} of UTF-8 bytes
 # 3.5: sw_io_table and sw_run_io: a whole run (inputs declared, outputs described) in one call;
 #      a .wasm's sw_metadata is empty (the custom section holds the metadata, once)
-FORMAT_VERSION = (3, 5)
+# 3.6: an io table input entry whose data is not null is read there, in place (a native
+#      host's own memory), instead of from the input's buffer
+FORMAT_VERSION = (3, 6)
 MAX_RANK = 8
 
 
@@ -236,8 +238,10 @@ EXPORTS: tuple[Export, ...] = (
            "output index's descriptor (sw_tensor), NULL if there is none"),
     Export("sw_io_table", "io", (CTX,),
            "the context's io table, sw_tensor[ninputs + noutputs], at a fixed address for the "
-           "context's life: the host fills each input's dtype, rank and shape (its data goes in its "
-           "input buffer) before sw_run_io", since=(3, 5)),
+           "context's life: the host fills each input's dtype, rank and shape before sw_run_io, and "
+           "leaves its data null (the data goes in the input's buffer) or (from format 3.6, not for "
+           "strings) points it at memory of its own holding the input, read in place and never "
+           "written, which must stay valid until sw_run_io returns", since=(3, 5)),
     Export("sw_run_io", "status", (CTX,),
            "one call per run: sw_set_input for every input from the io table, then sw_run; the table's "
            "entries after the inputs then describe the outputs (all zero for one not produced)",

@@ -577,8 +577,11 @@ SW_EXPORT(sw_input_buffer) void* sw_input_buffer(sw_context* c, int32_t index, i
   return in->buffer;
 }
 
-/* declares input index with this dtype, rank and shape (sw_set_input, sw_run_io) */
-static sw_status_t set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank, const int64_t* shape) {
+/* declares input index with this dtype, rank and shape (sw_set_input, sw_run_io); its data is
+ * in its buffer, or (sw_run_io, format 3.6) at the host's `data` when that is not null: memory
+ * the host keeps valid for the call, read in place (an input's register is read-only) */
+static sw_status_t set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank, const int64_t* shape,
+                             void* data) {
   if (c->status != SW_OK) return c->status;
   if (index < 0 || index >= c->P->ninputs) return fail_text(c, SW_INVALID_INPUT, 0, "input index out of range");
   sw_input_slot* in = &c->inputs[index];
@@ -615,7 +618,13 @@ static sw_status_t set_input(sw_context* c, int32_t index, int32_t dtype, int32_
     }
     if (mul_overflow(bytes, shape[i], &bytes)) bytes = INT64_MAX;
   }
-  if (!in->buffer || bytes > in->capacity) {
+  if (data && dtype == SW_DT_STRING) {
+    err_append(c, "input '");
+    err_append(c, name);
+    err_append(c, "': a string input must be in its buffer (its data pointer must be null)");
+    return SW_INVALID_INPUT;
+  }
+  if (!data && (!in->buffer || bytes > in->capacity)) {
     err_append(c, "input '");
     err_append(c, name);
     err_append(c, "': its buffer holds ");
@@ -644,7 +653,7 @@ static sw_status_t set_input(sw_context* c, int32_t index, int32_t dtype, int32_
       }
     }
   }
-  in->t.data = in->buffer;
+  in->t.data = data ? data : in->buffer;
   in->t.dtype = dtype;
   in->t.rank = rank;
   for (int i = 0; i < SW_MAX_RANK; i++) in->t.shape[i] = i < rank ? shape[i] : 0;
@@ -653,7 +662,7 @@ static sw_status_t set_input(sw_context* c, int32_t index, int32_t dtype, int32_
 }
 
 SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* c, int32_t index, int32_t dtype, int32_t rank) {
-  return set_input(c, index, dtype, rank, c->shape_buffer);
+  return set_input(c, index, dtype, rank, c->shape_buffer, 0);
 }
 
 /* The whole descriptor of output i (NULL if none); its layout is sw_tensor's (sw_abi.h). */
@@ -1234,7 +1243,7 @@ SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* c) {
   if (c->status != SW_OK) return c->status;
   int32_t n_in = c->P->ninputs, n_out = c->P->noutputs;
   for (int32_t i = 0; i < n_in; i++) {
-    sw_status_t st = set_input(c, i, c->io[i].dtype, c->io[i].rank, c->io[i].shape);
+    sw_status_t st = set_input(c, i, c->io[i].dtype, c->io[i].rank, c->io[i].shape, c->io[i].data);
     if (st != SW_OK) return st;
   }
   sw_status_t st = sw_run(c);
