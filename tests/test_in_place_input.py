@@ -78,3 +78,17 @@ def test_a_string_input_with_a_data_pointer_is_refused():
     status = b.call("sw_run_io", m._ctx)
     assert status == wasm_runtime.STATUS["INVALID_INPUT"]
     assert "input 's': a string input must be in its buffer" in b.last_error(m._ctx)
+
+
+def test_an_input_read_in_place_is_forgotten_after_the_call():
+    """The VM holds the host's address for one sw_run_io only: a bare sw_run afterwards fails,
+    naming the input, instead of reading memory the host may have freed; the model still runs."""
+    m = build(_model(), "native")
+    rng = np.random.default_rng(2)
+    a, b = rng.uniform(-1, 1, BIG).astype(F32), rng.uniform(-1, 1, 100).astype(F32)
+    b = np.resize(b, BIG)
+    _check(m, a, b)
+    assert not m._buffers  # both read in place
+    assert m._b.call("sw_run", m._ctx) == wasm_runtime.STATUS["INVALID_INPUT"]
+    assert m._b.last_error(m._ctx) == "input 'a' was not set"
+    _check(m, a, b)

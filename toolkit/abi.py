@@ -241,7 +241,8 @@ EXPORTS: tuple[Export, ...] = (
            "context's life: the host fills each input's dtype, rank and shape before sw_run_io, and "
            "leaves its data null (the data goes in the input's buffer) or (from format 3.6, not for "
            "strings) points it at memory of its own holding the input, read in place and never "
-           "written, which must stay valid until sw_run_io returns", since=(3, 5)),
+           "written, which must stay valid until sw_run_io returns and while the host reads an "
+           "output that is that input; such an input is undeclared after the call", since=(3, 5)),
     Export("sw_run_io", "status", (CTX,),
            "one call per run: sw_set_input for every input from the io table, then sw_run; the table's "
            "entries after the inputs then describe the outputs (all zero for one not produced)",

@@ -250,7 +250,7 @@ SW_EXPORT(sw_set_input) sw_status_t sw_set_input(sw_context* ctx, int32_t index,
 SW_EXPORT(sw_run) sw_status_t sw_run(sw_context* ctx);
 /* output index's descriptor (sw_tensor), NULL if there is none */
 SW_EXPORT(sw_output_tensor) const sw_tensor* sw_output_tensor(sw_context* ctx, int32_t index);
-/* the context's io table, sw_tensor[ninputs + noutputs], at a fixed address for the context's life: the host fills each input's dtype, rank and shape before sw_run_io, and leaves its data null (the data goes in the input's buffer) or (from format 3.6, not for strings) points it at memory of its own holding the input, read in place and never written, which must stay valid until sw_run_io returns */
+/* the context's io table, sw_tensor[ninputs + noutputs], at a fixed address for the context's life: the host fills each input's dtype, rank and shape before sw_run_io, and leaves its data null (the data goes in the input's buffer) or (from format 3.6, not for strings) points it at memory of its own holding the input, read in place and never written, which must stay valid until sw_run_io returns and while the host reads an output that is that input; such an input is undeclared after the call */
 SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* ctx);
 /* one call per run: sw_set_input for every input from the io table, then sw_run; the table's entries after the inputs then describe the outputs (all zero for one not produced) */
 SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* ctx);

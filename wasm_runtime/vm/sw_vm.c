@@ -1237,14 +1237,29 @@ SW_EXPORT(sw_run) sw_status_t sw_run(sw_context* c) {
   return st;
 }
 
+/* An input read in place (format 3.6) was the host's for one sw_run_io only: undeclared
+ * after it, so a later sw_run without declaring it again fails instead of reading it. */
+static void forget_host_inputs(sw_context* c) {
+  for (int32_t i = 0; i < c->P->ninputs; i++) {
+    if (c->io[i].data) {
+      c->inputs[i].set = 0;
+      c->inputs[i].t.data = c->inputs[i].buffer;
+    }
+  }
+}
+
 /* One call per run: declare every input from the io table, run, and describe every output
- * in the table after the inputs (all zero for an output the run did not produce). */
+ * in the table after the inputs (all zero for an output the run did not produce). An output
+ * that is an input read in place points into the host's memory, as the input did. */
 SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* c) {
   if (c->status != SW_OK) return c->status;
   int32_t n_in = c->P->ninputs, n_out = c->P->noutputs;
   for (int32_t i = 0; i < n_in; i++) {
     sw_status_t st = set_input(c, i, c->io[i].dtype, c->io[i].rank, c->io[i].shape, c->io[i].data);
-    if (st != SW_OK) return st;
+    if (st != SW_OK) {
+      forget_host_inputs(c);
+      return st;
+    }
   }
   sw_status_t st = sw_run(c);
   for (int32_t i = 0; i < n_out; i++) {
@@ -1255,5 +1270,6 @@ SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* c) {
       mem_set(&c->io[n_in + i], 0, sizeof(sw_tensor));
     }
   }
+  forget_host_inputs(c);
   return st;
 }
