@@ -444,9 +444,10 @@ class Model:
         b = self._b
         one_call = bool(self._io)  # format 3.5: the whole run in one export call through the io table
         descs = self._in_descs
-        data, held = 0, []  # an input read in place: its address, and the arrays that must live
+        held = []  # the arrays of inputs read in place, alive until the call returns
         for index, info in enumerate(self.inputs):
             arr, code = self._input_array(info, values[index])
+            data = 0  # an input read in place: its address
             if code == STRING_CODE:
                 parts = utf8_parts(arr, f"input '{info.name}'")
                 ptr = self._input_buffer(index, 16 * len(parts) + sum(map(len, parts)))
@@ -459,7 +460,6 @@ class Model:
             shape = arr.shape + (0,) * (MAX_RANK - arr.ndim)
             if one_call:
                 self._tensor.pack_into(descs, index * self._tensor.size, data, code, arr.ndim, *shape)
-                data = 0
             else:
                 b.write(self._shape_buffer, struct.pack(f"<{MAX_RANK}q", *shape))
                 self._check(b.call("sw_set_input", self._ctx, index, code, arr.ndim))

@@ -594,7 +594,7 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
         # LANES channels at a time: LANES x LANES blocks of yt read as vectors along the
         # channels and transposed in registers (log2(LANES) rounds of two-vector shuffles),
         # staged in ``block``, then each channel's vector of pixels through the epilogue
-        residual = residual_operands(kb, post, operands)
+        residual = residual_operands(post, operands)
         with kb.loop(b.udiv(m, i64(lanes)), "ob") as ob:
             i0 = kb.mul(ob, i64(lanes))
             with kb.loop(vectors, "pv") as pv:
@@ -660,7 +660,7 @@ def conv_inputs(kb: KernelBuilder, types: Sequence[TensorType], bias: bool, post
     return x, w, bt, operands, k + len(operands)
 
 
-def residual_operands(kb: KernelBuilder, post: tuple, operands: Sequence[Tensor]) -> list[Tensor]:
+def residual_operands(post: tuple, operands: Sequence[Tensor]) -> list[Tensor]:
     """The tensors of ``operands`` that the fused ops ``post`` read whole, element for element
     of the output (a residual)."""
     return [t for p, t in zip([p for p in post if p.reads_tensor], operands) if p.operand == "full"]
@@ -675,7 +675,7 @@ def residual_prefetch(kb: KernelBuilder, post: tuple, operands: Sequence[Tensor]
     waited on those loads; fetched when the tile's k loop starts, its 64-256 k steps hide
     the latency (that layer's share of the model 4.09 -> 3.98%, 128 -> 512 channels 4.43 ->
     4.18%). None on wasm32, which has no prefetch, or without such an operand."""
-    full = residual_operands(kb, post, operands)
+    full = residual_operands(post, operands)
     if not full or kb.target.is_wasm:
         return None
 

@@ -31,7 +31,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import INT64, DType
 from . import mathlib
-from .conv import Window, dims_in, inside, pad_copy, smax
+from .conv import Window, dims_in, inside, pad_copy, smax, smin
 from .kernel import STATUS_OUT_OF_RANGE, KernelBuilder, compute_type, i64, intrinsic
 from .reduce import identity
 from .scalar import Scalar
@@ -126,7 +126,7 @@ def _max_clamped(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]
     hi = max(lo, min(ow, (w - kw + left) // sw + 1))
 
     def clamp(v: ir.Value, last: int) -> ir.Value:
-        return b.select(b.icmp_signed("<", v, i64(0)), i64(0), b.select(b.icmp_signed(">", v, i64(last)), i64(last), v))
+        return smin(kb, smax(kb, v, i64(0)), i64(last))
 
     with kb.loop(x.numel(0, 2), name="plane") as nc:
         with kb.loop(i64(oh), name="o0") as oy:
