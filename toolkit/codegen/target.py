@@ -15,6 +15,8 @@ from llvmlite import ir
 
 from wasm_runtime.cpu import CPU_FLAGS
 
+from . import vconst
+
 
 @lru_cache(maxsize=None)
 def _init() -> None:
@@ -149,6 +151,23 @@ def emit_object(module: ir.Module | str, target: Target, opt: int = 3) -> bytes:
     return emit_variants(module, [target], opt)[0]
 
 
+def optimize(module: ir.Module | str, target: Target, opt: int = 3) -> llvm.ModuleRef:
+    """``module`` (or its text) verified and optimized (O``opt``) for ``target``. On wasm32 the
+    vector constants of its loops are then loaded before them (:func:`.vconst.hoist`)."""
+    mod = llvm.parse_assembly(module if isinstance(module, str) else str(module))
+    mod.verify()
+    if opt:
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(target.machine(), pto)
+        pb.getModulePassManager().run(mod, pb)
+        if target.is_wasm and vconst.ENABLED:
+            mod = llvm.parse_assembly(vconst.hoist(str(mod)))
+            mod.verify()
+    return mod
+
+
 def emit_variants(module: ir.Module | str, targets: Sequence[Target], opt: int = 3) -> list[bytes]:
     """``module`` (or its text) verified and optimized (O``opt``) once, for the last target,
     then emitted as an object file for each target. The wasm32 variants differ only in
@@ -158,13 +177,6 @@ def emit_variants(module: ir.Module | str, targets: Sequence[Target], opt: int =
     the others come from a bitcode copy of the optimized module, since code generation
     rewrites the module it runs on (LSR, CodeGenPrepare)."""
     machines = [t.machine() for t in targets]
-    mod = llvm.parse_assembly(module if isinstance(module, str) else str(module))
-    mod.verify()
-    if opt:
-        pto = llvm.create_pipeline_tuning_options(speed_level=opt)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(machines[-1], pto)
-        pb.getModulePassManager().run(mod, pb)
+    mod = optimize(module, targets[-1], opt)
     copies = [llvm.parse_bitcode(mod.as_bitcode()) for _ in targets[:-1]]
     return [tm.emit_object(m) for tm, m in zip(machines, copies + [mod])]
