@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from util import check_model, const, make_model, rand, vinfo
+from util import check_model, const, lower_model, make_model, rand, vinfo
 
 BINDINGS = [(1, 5), (3, 5), (7, 5), (0, 5)]  # n x 5: 7*5 is not a multiple of any SIMD width
 
@@ -107,6 +107,33 @@ def test_pow_float_base(ydtype, target):
         b = rand(rng, (5,), ydtype, -3, 4)
         feeds.append({"a": rand(rng, (n, 5), np.float32, 0.1, 4), "b": b})
     check_model(m, target, feeds, rtol=1e-5)
+
+
+@pytest.mark.parametrize("xdt,ydt,yshape", [(np.float32, np.float32, []), (np.float32, np.int64, [1]),
+                                             (np.float16, np.float16, [1, 1]), (np.float64, np.float32, [])])
+def test_pow_const_two_is_a_square(xdt, ydt, yshape, target):
+    """Pow by a constant 2 compiles to x * x (no pow kernel is left), which equals the
+    reference's correctly rounded square, with -0, infinities, NaN and overflow."""
+    rng = np.random.default_rng(18)
+    m = make_model([helper.make_node("Pow", ["a", "two"], ["y"])], [vinfo("a", xdt, ["n", 5])],
+                   [vinfo("y", xdt, None)], [const("two", np.full(yshape, 2, ydt))])
+    _, _, module = lower_model(m, target)
+    names = [f.name for f in module.functions]
+    assert not any("pow" in n for n in names) and any("mul" in n for n in names), names
+    big = {np.float32: 3e38, np.float16: 300.0, np.float64: 1e200}[xdt]  # its square overflows
+    special = np.array([-0.0, np.inf, -np.inf, np.nan, big], xdt)
+    feeds = [{"a": np.concatenate([special[None], rand(rng, (n - 1, 5), xdt, -4, 4)]) if n else rand(rng, (0, 5), xdt)}
+             for n, _ in BINDINGS]
+    check_model(m, target, feeds, rtol=0, atol=0)
+
+
+def test_pow_const_two_of_a_scalar_base_broadcasts(target):
+    """A rank-0 base and an exponent of shape [1] give shape [1]: that Pow stays a Pow."""
+    m = make_model([helper.make_node("Pow", ["a", "two"], ["y"])], [vinfo("a", np.float32, [])],
+                   [vinfo("y", np.float32, None)], [const("two", np.full([1], 2.0, np.float32))])
+    _, _, module = lower_model(m, target)
+    assert any("pow" in f.name for f in module.functions), [f.name for f in module.functions]
+    check_model(m, target, [{"a": np.array(1.5, np.float32)}], rtol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
