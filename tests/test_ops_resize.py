@@ -65,6 +65,22 @@ def test_resize_modes_and_coordinates(mode, target):
     assert shape_of(r, "half_pixel_rs").startswith("(resize_")
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_long_last_axis(mode, target):
+    """A last axis of more than TAP_CHUNK (1024) outputs takes its taps from tables filled a
+    chunk at a time (codegen/resize.py): 2100 outputs are two whole chunks and a partial
+    one, with run-time scales and sizes, and a scale of 1 that copies the axis through."""
+    from toolkit.codegen.resize import TAP_CHUNK
+    assert 2 * TAP_CHUNK < 2100 < 3 * TAP_CHUNK
+    nodes = [resize(["x", "", "s"], "rs", mode=mode), resize(["x", "", "", "z"], "rz", mode=mode,
+                                                             coordinate_transformation_mode="align_corners")]
+    model = make_model(nodes, [vinfo("x", F32, ["n", "h", "w"]), vinfo("s", F32, [3]), vinfo("z", I64, [3])],
+                       [vinfo("rs", F32, None), vinfo("rz", F32, None)], opset=19)
+    feeds = [{"x": rand(RNG, (1, 2, 700)), "s": np.array([1, 1.5, 3], F32), "z": np.array([1, 3, 2100], I64)},
+             {"x": rand(RNG, (2, 3, 2100)), "s": np.array([1, 1, 1], F32), "z": np.array([2, 1, 1500], I64)}]
+    compile_checked(model, target, feeds)
+
+
 def test_resize_nearest_modes(target):
     nodes, names = [], []
     for nm in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
