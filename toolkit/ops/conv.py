@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+import numpy as np
+
 from ..codegen import conv as C
 from ..codegen import conv_nd as CN
 from ..codegen import conv_pool as CP
@@ -33,6 +35,8 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
 from ..ir.graph import Graph, Node, Value
 from .base import CoreOp, InferContext, replace_node, run_infer
+from . import elementwise as EW
+from . import linalg as L
 from .shape import ViewAs
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -355,6 +359,56 @@ class ConvTranspose(CoreOp):
                                                   self.output_shape)
         ctx.info = win
         ctx.set_output(0, x.dtype, (x.shape[0], m) + out)
+
+    def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
+        """A float32 2-D ConvTranspose of one group, constant weights and static image dims
+        is a GEMM and a Col2Im: the columns ``W^T x`` ([M * kh * kw, C] times each image's
+        [C, H * W]) summed into the image by the blocks' geometry, then the bias added. The
+        direct kernel spreads every (input channel, output channel, tap) over the image,
+        strided when the stride is not 1: a 2x2 stride-2 upsampling took 7.4x, a 3x3 one 8.2x
+        onnxruntime-web's time in Node."""
+        x, w, y = graph.values[node.inputs[0]], graph.values[node.inputs[1]], graph.values[node.outputs[0]]
+        win: C.Window = node.info
+        if (x.dtype != FLOAT32 or x.rank != 4 or self.group != 1 or w.const is None
+                or not all(isinstance(d, int) for d in (*x.shape[2:], *y.shape[2:], *win.pads))
+                or min(win.pads) < 0):  # an output_shape past what the input reaches
+            return None
+        c, m, kh, kw = (int(d) for d in w.shape)
+        h, wd = int(x.shape[2]), int(x.shape[3])
+        image = (int(y.shape[2]), int(y.shape[3]))
+        blocks = [window_count(image[a], win.pads[a], win.pads[2 + a], win.dilations[a] * (win.kernel[a] - 1) + 1,
+                               win.strides[a]) for a in range(2)]
+        if blocks != [h, wd]:
+            return None
+        nodes = []
+
+        def add(op: CoreOp, inputs: list[str], output: str) -> str:
+            n = Node(op, node.name, node.source, inputs, [output])
+            run_infer(graph, n)
+            nodes.append(n)
+            return output
+
+        def constant(tag: str, arr: np.ndarray) -> str:
+            name = graph.fresh_name(f"{node.outputs[0]}/{tag}")
+            graph.add_value(Value(name, FLOAT32 if arr.dtype == np.float32 else INT64, arr.shape, const=arr))
+            return name
+
+        wt = constant("weights", np.ascontiguousarray(w.const.reshape(c, m * kh * kw).T))
+        rows = add(ViewAs((x.shape[0], c, h * wd)), [x.name], graph.fresh_name(f"{x.name}/rows"))
+        cols = add(L.MatMul(), [wt, rows], graph.fresh_name(f"{node.outputs[0]}/cols"))
+        bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+        image_out = graph.fresh_name(f"{node.outputs[0]}/image") if bias else node.outputs[0]
+        add(Col2Im(win.strides, win.dilations, tuple(int(p) for p in win.pads)),
+            [cols, constant("image_shape", np.array(image, np.int64)), constant("block_shape", np.array([kh, kw], np.int64))],
+            image_out)
+        if bias:
+            b = graph.values[bias]
+            if b.const is not None:
+                col = constant("bias", b.const.reshape(m, 1, 1))
+            else:
+                col = add(ViewAs((m, 1, 1)), [bias], graph.fresh_name(f"{bias}/col"))
+            add(EW.Elementwise("add"), [image_out, col], node.outputs[0])
+        return nodes
 
     def lower(self, lw, node) -> None:
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
