@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import wasm_runtime
-from tests.util import build, check_model, const, make_model, rand, reference, vinfo
+from tests.util import build, check_model, const, lower_model, make_model, rand, reference, vinfo
 from toolkit.ir.graph import CompileError
 
 RNG = np.random.default_rng(47)
@@ -47,6 +47,33 @@ def test_einsum(target, eq, shapes):
 
     check_model(model, target, [feeds({"n": 3, "k": 4, "m": 2, "b": 2}), feeds({"n": 1, "k": 5, "m": 3, "b": 1}),
                                 feeds({"n": 4, "k": 1, "m": 1, "b": 3})], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("eq,shapes,weights", [
+    ("bhid,bhjd->bhij", (["b", 2, "n", 8], ["b", 2, "m", 8]), None),  # attention's scores
+    ("bhij,bhjd->bhid", (["b", 2, "n", "m"], ["b", 2, "m", 8]), None),
+    ("abc,cd->abd", (["b", "n", 12],), (12, 5)),  # a dense layer (tf2onnx)
+    ("abcd,cde->abe", (["b", "n", 3, 4],), (3, 4, 6)),  # two contracted labels
+    ("bij,bjk->bki", (["b", "n", 5], ["b", 5, "m"]), None),  # the product transposed
+    ("ij,kj->ki", (["n", 7], ["m", 7]), None),
+])
+def test_einsum_as_matmul(target, eq, shapes, weights):
+    """Two float32 operands of batch, kept and contracted labels (no diagonal, nothing
+    broadcast) compile to a MatMul between transposes and views, no Einsum kernel."""
+    names = ["x", "y"][:len(shapes)]
+    inits = [const("y", RNG.standard_normal(weights).astype(F32))] if weights else []
+    model = make_model([node("Einsum", ["x", "y"], ["out"], equation=eq)],
+                       [vinfo(nm, F32, sh) for nm, sh in zip(names, shapes)], [vinfo("out", F32, None)], inits,
+                       opset=12)
+    graph, _, _ = lower_model(model, target)
+    ops = {type(n.op).__name__ for n in graph.nodes}
+    assert "Einsum" not in ops and "MatMul" in ops, ops
+
+    def feeds(binding):
+        return {nm: rand(RNG, [binding.get(d, d) for d in sh]) for nm, sh in zip(names, shapes)}
+
+    check_model(model, target, [feeds({"n": 3, "m": 4, "b": 2}), feeds({"n": 1, "m": 1, "b": 1}),
+                                feeds({"n": 17, "m": 9, "b": 3})], rtol=1e-4, atol=1e-5)
 
 
 def test_einsum_int_and_broadcast(target):
