@@ -255,6 +255,28 @@ def test_softmax_family(op, dtype, target):
     check_model(model, target, feeds, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("op", ["LogSoftmax", "Softmax"])
+def test_softmax_inner_axis_chunks(op, dtype, target):
+    """Along an axis that is not the last, rows go through the passes SOFTMAX_CHUNK (256)
+    at a time: 300 inner positions are a whole chunk and a partial one, with -inf, and for
+    Softmax large values (the maximum must come first; onnx.reference's LogSoftmax takes the
+    log of a softmax, so there a spread that underflows would be its error, not ours)."""
+    from toolkit.codegen.reduce import SOFTMAX_CHUNK
+    assert SOFTMAX_CHUNK < 300 < 2 * SOFTMAX_CHUNK
+    nodes = [helper.make_node(op, ["x"], [f"y{axis}"], axis=axis) for axis in (0, 1)]
+    model = make_model(nodes, [vinfo("x", dtype, ["n", 6, "c"])], [vinfo(f"y{a}", dtype, None) for a in (0, 1)],
+                       opset=13)
+    rng = np.random.default_rng(18)
+    tol = {np.float16: 5e-3, np.float64: 1e-12}.get(dtype, 1e-5)
+    feeds = []
+    for n, c in [(2, 300), (1, 7), (3, 256)]:
+        x = rand(rng, (n, 6, c), dtype, *((-60, 60) if op == "Softmax" else (-5, 5)))
+        x[0, 2, 0] = -np.inf
+        feeds.append({"x": x})
+    check_model(model, target, feeds, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("opset", [1, 11])
 @pytest.mark.parametrize("op", ["LogSoftmax", "Hardmax"])
 def test_softmax_family_old_versions(op, opset, target):

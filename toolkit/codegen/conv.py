@@ -51,7 +51,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from . import fused as F
 from . import mathlib
-from .kernel import F32, I32, I64, KernelBuilder, Tensor, compute_type, fast, i64, intrinsic, prefetch
+from .kernel import F32, I32, I64, KernelBuilder, Tensor, at_entry, compute_type, fast, i64, intrinsic, prefetch
 from .reduce import fold, identity
 from .scalar import convert
 
@@ -539,7 +539,7 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
         hq, wq = (xs.dim(3), xs.dim(4)) if staged is not None else (x.dim(2), x.dim(3))
         im = G.Im2col(xs, i64(0), kb.mul(hq, wq), wq, ow, win.kernel, win.strides, win.dilations)
         im.prepare(kb)
-    with G._at_entry(kb):
+    with at_entry(kb):
         block = b.alloca(ir.ArrayType(F32, lanes * lanes), name="block")
 
     def materialize(base: ir.Value) -> None:

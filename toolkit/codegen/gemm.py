@@ -48,7 +48,7 @@ from llvmlite import ir
 
 from . import fused as F
 from .conv import _ceildiv, _splat, mac, smin
-from .kernel import F32, I64, KernelBuilder, Tensor, i64
+from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, i64
 
 ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
@@ -200,7 +200,7 @@ class Im2col:
         """Fill the table of each tap's offset ``(py * sw + px) * plane + ry * wq + rx`` (in a
         stack buffer, once per call): a row k's offset is then ``ic * channel + table[t]``."""
         kw, (sh, sw), (dh, dw) = self.kernel[1], self.strides, self.dilations
-        with _at_entry(kb):
+        with at_entry(kb):
             self.table = kb.b.alloca(I64, size=self.taps, name="taps")
         for t in range(self.taps):
             (ry, py), (rx, px) = divmod(t // kw * dh, sh), divmod(t % kw * dw, sw)
@@ -228,7 +228,7 @@ class Im2col:
 
     def offsets(self, kb: KernelBuilder, k: int) -> ir.Value:
         """A table of ``koff(k)`` for every row k (in a stack buffer, filled per call)."""
-        with _at_entry(kb):
+        with at_entry(kb):
             table = kb.b.alloca(I64, size=max(1, k), name="koffs")
         self.rows(kb, i64(0), i64(k), lambda kk, koff: kb.b.store(koff, kb.b.gep(table, [kk], source_etype=I64)))
         return table
@@ -478,7 +478,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     direct_offsets = bsrc.offsets(kb, k.constant) if direct else None
     # B packed here is packed again for every block of rows: larger blocks pack less often
     mc = tile.mc if isinstance(bsrc, Packed) or direct else max(tile.mc, PACKED_HERE_MC)
-    with _at_entry(kb):
+    with at_entry(kb):
         # the partial panel's tile is stored here first, then its columns that exist copied
         # out; a B given as a view is packed into ``block`` a panel block at a time
         edge = b.alloca(ir.ArrayType(F32, mr * nr), name="edge") if ragged is not False else None
@@ -688,22 +688,3 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         with kb.loop(_ceildiv(kb, m, i64(mc)), "ic") as ic:
             i_lo = kb.mul(ic, i64(mc))
             rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)
-
-
-class _at_entry:
-    """Position the builder in the kernel's entry block (for allocas), then back."""
-
-    def __init__(self, kb: KernelBuilder):
-        self.kb = kb
-
-    def __enter__(self):
-        b = self.kb.b
-        self.block = b.block
-        entry = self.kb.fn.entry_basic_block
-        if entry.instructions:
-            b.position_before(entry.instructions[0])
-        else:
-            b.position_at_end(entry)
-
-    def __exit__(self, *exc):
-        self.kb.b.position_at_end(self.block)

@@ -372,3 +372,23 @@ def fast(instr: ir.Instruction) -> ir.Instruction:
     """Mark a float op reassociable (reductions vectorize only with this)."""
     instr.flags.extend(REDUCE_FLAGS)
     return instr
+
+
+class at_entry:
+    """``with at_entry(kb):`` positions the builder at the start of the kernel's entry block
+    (for allocas, which LLVM keeps static only there), then back where it was."""
+
+    def __init__(self, kb: KernelBuilder):
+        self.kb = kb
+
+    def __enter__(self):
+        b = self.kb.b
+        self.block = b.block
+        entry = self.kb.fn.entry_basic_block
+        if entry.instructions:
+            b.position_before(entry.instructions[0])
+        else:
+            b.position_at_end(entry)
+
+    def __exit__(self, *exc):
+        self.kb.b.position_at_end(self.block)

@@ -32,9 +32,8 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from .kernel import (F32, F64, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
-                     intrinsic, llvm_type, stored_constant)
+                     at_entry, intrinsic, llvm_type, stored_constant)
 from .conv import _ceildiv, smin
-from .gemm import _at_entry
 from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -563,7 +562,7 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
     tabled = last in axes and plan.coord != "tf_crop_and_resize" and not plan.antialias
     if tabled:
         ntaps = len(_taps_shape(plan))
-        with _at_entry(kb):
+        with at_entry(kb):
             idx_tab = b.alloca(ir.ArrayType(I64, ntaps * TAP_CHUNK), name="tap_index")
             w_tab = b.alloca(ir.ArrayType(F64, max(ntaps, 1) * TAP_CHUNK), name="tap_weight") \
                 if plan.mode != "nearest" else None
