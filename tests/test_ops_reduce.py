@@ -238,6 +238,25 @@ def test_argmin_empty_axis(target):
         build(model, target).run({"x": np.zeros((3, 0), np.float32)})
 
 
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 1001])
+def test_reduce_max_min_split_runs(op, n, target):
+    """A float max or min over a contiguous run is folded as four partial results over its
+    quarters and the rest (reduce._split_accumulate): NaN in one quarter or in the rest
+    still wins, and infinities order as numbers."""
+    from toolkit.codegen.reduce import SPLIT_RUNS
+    assert SPLIT_RUNS == 4
+    model = make_model([helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)], [vinfo("x", np.float32, ["r", n])],
+                       [vinfo("y", np.float32, None)], opset=13)
+    rng = np.random.default_rng(n)
+    x = rand(rng, (6, n), np.float32, -100, 100)
+    x[1, -1] = np.nan  # the rest (or a quarter, for n = 4)
+    x[2, n // 2] = np.nan
+    x[3, 0] = np.inf
+    x[4, n - 1] = -np.inf
+    check_model(model, target, [{"x": x}, {"x": x[:1]}, {"x": x[:0]}])
+
+
 # ----------------------------------------------------------------------------- LogSoftmax, Hardmax
 
 
