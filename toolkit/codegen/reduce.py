@@ -487,7 +487,8 @@ def build_softmax(kb: KernelBuilder, params: tuple[int, str], types: Sequence[Te
             with kb.loop(n, "k") as k:
                 y.store(at(k), b.select(b.icmp_signed("==", k, best), one, zero))
             return
-        m = kb.accumulate(n, identity("max", ct), lambda acc, k: top(b, acc, x.load(at(k))))
+        m = _split_accumulate(kb, n, identity("max", ct), lambda acc, k: top(b, acc, x.load(at(k))),
+                              lambda u, v: top(b, u, v))
 
         def exp_sum(acc: ir.Value, k: ir.Value) -> ir.Value:
             e = mathlib.exp(b, b.fsub(x.load(at(k)), m))
