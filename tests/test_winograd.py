@@ -8,8 +8,9 @@ column have one output row or column), an output of one pixel and an empty one, 
 any side, a batch, several chunks of tile rows per image, and the fused epilogue (bias,
 activation, a residual read on whole vectors of pixels). The routing cases check which kernel
 a Conv got: too few channels, too few in all for the target's register tile, weights given at
-run time, a stride, and (natively, with AVX-512's 32-column panels) too few tiles keep the
-plain GEMM convolution."""
+run time, a stride, (natively, with AVX-512's 32-column panels) too few tiles, and natively
+an image whose size is known only at run time keep the plain GEMM convolution; the native
+kernel runs on images bound at compile time (test_static_images)."""
 import numpy as np
 import pytest
 from onnx import helper
@@ -28,12 +29,17 @@ def target(request) -> str:
     return request.param
 
 
+# an image known only at run time takes Winograd on wasm32, not natively (winograd.route); the
+# native kernel's paths are the static images' (test_static_images)
+SYMBOLIC_IMAGE_ROUTE = {"wasm32": True, RELAXED: True, "native": False}
+
+
 def _rand(rng, shape):
     return rng.uniform(-1, 1, shape).astype(F32)
 
 
-def _kernels(model, target) -> list[str]:
-    _, _, module = lower_model(model, target)
+def _kernels(model, target, binds=None) -> list[str]:
+    _, _, module = lower_model(model, target, binds)
     return sorted(f.name for f in module.functions if f.name.startswith("k"))
 
 
@@ -54,8 +60,8 @@ def _conv(c, m, pads=(1, 1, 1, 1), post=(), bias=True, seed=0, strides=(1, 1), w
     return make_model(nodes, inputs + extra, [vinfo("y", F32, None)], inits), w
 
 
-def _winograd(model, target) -> bool:
-    names = _kernels(model, target)
+def _winograd(model, target, binds=None) -> bool:
+    names = _kernels(model, target, binds)
     assert any("conv2d" in n for n in names), names
     return any("conv2d_winograd" in n for n in names)
 
@@ -65,7 +71,7 @@ def test_transform_paths(target, pads):
     """Tile rows of 15 (8 + 4 + 3 tiles), 16 and 2; odd and even output sizes; one pixel;
     a batch of two."""
     model, _ = _conv(16, 128, pads, seed=sum(pads))
-    assert _winograd(model, target)
+    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
     rng = np.random.default_rng(1)
     top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
     shapes = [(1, 30, 30), (2, 7, 31), (1, 5, 34), (1, 3, 4)]
@@ -77,7 +83,7 @@ def test_transform_paths(target, pads):
 def test_empty_output(target):
     """An input smaller than the filter without padding: a [1, 128, 0, w] output, no trap."""
     model, _ = _conv(16, 128, (0, 0, 0, 0))
-    assert _winograd(model, target)
+    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
     check_model(model, target, [{"x": _rand(np.random.default_rng(2), (1, 16, 2, 6))},
                                 {"x": _rand(np.random.default_rng(3), (1, 16, 5, 5))}], rtol=1e-4, atol=1e-5)
 
@@ -87,7 +93,7 @@ def test_chunks_of_tile_rows(target):
     output (12 x 12 tiles) is three chunks and a 23 x 21 one (12 x 11 tiles) too."""
     assert W.chunk_tiles(8, 300) == 54
     model, _ = _conv(8, 300, seed=4)
-    assert _winograd(model, target)
+    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
     rng = np.random.default_rng(4)
     check_model(model, target, [{"x": _rand(rng, (1, 8, 24, 24))}, {"x": _rand(rng, (1, 8, 23, 21))}],
                 rtol=1e-4, atol=1e-5)
@@ -100,7 +106,7 @@ def test_fused_epilogue(target):
     graph, _, _ = lower_model(model, target)
     assert [type(n.op).__name__ for n in graph.nodes] == ["Conv"]
     assert [(p.op.fn, p.operand) for p in graph.nodes[0].op.post] == [("add", "full"), ("relu", "")]
-    assert _winograd(model, target)
+    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
     rng = np.random.default_rng(5)
     feeds = [{"x": _rand(rng, (n, 16, h, w)), "r": _rand(rng, (n, 128, h, w))} for n, h, w in [(1, 18, 33), (2, 5, 9)]]
     check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
@@ -108,7 +114,7 @@ def test_fused_epilogue(target):
 
 def test_no_bias(target):
     model, _ = _conv(32, 64, bias=False, seed=6)
-    assert _winograd(model, target)
+    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
     rng = np.random.default_rng(6)
     check_model(model, target, [{"x": _rand(rng, (1, 32, 17, 40))}, {"x": _rand(rng, (1, 32, 6, 6))}],
                 rtol=1e-4, atol=1e-5)
@@ -139,6 +145,29 @@ def test_few_tiles_against_the_panel_width(target):
     nr = tile_for(get_target("wasm32" if target == RELAXED else target)).nr
     assert _winograd(model, target) == (16 >= nr)
     check_model(model, target, [{"x": _rand(rng, (1, 16, 7, 7))}], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["rows of 15 tiles, batch 2", "odd sizes, asymmetric pads", "chunks",
+                                  "fused epilogue"])
+def test_static_images(target, case):
+    """Images of a size known at compile time (h and w bound) with at least a panel's width
+    of tiles take Winograd on every target, natively too: tile rows of 15 (8 + 4 + 3 tiles),
+    odd output sizes, asymmetric pads, several chunks of tile rows, and the fused epilogue."""
+    c, m, pads, post, (n, h, w) = {
+        "rows of 15 tiles, batch 2": (16, 128, (1, 1, 1, 1), (), (2, 30, 30)),
+        "odd sizes, asymmetric pads": (16, 128, (0, 2, 1, 0), (), (1, 32, 29)),
+        "chunks": (8, 300, (1, 1, 1, 1), (), (1, 24, 23)),
+        "fused epilogue": (16, 128, (1, 1, 1, 1), [("Add", ["r"], {}), ("Relu", [], {})], (1, 18, 33)),
+    }[case]
+    model, _ = _conv(c, m, pads, post=post, seed=9)
+    binds = {"h": h, "w": w}
+    assert _winograd(model, target, binds)
+    rng = np.random.default_rng(9)
+    feeds = {"x": _rand(rng, (n, c, h, w))}
+    if post:
+        oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+        feeds["r"] = _rand(rng, (n, m, oh, ow))
+    check_model(model, target, [feeds], rtol=1e-4, atol=1e-5, binds=binds)
 
 
 def test_weight_transform():

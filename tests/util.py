@@ -108,8 +108,9 @@ def rand(rng: np.random.Generator, shape, dtype=np.float32, lo=-3, hi=3) -> np.n
     return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 
-def lower_model(model: onnx.ModelProto, target: str = "wasm32"):
-    """(graph, program IR, llvm module) of a model: the compiler up to the program, no linking."""
+def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None):
+    """(graph, program IR, llvm module) of a model (its symbols ``binds`` fixed, as
+    ``compile_model`` fixes them): the compiler up to the program, no linking."""
     from toolkit.codegen.target import get_target, new_module
     from toolkit.frontend.onnx.importer import import_model
     from toolkit.passes import run_pipeline
@@ -117,7 +118,7 @@ def lower_model(model: onnx.ModelProto, target: str = "wasm32"):
     from toolkit.program.kernels import KernelTable
     from toolkit.program.lower import lower_graph
 
-    graph = run_pipeline(import_model(model))
+    graph = run_pipeline(import_model(model, binds))
     tgt = get_target("wasm32" if target == RELAXED else target)
     module = new_module(tgt, "t")
     prog = lower_graph(graph, KernelTable(module, tgt, Program()))

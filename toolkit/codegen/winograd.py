@@ -54,7 +54,8 @@ TRANSFORM_LANES = (8, 4)
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 
-def route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile: G.GemmTile) -> bool:
+def route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile: G.GemmTile,
+          wasm: bool = True) -> bool:
     """Whether a float32 2-D Conv with constant weights of ``m`` output and ``c`` input channels
     and output shape ``y_shape`` runs by Winograd's F(2x2, 3x3) with GEMM tile ``tile``.
 
@@ -64,13 +65,21 @@ def route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile:
     AVX-512's 12 x 32: 1920). Measured against the plain GEMM convolution: 16 -> 16 channels
     0.74x under wasmtime and 1.35x natively with AVX-512, 32 -> 64 0.61x and 0.77x. An image
     of fewer 2x2 tiles than a panel has columns would leave the products' panels partly empty
-    (AVX-512's 32 columns against a 7 x 7 output's 16 tiles: 1.08x)."""
+    (AVX-512's 32 columns against a 7 x 7 output's 16 tiles: 1.08x).
+
+    An image whose size is known only at run time takes Winograd on wasm32 only. Natively the
+    plain GEMM convolution measured faster at every size tried (the zoo's ResNet-18 with
+    symbolic height and width: 0.60x the time at 32 x 32, 0.92x at 224 x 224 and 512 x 512);
+    in Node Winograd still paid on large images (1.17x the time without it at 224 x 224,
+    0.62x at 32 x 32), so wasm32 keeps it."""
     if not (win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1) and group == 1
             and isinstance(c, int) and isinstance(m, int) and c >= MIN_CHANNELS and m >= MIN_CHANNELS
             and c * m >= MIN_TILE_PRODUCTS * tile.mr * tile.nr):
         return False
     tiles = D.ceildiv(y_shape[2], 2) * D.ceildiv(y_shape[3], 2)
-    return not isinstance(tiles, int) or tiles >= tile.nr
+    if not isinstance(tiles, int):
+        return wasm
+    return tiles >= tile.nr
 
 
 def transform_weights(w: np.ndarray) -> np.ndarray:

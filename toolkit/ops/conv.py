@@ -276,7 +276,7 @@ class Conv(CoreOp):
             tile = G.tile_for(lw.target)
             extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
             c, m = w.shape[1], w.shape[0]
-            if w.const is not None and W.route(win, self.group, c, m, y.shape, tile):
+            if w.const is not None and W.route(win, self.group, c, m, y.shape, tile, lw.target.is_wasm):
                 ins[1] = lw.derived_const(w.name, "winograd", W.transform_weights)
                 tmp = [lw.scratch(what, FLOAT32, shape) for what, shape in
                        zip(("staged input", "transformed inputs", "transformed products"),
