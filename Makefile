@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench bench-peak clean abi fuzz conformance zoo-models digits-model
+.PHONY: all env demo test lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model
 
 all: demo
 
@@ -80,6 +80,13 @@ bench: env js_loader/node_modules/.installed $(CHROMIUM)
 # native); PEAK_ARGS=--quick for a shorter run
 bench-peak: env
 	$(PY) benchmarks/gemm_peak.py --out $(BUILD)/gemm_peak.md $(PEAK_ARGS)
+
+# single-op models against their peer in the same engine (symwasm in Node vs onnxruntime-web,
+# then natively vs onnxruntime): OPS_ARGS="--ops pow,resize" for some of them
+bench-ops: env js_loader/node_modules/.installed
+	cd benchmarks && npm ci --no-audit --no-fund --silent
+	$(PY) benchmarks/ops.py --pair web $(OPS_ARGS)
+	$(PY) benchmarks/ops.py --pair native $(OPS_ARGS)
 
 # the zoo of exported models in tests/models/zoo is committed, and `make test` only reads it;
 # this rebuilds it with torch, transformers and onnxruntime's quantizer, in a dev environment
