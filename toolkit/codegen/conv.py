@@ -51,7 +51,8 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from . import fused as F
 from . import mathlib
-from .kernel import F32, I32, I64, KernelBuilder, Tensor, at_entry, compute_type, fast, i64, intrinsic, prefetch
+from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, compute_type, fast, i64, intrinsic,
+                     prefetch, smax, smin)
 from .reduce import fold, identity
 from .scalar import convert
 
@@ -137,22 +138,6 @@ def udiv(kb: KernelBuilder, x: ir.Value, c: int) -> ir.Value:
         return x
     s = _static(x)
     return i64(s // c) if s is not None else kb.b.udiv(x, i64(c))
-
-
-def _ceildiv(kb: KernelBuilder, a: ir.Value, c: ir.Value) -> ir.Value:
-    """ceil(a / c) for a >= 0 and c >= 1."""
-    sa, sc = _static(a), _static(c)
-    if sa is not None and sc is not None:
-        return i64(-(-sa // sc))
-    return kb.b.udiv(kb.b.sub(kb.add(a, c), i64(1)), c)
-
-
-def smax(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
-    return kb.b.select(kb.b.icmp_signed(">", a, b_), a, b_)
-
-
-def smin(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
-    return kb.b.select(kb.b.icmp_signed("<", a, b_), a, b_)
 
 
 def _when(kb: KernelBuilder, cond: ir.Value | bool, then: Callable[[], None],
@@ -861,7 +846,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                 lo = smax(kb, lo, b.sub(i64(0), floordiv(kb, ih0, dh)))
                 hi = smin(kb, hi, b.add(floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
             r = _Row(*at, oh, ih0, lo, hi)
-            with kb.loop(_ceildiv(kb, full, col_chunk), name="cc") as cc:
+            with kb.loop(ceildiv(kb, full, col_chunk), name="cc") as cc:
                 t0 = kb.mul(cc, col_chunk)
                 with kb.loop(blocks, name="blk") as blk:
                     oc = kb.add(oc_lo, kb.mul(blk, i64(ocb)))
@@ -875,11 +860,11 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
     with kb.loop(y.dim(0), name="n") as n, kb.loop(i64(group), name="g") as g:
         in_base = kb.mul(kb.add(kb.mul(n, c_in), kb.mul(g, cg)), plane)
         oc0 = kb.mul(g, mg)
-        with kb.loop(_ceildiv(kb, cg, i64(ic_chunk)), name="icc") as pass_:
+        with kb.loop(ceildiv(kb, cg, i64(ic_chunk)), name="icc") as pass_:
             ic0 = kb.mul(pass_, i64(ic_chunk))
             at = (n, ic0, smin(kb, i64(ic_chunk), b.sub(cg, ic0)),
                   b.icmp_signed("==", pass_, i64(0)), in_base)
-            with kb.loop(_ceildiv(kb, blocks, oc_chunk), name="occ") as ch:
+            with kb.loop(ceildiv(kb, blocks, oc_chunk), name="occ") as ch:
                 first = kb.mul(ch, oc_chunk)
                 output_rows(at, kb.add(oc0, kb.mul(first, i64(OC_BLOCK))),
                             smin(kb, oc_chunk, b.sub(blocks, first)), OC_BLOCK)

@@ -31,8 +31,8 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import INT64, DType
 from . import mathlib
-from .conv import Window, dims_in, inside, pad_copy, smax, smin
-from .kernel import STATUS_OUT_OF_RANGE, KernelBuilder, compute_type, i64, intrinsic
+from .conv import Window, dims_in, inside, pad_copy
+from .kernel import STATUS_OUT_OF_RANGE, KernelBuilder, compute_type, i64, intrinsic, smax, smin
 from .reduce import identity
 from .scalar import Scalar
 

@@ -47,8 +47,8 @@ import numpy as np
 from llvmlite import ir
 
 from . import fused as F
-from .conv import _ceildiv, _splat, mac, smin
-from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, i64
+from .conv import _splat, mac
+from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, smin
 
 ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
@@ -312,7 +312,7 @@ class Im2col:
             with kb.loop(kn, "pz", plain=True) as kk:
                 for v in range(tile.vecs):
                     b.store(zero, b.bitcast(_block_at(kb, buf, nr, kk, i64(v * lanes)), vt.as_pointer()), align=4)
-        with kb.loop(_ceildiv(kb, kb.add(ox0, cols), self.ow), "sg", plain=True) as sg:
+        with kb.loop(ceildiv(kb, kb.add(ox0, cols), self.ow), "sg", plain=True) as sg:
             first = b.icmp_signed("==", sg, i64(0))
             ox = b.select(first, ox0, i64(0))
             c0 = b.select(first, i64(0), b.sub(kb.mul(sg, self.ow), ox0))  # its first column in the panel
@@ -670,21 +670,21 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                 over_panel(full_panels, True)
 
     if one_block:
-        with kb.loop(_ceildiv(kb, m, i64(mc)), "ic") as ic:
+        with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
             i_lo = kb.mul(ic, i64(mc))
             rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), i64(0), k, True, True)
         return
     # at least one block: with k = 0 it stores the zeros y is. The blocks share k evenly
     # (784 is 4 x 196, not 3 x 256 + 16): a short last block would pay a whole block's
     # stores and reloads of the partial sums for a few steps
-    blocks = _ceildiv(kb, k, i64(tile.kc))
+    blocks = ceildiv(kb, k, i64(tile.kc))
     blocks = b.select(b.icmp_signed("==", blocks, i64(0)), i64(1), blocks)
-    kc = _ceildiv(kb, k, blocks)
+    kc = ceildiv(kb, k, blocks)
     with kb.loop(blocks, "pc") as pc:
         k0 = kb.mul(pc, kc)
         kn = smin(kb, kc, b.sub(k, k0))
         first = b.icmp_signed("==", pc, i64(0))
         last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
-        with kb.loop(_ceildiv(kb, m, i64(mc)), "ic") as ic:
+        with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
             i_lo = kb.mul(ic, i64(mc))
             rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)

@@ -392,3 +392,18 @@ class at_entry:
 
     def __exit__(self, *exc):
         self.kb.b.position_at_end(self.block)
+
+
+def ceildiv(kb: KernelBuilder, a: ir.Value, c: ir.Value) -> ir.Value:
+    """ceil(a / c) for a >= 0 and c >= 1 (i64), folded when both are constants."""
+    if isinstance(a, ir.Constant) and isinstance(c, ir.Constant):
+        return i64(-(-a.constant // c.constant))
+    return kb.b.udiv(kb.b.sub(kb.add(a, c), i64(1)), c)
+
+
+def smax(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
+    return kb.b.select(kb.b.icmp_signed(">", a, b_), a, b_)
+
+
+def smin(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
+    return kb.b.select(kb.b.icmp_signed("<", a, b_), a, b_)

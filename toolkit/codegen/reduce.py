@@ -28,7 +28,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import BOOL, FLOAT32, FLOAT64, INT64, UINT64, DType
 from . import mathlib
 from .kernel import (F32, I64, STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor,
-                     at_entry, compute_type, fast, i64, intrinsic)
+                     at_entry, ceildiv, compute_type, fast, i64, intrinsic, smin)
 from .scalar import Scalar, convert
 
 Fold = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
@@ -418,8 +418,8 @@ def _each_row(kb: KernelBuilder, x: Tensor, axis: int, body: Callable[[Index, ir
     """Call ``body(at, r)`` for each 1-D row of ``x`` along ``axis``: ``at(k)`` is the flat
     index of the row's element ``k`` and ``r`` the row's index among all rows. Rows along
     the last axis are contiguous (inner is the constant 1); along another axis they are
-    strided, which is rare enough (Softmax and ArgMax mostly run on the last axis) not to
-    need a second loop order."""
+    strided (Softmax and LogSoftmax have a loop order of their own for that, build_softmax;
+    Hardmax and ArgMax walk the strided rows)."""
     outer, n, inner = x.numel(0, axis), x.dim(axis), x.numel(axis + 1)
     with kb.loop(outer, "o") as o:
         with kb.loop(inner, "p") as p:
@@ -525,10 +525,9 @@ def build_softmax(kb: KernelBuilder, params: tuple[int, str], types: Sequence[Te
         return b.bitcast(b.gep(arr, [i64(0), j], source_etype=arr.type.pointee), vt.as_pointer())
 
     with kb.loop(x.numel(0, axis), "o") as o:
-        with kb.loop(b.udiv(b.add(inner, i64(SOFTMAX_CHUNK - 1)), i64(SOFTMAX_CHUNK)), "pc") as pc:
+        with kb.loop(ceildiv(kb, inner, i64(SOFTMAX_CHUNK)), "pc") as pc:
             p0 = kb.mul(pc, i64(SOFTMAX_CHUNK))
-            cnt = b.sub(inner, p0)
-            cnt = b.select(b.icmp_signed("<", cnt, i64(SOFTMAX_CHUNK)), cnt, i64(SOFTMAX_CHUNK))
+            cnt = smin(kb, b.sub(inner, p0), i64(SOFTMAX_CHUNK))
             base = kb.add(kb.mul(kb.mul(o, n), inner), p0)
 
             def at(k: ir.Value, j: ir.Value) -> ir.Value:

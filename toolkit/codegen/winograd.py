@@ -41,8 +41,8 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32
 from . import gemm as G
-from .conv import Window, _ceildiv, conv_epilogue, conv_inputs, dims_in, smax, smin
-from .kernel import F32, I32, KernelBuilder, Tensor, i64
+from .conv import Window, conv_epilogue, conv_inputs, dims_in
+from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smax, smin
 
 MIN_CHANNELS = 8  # input and output channels below which a Conv stays a plain GEMM
 MIN_TILE_PRODUCTS = 5  # input times output channels, in GEMM register tiles (see route())
@@ -161,7 +161,7 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
     m, c = u.dim(1), u.dim(2)
     oh, ow = y.dim(2), y.dim(3)
     pixels = kb.mul(oh, ow)
-    th, tw = _ceildiv(kb, oh, i64(2)), _ceildiv(kb, ow, i64(2))
+    th, tw = ceildiv(kb, oh, i64(2)), ceildiv(kb, ow, i64(2))
     wq = xs.dim(3)
     plane = kb.mul(xs.dim(2), wq)
     # whole tile rows per chunk: as many as the scratch holds (at least one; it holds one row),
@@ -198,7 +198,7 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
         image = kb.mul(n, kb.mul(c, plane))
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base)
-        with kb.loop(_ceildiv(kb, th, rows_per), "chunk") as ch:
+        with kb.loop(ceildiv(kb, th, rows_per), "chunk") as ch:
             ty0 = kb.mul(ch, rows_per)
             rows = smin(kb, rows_per, b.sub(th, ty0))
             tiles = kb.mul(rows, tw)
