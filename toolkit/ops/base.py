@@ -257,6 +257,21 @@ def run_infer(graph: Graph, node: Node) -> None:
     node.checks, node.info = ctx.checks, ctx.info
 
 
+class Patch:
+    """The nodes a simplification puts in place of ``node``, built one at a time: each takes
+    ``node``'s name and source and is inferred as it is added, so the next can read it."""
+
+    def __init__(self, graph: Graph, node: Node):
+        self.graph, self.node, self.nodes = graph, node, []
+
+    def add(self, op: CoreOp, inputs: Sequence[str], output: str) -> str:
+        """A node of ``op`` reading ``inputs`` into ``output``; returns ``output``."""
+        n = Node(op, self.node.name, self.node.source, list(inputs), [output])
+        run_infer(self.graph, n)
+        self.nodes.append(n)
+        return output
+
+
 def replace_node(graph: Graph, node: Node, op: CoreOp, inputs: Sequence[str] | None = None) -> list[Node]:
     """``node`` with another op (and inputs), inferred: the usual simplification patch."""
     new = Node(op, node.name, node.source, list(node.inputs if inputs is None else inputs), list(node.outputs))

@@ -34,7 +34,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext, replace_node, run_infer
+from .base import CoreOp, InferContext, Patch, replace_node
 from . import elementwise as EW
 from . import linalg as L
 from .shape import ViewAs
@@ -240,13 +240,8 @@ class Conv(CoreOp):
                              (0, win.pads[0], 0, win.pads[1]) if win.auto_pad == "NOTSET" else (),
                              win.auto_pad)
         y = graph.values[node.outputs[0]]
-        nodes = []
-
-        def add(op: CoreOp, inputs: list[str], output: str) -> str:
-            n = Node(op, node.name, node.source, inputs, [output])
-            run_infer(graph, n)
-            nodes.append(n)
-            return output
+        patch = Patch(graph, node)
+        add = patch.add
 
         def lifted(v: Value) -> str:
             name = graph.fresh_name(f"{v.name}/2d")
@@ -259,7 +254,7 @@ class Conv(CoreOp):
         inputs = [lifted(x), lifted(w)] + node.inputs[2:]
         y2 = add(Conv(win2, self.group), inputs, graph.fresh_name(f"{y.name}/2d"))
         add(ViewAs(y.shape), [y2], y.name)
-        return nodes
+        return patch.nodes
 
     def lower(self, lw, node) -> None:
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
@@ -380,13 +375,8 @@ class ConvTranspose(CoreOp):
                                win.strides[a]) for a in range(2)]
         if blocks != [h, wd]:
             return None
-        nodes = []
-
-        def add(op: CoreOp, inputs: list[str], output: str) -> str:
-            n = Node(op, node.name, node.source, inputs, [output])
-            run_infer(graph, n)
-            nodes.append(n)
-            return output
+        patch = Patch(graph, node)
+        add = patch.add
 
         def constant(tag: str, arr: np.ndarray) -> str:
             name = graph.fresh_name(f"{node.outputs[0]}/{tag}")
@@ -408,7 +398,7 @@ class ConvTranspose(CoreOp):
             else:
                 col = add(ViewAs((m, 1, 1)), [bias], graph.fresh_name(f"{bias}/col"))
             add(EW.Elementwise("add"), [image_out, col], node.outputs[0])
-        return nodes
+        return patch.nodes
 
     def lower(self, lw, node) -> None:
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])

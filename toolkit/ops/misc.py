@@ -14,7 +14,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import ALL, FLOAT32, FLOAT64, FLOATS, INT64, NUMERIC, DType
 from ..ir.graph import Graph, Node
-from .base import CoreOp, InferContext, run_infer
+from .base import CoreOp, InferContext, Patch
 from .linalg import MatMul
 from .movement import Transpose
 from .shape import ViewAs
@@ -86,14 +86,10 @@ class Einsum(CoreOp):
         contracted = [lab for lab in ta if lab in tb and lab not in out]
         if len(batch) + len(kept_a) + len(contracted) != len(ta) or len(batch) + len(kept_b) + len(contracted) != len(tb):
             return None  # a label summed out of one operand alone
-        nodes: list[Node] = []
+        patch = Patch(graph, node)
 
         def add(op: CoreOp, inputs: list[str], tag: str, output: str | None = None) -> str:
-            output = output or graph.fresh_name(f"{node.outputs[0]}/{tag}")
-            n = Node(op, node.name, node.source, inputs, [output])
-            run_infer(graph, n)
-            nodes.append(n)
-            return output
+            return patch.add(op, inputs, output or graph.fresh_name(f"{node.outputs[0]}/{tag}"))
 
         def arranged(name: str, term: tuple[int, ...], order: list[int], shape: tuple, tag: str) -> str:
             perm = tuple(term.index(lab) for lab in order)
@@ -110,10 +106,10 @@ class Einsum(CoreOp):
         shape = tuple(dim[lab] for lab in natural)
         if natural == list(out):
             add(ViewAs(shape), [prod], "", node.outputs[0])
-            return nodes
+            return patch.nodes
         viewed = add(ViewAs(shape), [prod], "mm.v")
         add(Transpose(tuple(natural.index(lab) for lab in out)), [viewed], "", node.outputs[0])
-        return nodes
+        return patch.nodes
 
     def lower(self, lw, node) -> None:
         lw.run_kernel(K.build_einsum, (self.terms, self.output), [i for i in node.inputs if i], node.outputs[:1])
