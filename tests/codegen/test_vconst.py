@@ -142,7 +142,7 @@ def test_kernel_loops_keep_no_float_constant(name):
     loads = kernel.count("load volatile")
     assert loads >= 10, loads  # exp alone has 15
     blocks = vconst._blocks(kernel.strip().split("\n"))
-    in_loops = vconst._innermost_loops(blocks)
+    in_loops = vconst._innermost_loops(blocks, vconst._dominators(blocks))
     for blk in blocks:
         if blk.name in in_loops:
             text = "\n".join(blk.lines)

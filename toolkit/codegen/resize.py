@@ -31,9 +31,8 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
-from .kernel import (F32, F64, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
-                     at_entry, intrinsic, llvm_type, stored_constant)
-from .conv import _ceildiv, smin
+from .kernel import (F32, F64, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, at_entry, ceildiv, compute_type,
+                     fptosi_sat, i64, intrinsic, llvm_type, smin, stored_constant)
 from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -561,10 +560,11 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
     last = x.rank - 1
     tabled = last in axes and plan.coord != "tf_crop_and_resize" and not plan.antialias
     if tabled:
-        ntaps = len(_taps_shape(plan))
+        # input positions per output: one for nearest, the unstretched kernel's width else
+        ntaps = 2 * SUPPORT[plan.mode] if plan.mode in SUPPORT else 1
         with at_entry(kb):
             idx_tab = b.alloca(ir.ArrayType(I64, ntaps * TAP_CHUNK), name="tap_index")
-            w_tab = b.alloca(ir.ArrayType(F64, max(ntaps, 1) * TAP_CHUNK), name="tap_weight") \
+            w_tab = b.alloca(ir.ArrayType(F64, ntaps * TAP_CHUNK), name="tap_weight") \
                 if plan.mode != "nearest" else None
 
     def slot(tab: ir.Value, t: int, k: ir.Value) -> ir.Value:
@@ -599,7 +599,7 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
         walk(0, i64(0), i64(0), {})
         return
     n_last = o.dim(last)
-    with kb.loop(_ceildiv(kb, n_last, i64(TAP_CHUNK)), name="tc") as ch:
+    with kb.loop(ceildiv(kb, n_last, i64(TAP_CHUNK)), name="tc") as ch:
         c0 = kb.mul(ch, i64(TAP_CHUNK))
         cn = smin(kb, i64(TAP_CHUNK), b.sub(n_last, c0))
         with kb.loop(cn, name="tf") as k:
@@ -609,9 +609,3 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             for i, v in enumerate(t.weight):
                 b.store(v, slot(w_tab, i, k))
         walk(0, i64(0), i64(0), {}, (c0, cn))
-
-
-def _taps_shape(plan: ResizePlan) -> list[int]:
-    """The taps one output position of a resized axis reads (not antialiased)."""
-    return [0] if plan.mode == "nearest" else [0, 1] if plan.mode == "linear" else [0, 1, 2, 3]
-

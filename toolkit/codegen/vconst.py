@@ -1,13 +1,15 @@
-"""wasm32: vector constants used in loops are loaded once, at the function's entry.
+"""wasm32: vector constants used in loops are loaded once, before the loop.
 
 LLVM's WebAssembly backend writes a ``v128.const`` at every use of a vector constant (it
 rematerializes constants rather than keep them in locals), and V8 materializes each one in
 three instructions, the last a shuffle: an ``exp`` over float32 spent 16 of its 35 cycles a
 vector on its 16 constants, and erf twice that. A value loaded from memory is opaque to V8,
 so here, after LLVM's optimization and before instruction selection, every 128-bit vector
-constant outside a function's entry block becomes a load, in the entry block, from a
-read-only global: the loop then reads a local (a register, or a stack slot V8 folds into the
-instruction), and Cranelift, which loads constants from a pool anyway, is unchanged.
+constant used in a loop becomes a load from a read-only global, placed in the immediate
+dominator of the header of the innermost loop that uses it (outside that loop, on every
+path into it): the loop then reads a local (a register, or a stack slot), and Cranelift,
+which loads constants from a pool anyway, is unchanged. Loading them all at the function's
+entry instead kept a GEMM epilogue's constants live across the GEMM's own loops.
 
 Constants stay where their value matters to instruction selection: shift counts (wasm
 shifts take a scalar count), divisors (LLVM turns a division by a constant into a
@@ -34,8 +36,8 @@ ENABLED = True  # off only where a test compares a module against its own rewrit
 
 
 def hoist(text: str) -> str:
-    """``text``, an optimized wasm32 module, with its functions' vector constants outside
-    the entry block loaded there (see the module's docstring)."""
+    """``text``, an optimized wasm32 module, with the vector constants of its functions'
+    loops loaded before the loops (see the module's docstring)."""
     pool: dict[tuple[str, str], str] = {}  # (vector type, literal) -> global name
     out: list[str] = []
     lines = text.split("\n")
@@ -62,8 +64,8 @@ def hoist(text: str) -> str:
 def _function(body: list[str], pool: dict[tuple[str, str], str]) -> list[str]:
     """One function's lines (``define`` to ``}``), its loops' constants loaded before them."""
     blocks = _blocks(body)
-    loop_of = _innermost_loops(blocks)
     idom = _dominators(blocks)
+    loop_of = _innermost_loops(blocks, idom)
     # per loop header: its constants' local names, loaded at the end of the header's
     # immediate dominator (outside the loop, and on every path into it)
     loads: dict[str, dict[tuple[str, str], str]] = {}
@@ -174,9 +176,9 @@ def _dominators(blocks: list[_Block]) -> dict[str, str]:
     return idom
 
 
-def _innermost_loops(blocks: list[_Block]) -> dict[str, str]:
-    """Each block inside a loop -> the header of the innermost loop holding it."""
-    idom = _dominators(blocks)
+def _innermost_loops(blocks: list[_Block], idom: dict[str, str]) -> dict[str, str]:
+    """Each block inside a loop -> the header of the innermost loop holding it (``idom``:
+    :func:`_dominators` of ``blocks``)."""
     preds: dict[str, list[str]] = {b.name: [] for b in blocks}
     for b in blocks:
         for s in b.succs:
