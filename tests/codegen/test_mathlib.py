@@ -25,11 +25,11 @@ llvm.initialize_all_asmprinters()
 F32 = ir.FloatType()
 I64 = ir.IntType(64)
 LANES = 4
-ARITY = {"exp": 1, "log": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "pow": 2}
+ARITY = {"exp": 1, "expm1": 1, "log": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "pow": 2}
 FLT_MIN = float(np.finfo(np.float32).tiny)
 FLT_MAX = float(np.finfo(np.float32).max)
 # Max relative error for normal results (absolute for erf), per the module's contract.
-TOLERANCE = {"exp": 4e-7, "log": 4e-7, "tanh": 4e-7, "sigmoid": 4e-7, "erf": 3e-7,
+TOLERANCE = {"exp": 4e-7, "expm1": 2e-7, "log": 4e-7, "tanh": 4e-7, "sigmoid": 4e-7, "erf": 3e-7,
              "pow": 2e-6}
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
             1e-45, -1e-45, 1e-30, -1e-30, 1.0, -1.0, 3e38, -3e38]
@@ -165,6 +165,14 @@ def inputs(name: str) -> tuple[np.ndarray, np.ndarray]:
         a = _f32(np.linspace(-87, 88, 3000), rng.uniform(-1, 1, 500),
                  [88.72, 88.7228, 88.72284, 88.723, 89, 100, -87.4, -100, -103.9, -104, -120],
                  SPECIALS)
+    elif name == "expm1":
+        # both sides of each switch: |x| = 2^-25, n = 0 (|x| = ln2 / 2), n = 24 (x = 16.6),
+        # the clamp at -17.5, and overflow (88.72)
+        a = _f32(np.linspace(-20, 88, 3000), rng.uniform(-1, 1, 500), np.geomspace(1e-30, 1, 300),
+                 -np.geomspace(1e-30, 1, 300), [2.0**-25, -2.0**-25, 2.0**-24, -2.0**-24],
+                 np.log(2) / 2 + rng.uniform(-1e-4, 1e-4, 50), -np.log(2) / 2 + rng.uniform(-1e-4, 1e-4, 50),
+                 16.6 + rng.uniform(-0.1, 0.1, 50), -17.5 + rng.uniform(-0.1, 0.1, 50),
+                 [88.72, 88.7228, 88.72284, 88.723, 89, 100], SPECIALS)
     elif name == "log":
         a = _f32(np.geomspace(1e-45, 3.4e38, 2000), 1 + rng.uniform(-1e-2, 1e-2, 1000),
                  np.sqrt(0.5) + rng.uniform(-1e-6, 1e-6, 100), -rng.uniform(0, 10, 100),

@@ -10,7 +10,7 @@ Do not put fast-math flags on these instructions: the rounding tricks and the Na
 handling rely on strict IEEE semantics.
 
 Each public function accepts a ``float``/``double`` value or a vector of them and
-returns the same type. exp, log, tanh, sigmoid, erf and pow have float32 versions tuned
+returns the same type. exp, expm1, log, tanh, sigmoid, erf and pow have float32 versions tuned
 for speed (near-minimax polynomials: Lawson's reweighted least squares against float64
 references, rounded to float32); their float64 versions, and every other function, are
 written once in double precision (Taylor series on reduced ranges, with enough terms that
@@ -197,6 +197,35 @@ def _exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     s1 = b.bitcast(b.shl(b.add(n1, _c(ity, 127)), _c(ity, 23)), ty)
     s2 = b.bitcast(b.shl(b.add(n2, _c(ity, 127)), _c(ity, 23)), ty)
     return b.fmul(b.fmul(y, s1), s2)
+
+
+def _expm1_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x - 1 without exp's cancellation near 0: with x = n ln2 + r (|r| <= ln2/2) and
+    em = e**r - 1 = r + r^2 P(r) (exp's polynomial), e**x - 1 = 2^n em + (2^n - 1), where
+    2^n - 1 is exact for n <= 24 and the sum cannot cancel (n != 0 only for |x| > ln2/2).
+    Past n = 24 (x > 16.6) the -1 is below half an ulp of e**x, which is computed instead
+    (two half scalings, as :func:`_exp_f32`, so overflow to inf happens once); below -17.5
+    the result rounds to -1; |x| < 2^-25 is its own expm1 (keeps -0 and subnormals)."""
+    _check_f32(x)
+    ty = x.type
+    ity = _int_type(ty)
+    xc = _clamp(b, x, -17.5, 89.0)
+    biased = b.fadd(b.fmul(xc, _c(ty, _LOG2E)), _c(ty, _ROUND_F32))
+    n = b.fsub(biased, _c(ty, _ROUND_F32))
+    ni = b.sub(_bits(b, biased), _c(ity, _ROUND_F32_BITS))
+    r = b.fsub(xc, b.fmul(n, _c(ty, _LN2_HI)))
+    r = b.fsub(r, b.fmul(n, _c(ty, _LN2_LO)))
+    em = b.fadd(r, b.fmul(b.fmul(r, r), _horner(b, r, _EXP_P)))
+    small_n = b.icmp_signed("<=", ni, _c(ity, 24))
+    t = b.bitcast(b.shl(b.add(b.select(small_n, ni, _c(ity, 0)), _c(ity, 127)), _c(ity, 23)), ty)
+    res = b.fadd(b.fmul(em, t), b.fsub(t, _c(ty, 1.0)))
+    n1 = b.ashr(ni, _c(ity, 1))
+    s1 = b.bitcast(b.shl(b.add(n1, _c(ity, 127)), _c(ity, 23)), ty)
+    s2 = b.bitcast(b.shl(b.add(b.sub(ni, n1), _c(ity, 127)), _c(ity, 23)), ty)
+    big = b.fmul(b.fmul(b.fadd(em, _c(ty, 1.0)), s1), s2)
+    res = b.select(small_n, res, big)
+    res = b.select(b.fcmp_ordered("<", x, _c(ty, -17.5)), _c(ty, -1.0), res)
+    return b.select(b.fcmp_ordered("<", _fabs(b, x), _c(ty, 2.0**-25)), x, res)
 
 
 def _log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -803,7 +832,7 @@ log = _dispatch(_log_f32, _log64, "log")
 tanh = _dispatch(_tanh_f32, _tanh64, "tanh")
 sigmoid = _dispatch(_sigmoid_f32, _sigmoid64, "sigmoid")
 erf = _dispatch(_erf_f32, _erf64, "erf")
-expm1 = _dispatch(None, _expm1_64, "expm1")
+expm1 = _dispatch(_expm1_f32, _expm1_64, "expm1")
 log1p = _dispatch(None, _log1p64, "log1p")
 softplus = _dispatch(None, _softplus64, "softplus")
 sin = _dispatch(None, _sin64, "sin")
