@@ -48,8 +48,8 @@ def _model(c, m, h, w, bias=True, residual=False, strides=(1, 1), weights_input=
     nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t"], strides=list(strides), pads=list(pads),
                dilations=list(dilations))]
     if residual:
-        oh = _out(h, pads[0] + pads[2], kernel[0], strides[0], dilations[0])
-        ow = _out(w, pads[1] + pads[3], kernel[1], strides[1], dilations[1])
+        oh = _out(h, pads[0] + pads[2], kernel[0], strides[0], dilations[0]) if isinstance(h, int) else "oh"
+        ow = _out(w, pads[1] + pads[3], kernel[1], strides[1], dilations[1]) if isinstance(w, int) else "ow"
         inputs.append(vinfo("r", F32, ["n", m, oh, ow]))
         nodes += [N("Add", ["t", "r"], ["s"]), N("Relu", ["s"], ["y"])]
     else:
@@ -174,3 +174,59 @@ def test_weights_packed_as_w_transposed():
             for j in range(16):
                 want = w[p * 16 + j, c, 0, 0] if p * 16 + j < 37 else 0.0
                 assert packed[p, c, j] == want
+
+
+# an image known only at run time (symbolic height and width): natively the Conv carries both
+# routes and each call takes the transposed GEMM when its pixels are few (conv_t_wins).
+# (channels in, out, kernel, pads, strides, bias, residual, [(h, w), ...]): sizes on both
+# sides of the choice, each run at batches 1, 3 and 0 by one module. Output rows of one
+# masked vector (3 x 5), of a whole vector and a masked one (5 x 20 natively), 1 x 1 pixel,
+# more than CONV_T_MAX_PIXELS (20 x 17 = 340, the GEMM of the weights as A), depths of one
+# and of several k blocks, a 1 x 1 kernel read in place and one on a strided input (phase 0
+# of the staged input), and 2048 channels (the transposed GEMM's rows in one block)
+DUAL_CASES = {
+    "3x3_residual_relu": (20, 122, (3, 3), (1, 1, 1, 1), (1, 1), True, True, [(1, 1), (3, 5), (5, 20), (20, 17)]),
+    "3x3_two_k_blocks": (300, 64, (3, 3), (1, 1, 1, 1), (1, 1), False, False, [(2, 2), (7, 7), (18, 18)]),
+    "3x3_s2_asymmetric": (9, 122, (3, 3), (2, 0, 1, 1), (2, 2), True, False, [(5, 4), (14, 14), (40, 36)]),
+    "1x1": (20, 122, (1, 1), (0, 0, 0, 0), (1, 1), True, True, [(1, 1), (7, 7), (17, 17)]),
+    "1x1_stride2": (20, 122, (1, 1), (0, 0, 0, 0), (2, 2), True, False, [(13, 14), (40, 40)]),
+    "1x1_2048_channels": (64, 2048, (1, 1), (0, 0, 0, 0), (1, 1), True, False, [(7, 7), (20, 20)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DUAL_CASES))
+def test_conv_t_chosen_per_call(target, case):
+    c, m, kernel, pads, strides, bias, residual, sizes = DUAL_CASES[case]
+    model, _ = _model(c, m, "h", "w", bias, residual, strides=strides, seed=len(case), pads=pads, kernel=kernel)
+    _, prog, _ = lower_model(model, target)
+    consts = [key for key, _ in prog.consts]
+    if target == "native":
+        # one copy of the weights, packed as the transposed GEMM's B, which the GEMM of the
+        # weights as A reads as its NR-row panels
+        tile = tile_for(get_target("native"))
+        assert consts.count(f"w/conv_t{tile.nr}") == 1 and not any("panel_a" in k for k in consts), consts
+    else:
+        assert not any("conv_t" in k for k in consts), consts
+    rng = np.random.default_rng(5)
+    feeds = []
+    for h, w in sizes:
+        oh = _out(h, pads[0] + pads[2], kernel[0], strides[0], 1)
+        ow = _out(w, pads[1] + pads[3], kernel[1], strides[1], 1)
+        for n in (1, 3, 0):
+            f = {"x": rng.uniform(-1, 1, (n, c, h, w)).astype(F32)}
+            if residual:
+                f["r"] = rng.uniform(-1, 1, (n, m, oh, ow)).astype(F32)
+            feeds.append(f)
+    check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
+
+
+def test_route_per_call_matches_static_route():
+    """The choice a call makes (conv_t_wins, the same function on run-time values) is the one
+    conv_t_route makes for that many pixels at compile time."""
+    tile = tile_for(get_target("native"))
+    win = C.Window(kernel=(1, 1), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
+    for m in (8, 64, 122, 1000):
+        for px in (0, 1, 15, 16, 33, 49, 64, 100, 169, 256, 257, 400):
+            h, w = (px, 1)
+            assert C.conv_t_wins(px, m, tile.nr) == C.conv_t_route(win, 1, 20, m, (1, m, h, w), tile, False), (m, px)
+    assert C.conv_t_wins(1, 64, 32) and not C.conv_t_wins(257, 2048, 32) and not C.conv_t_wins(0, 64, 32)

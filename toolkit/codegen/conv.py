@@ -373,11 +373,14 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     :func:`.gemm.pack_a` at compile time, and the patch matrix never materialized
     (:class:`.gemm.Im2col` packs its blocks from the staged input). The bias and the fused
     elementwise ops ``post`` (:class:`.gemm.PostOp`) are the GEMM's epilogue. ``params``:
-    (window, tile, bias, post, packed_a). Tensors: x, w, [bias], the post ops' operands,
-    [the staged input of :func:`im2col_stage`], y. Scalars: the symbolic pads."""
+    (window, tile, bias, post, packed_a, dual). ``dual`` (:func:`conv_t_dual`): the weights
+    are packed by :func:`pack_conv_t`, and a call with few pixels (:func:`conv_t_wins`) runs
+    the transposed GEMM (:func:`transposed_gemm`) instead. Tensors: x, w, [bias], the post
+    ops' operands, [the staged input of :func:`im2col_stage`], with ``dual`` [the patches]
+    and the transposed output, y. Scalars: the symbolic pads."""
     from . import gemm as G
 
-    win, tile, bias, post, packed_a = params
+    win, tile, bias, post, packed_a, dual = params
     x_shape, y_shape = types[0][1], types[-1][1]
     x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
     top, left, _, _ = dims_in(kb, win.pads)
@@ -389,6 +392,13 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         hq, wq = xs.dim(3), xs.dim(4)
     else:
         xs, hq, wq = x, x.dim(2), x.dim(3)
+    patches = yt = None
+    if dual:
+        if conv_t_patches(win):
+            patches = kb.tensor(k, FLOAT32, types[k][1])
+            k += 1
+        yt = kb.tensor(k, FLOAT32, types[k][1])
+        k += 1
     y = kb.tensor(k, FLOAT32, y_shape)
     m, ow = y.dim(1), y.dim(3)
     pixels = kb.mul(y.dim(2), ow)
@@ -397,23 +407,35 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     image = kb.mul(kb.mul(x.dim(1), i64(win.strides[0] * win.strides[1])), plane)
     pointwise = staged is None and win.kernel == (1, 1)
 
-    table = None
-    if not pointwise:
-        taps = G.Im2col(xs, i64(0), plane, wq, ow, win.kernel, win.strides, win.dilations)
-        taps.prepare(kb)
-        table = taps.table
-    with kb.loop(x.dim(0), "n") as n:
-        base = kb.mul(n, image)
-        if pointwise:  # the patches are the input itself: [C, H * W]
-            src = G.View(xs, base, pixels, i64(1))
-        else:
-            src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
-        y_base = kb.mul(n, kb.mul(m, pixels))
-        a = G.PanelA(w, i64(0), depth, tile.mr) if packed_a else G.View(w, i64(0), depth, i64(1))
-        G.gemm(kb, tile, a, src, y, y_base, m, pixels, depth,
-               conv_epilogue(bt, post, operands, pixels, y_base), prefetch=residual_prefetch(kb, post, operands,
-                                                                                             pixels, y_base),
-               inline_epilogue=F.cheap(post))
+    def weights_as_a() -> None:
+        table = None
+        if not pointwise:
+            taps = G.Im2col(xs, i64(0), plane, wq, ow, win.kernel, win.strides, win.dilations)
+            taps.prepare(kb)
+            table = taps.table
+        with kb.loop(x.dim(0), "n") as n:
+            base = kb.mul(n, image)
+            if pointwise:  # the patches are the input itself: [C, H * W]
+                src = G.View(xs, base, pixels, i64(1))
+            else:
+                src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
+            y_base = kb.mul(n, kb.mul(m, pixels))
+            # with both routes the weights are in the transposed GEMM's NR-column panels
+            a = G.PanelA(w, i64(0), depth, tile.nr if dual else tile.mr) if packed_a else \
+                G.View(w, i64(0), depth, i64(1))
+            G.gemm(kb, replace(tile, kc=DUAL_KC) if dual else tile, a, src, y, y_base, m, pixels, depth,
+                   conv_epilogue(bt, post, operands, pixels, y_base),
+                   prefetch=residual_prefetch(kb, post, operands, pixels, y_base), inline_epilogue=F.cheap(post))
+
+    if not dual:
+        weights_as_a()
+        return
+    with kb.b.if_else(conv_t_wins(pixels, m.constant, tile.nr, _ir_ops(kb))) as (few, many):
+        with few:
+            transposed_gemm(kb, win, tile, post, x, xs if staged is not None else None, w, bt, operands, patches,
+                            yt, y)
+        with many:
+            weights_as_a()
 
 
 # rows of pixels per block of the transposed GEMM, by vector lanes: its A (the input, pixels
@@ -463,12 +485,62 @@ def conv_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim]
     if conv_t_patches(win) and (wasm or not all(isinstance(p, int) for p in win.pads)):
         return False
     pixels = y_shape[2] * y_shape[3]
-    if not isinstance(pixels, int) or not 0 < pixels <= CONV_T_MAX_PIXELS:
-        return False
-    from .gemm import panels
+    return isinstance(pixels, int) and conv_t_wins(pixels, m, tile.nr, _INT_OPS)
 
-    # the multiply-adds of each orientation over NR, the panels' padding included
-    return pixels * panels(m, tile.nr) <= panels(pixels, tile.nr) * m
+
+class _Ops(NamedTuple):
+    mul: Callable
+    le: Callable
+    ceildiv: Callable
+    both: Callable
+
+
+_INT_OPS = _Ops(lambda a, b: a * b, lambda a, b: a <= b, lambda a, b: -(-a // b), lambda a, b: a and b)
+
+
+def _ir_ops(kb: KernelBuilder) -> _Ops:
+    b = kb.b
+
+    def const(v):
+        return i64(v) if isinstance(v, int) else v
+    return _Ops(lambda x, y: kb.mul(const(x), const(y)), lambda x, y: b.icmp_signed("<=", const(x), const(y)),
+                lambda x, y: ceildiv(kb, const(x), const(y)), lambda x, y: b.and_(x, y))
+
+
+def conv_t_wins(pixels, m: int, nr: int, ops: _Ops = _INT_OPS):
+    """Whether ``pixels`` output pixels (a number, or a run-time value with ``ops`` of
+    :func:`_ir_ops`) take the transposed GEMM: at least one and at most
+    :data:`CONV_T_MAX_PIXELS`, and no more multiply-adds over NR than the GEMM of the
+    weights as A, the panels' padding included (pixels fill ceil(pixels / NR) panels of the
+    weights' orientation, the M channels ceil(M / NR) of the transposed one)."""
+    fits = ops.both(ops.le(1, pixels), ops.le(pixels, CONV_T_MAX_PIXELS))
+    return ops.both(fits, ops.le(ops.mul(pixels, -(-m // nr)), ops.mul(ops.ceildiv(pixels, nr), m)))
+
+
+# k per cache block of the GEMM of the weights as A when they are packed for both routes: a
+# tile's k block of A then spans KC rows of NR floats (128 bytes natively), so the 256 of
+# the tile's own KC would fill 32 KB of L1 beside the B block's 32 KB. On 256 -> 256
+# channels, 3 x 3 at 28 x 28, 256 took 1.06-1.09x the time of the 12-row panels (two
+# paired runs against onnxruntime), 128 0.98x; 64 -> 64 at 56 x 56 0.99x
+DUAL_KC = 128
+
+
+def conv_t_dual(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], wasm: bool) -> bool:
+    """Whether a float32 2-D Conv with constant weights and an image whose size is known
+    only at run time carries both routes and chooses per call (:func:`conv_t_wins` on the
+    call's pixel count): natively, one group, static channels and pads. The weights are
+    packed once, as the transposed GEMM's B (:func:`pack_conv_t`), which is also
+    :class:`.gemm.PanelA`'s layout with panels of NR rows: the GEMM of the weights as A reads
+    them so, and the module holds one copy.
+
+    The GEMM's NR-column panels wasted most of their work on few pixels: on the zoo's
+    ResNet-18 with symbolic height and width at 32 x 32 (stages of 8 x 8 down to 1 x 1
+    pixels) a 64 -> 64 channel 3 x 3 layer at 1 x 1 took 3.4x onnxruntime's time, the model
+    2.4x. wasm32 keeps the GEMM of the weights as A, as :func:`conv_t_route` does for
+    kernels larger than 1 x 1."""
+    if wasm or not (group == 1 and isinstance(c, int) and isinstance(m, int)):
+        return False
+    return all(isinstance(p, int) for p in win.pads) and not isinstance(y_shape[2] * y_shape[3], int)
 
 
 def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
@@ -481,37 +553,48 @@ def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
 
 def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
     """y = post(conv(x, w) + bias) for a convolution with few pixels (:func:`conv_t_route`),
-    per image as the transposed GEMM ``yt[pixel, oc] = sum_k patches[k, pixel] * wt[k, oc]``:
-    the weights are the packed B (at compile time, :func:`pack_conv_t`), so the output
-    channels fill the panels and the pixels are the rows, which tiles of any height cover
-    exactly. The patches of a 1 x 1 kernel without pads are the input itself (with strides,
-    phase 0 of the input staged into stride phases, :func:`stage_phases`); otherwise
-    (:func:`conv_t_patches`) the staged input's patch matrix is copied out, [K, pixels], an
-    output row's pixels at a time, and read as A. Then yt is transposed into y, the bias and
-    the fused ops ``post`` applied on the way (vectors along the pixels, as
-    :func:`conv_epilogue` takes them). ``params``: (window, tile, bias, post). Tensors: x,
-    the packed weights, [bias], the fused ops' operands, [the staged input], [the patches],
-    yt (the scratch [pixels, M]), y. Scalars: none (the route needs static pads)."""
-    from . import gemm as G
-
+    per image as the transposed GEMM (:func:`transposed_gemm`). ``params``: (window, tile,
+    bias, post). Tensors: x, the packed weights (:func:`pack_conv_t`), [bias], the fused ops'
+    operands, [the staged input], [the patches], yt (the scratch [pixels, M]), y. Scalars:
+    none (the route needs static pads)."""
     win, tile, bias, post = params
     x_shape, y_shape = types[0][1], types[-1][1]
     x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
     staged = im2col_stage(win, x_shape)
+    xs = x
     if staged is not None:
         xs = kb.tensor(k, FLOAT32, staged)
         k += 1
         stage_phases(kb, x, xs, i64(win.pads[0]), i64(win.pads[1]), win.strides)
-        channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
-    else:
-        xs, channel = x, kb.mul(x.dim(2), x.dim(3))
-    pointwise = not conv_t_patches(win)
     patches = None
-    if not pointwise:
+    if conv_t_patches(win):
         patches = kb.tensor(k, FLOAT32, types[k][1])
         k += 1
     yt = kb.tensor(k, FLOAT32, types[k][1])
     y = kb.tensor(k + 1, FLOAT32, y_shape)
+    transposed_gemm(kb, win, tile, post, x, xs if staged is not None else None, w, bt, operands, patches, yt, y)
+
+
+def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor, xs: Tensor | None, w: Tensor,
+                    bt: Tensor | None, operands: Sequence[Tensor], patches: Tensor | None, yt: Tensor,
+                    y: Tensor) -> None:
+    """Per image, the transposed GEMM ``yt[pixel, oc] = sum_k patches[k, pixel] * wt[k, oc]``:
+    the weights are the packed B (at compile time, :func:`pack_conv_t`), so the output
+    channels fill the panels and the pixels are the rows, which tiles of any height cover
+    exactly. The patches of a 1 x 1 kernel without pads are the input itself (with strides,
+    phase 0 of the input staged into stride phases ``xs``, :func:`stage_phases`); otherwise
+    (:func:`conv_t_patches`) the staged input's patch matrix is copied out into ``patches``
+    ([K, pixels] or more), an output row's pixels at a time, and read as A. Then yt ([pixels,
+    M] or more) is transposed into y, the bias and the fused ops ``post`` applied on the way
+    (vectors along the pixels, as :func:`conv_epilogue` takes them). The image's size may be
+    known only at run time (:func:`conv_t_dual`)."""
+    from . import gemm as G
+
+    if xs is not None:
+        channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
+    else:
+        xs, channel = x, kb.mul(x.dim(2), x.dim(3))
+    pointwise = patches is None
     b = kb.b
     c, m = x.dim(1), y.dim(1)
     oh, ow = y.dim(2), y.dim(3)
@@ -521,7 +604,7 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
     depth = c if pointwise else kb.mul(c, i64(win.taps))
     im = None
     if not pointwise:
-        hq, wq = (xs.dim(3), xs.dim(4)) if staged is not None else (x.dim(2), x.dim(3))
+        hq, wq = (xs.dim(3), xs.dim(4)) if xs is not x else (x.dim(2), x.dim(3))
         im = G.Im2col(xs, i64(0), kb.mul(hq, wq), wq, ow, win.kernel, win.strides, win.dilations)
         im.prepare(kb)
     with at_entry(kb):
@@ -530,18 +613,25 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
     def materialize(base: ir.Value) -> None:
         """patches[k, pixel] = the image's patch matrix, one output row's OW pixels at a time
         (contiguous in the staged input): whole vectors, then one masked vector."""
-        vecs = ow.constant // lanes
-        rest = ow.constant - vecs * lanes
-        mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [i < rest for i in range(lanes)])
+        if isinstance(ow, ir.Constant):
+            vecs = i64(ow.constant // lanes)
+            rest = ow.constant % lanes
+            mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [i < rest for i in range(lanes)])
+        else:
+            vecs = b.udiv(ow, i64(lanes))
+            rest = b.sub(ow, kb.mul(vecs, i64(lanes)))
+            mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))),
+                                 _splat(b, rest, lanes))
+        whole = kb.mul(vecs, i64(lanes))
 
         def row(kk: ir.Value, koff: ir.Value) -> None:
             with kb.loop(oh, "mr", plain=True) as r:
                 src = kb.add(base, kb.add(koff, kb.mul(r, wq)))
                 dst = kb.add(kb.mul(kk, pixels), kb.mul(r, ow))
-                G._copy_vectors(kb, tile, xs, src, patches.ptr(dst), i64(vecs))
-                if rest:
-                    x_ = G.masked_load(b, xs.ptr(kb.add(src, i64(vecs * lanes))), mask, vt)
-                    G.masked_store(b, x_, patches.ptr(kb.add(dst, i64(vecs * lanes))), mask)
+                G._copy_vectors(kb, tile, xs, src, patches.ptr(dst), vecs)
+                if not isinstance(rest, int) or rest:  # a run-time count, or a nonzero constant
+                    x_ = G.masked_load(b, xs.ptr(kb.add(src, whole)), mask, vt)
+                    G.masked_store(b, x_, patches.ptr(kb.add(dst, whole)), mask)
 
         im.rows(kb, i64(0), depth, row)
 
@@ -555,8 +645,10 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
 
     vectors = b.udiv(pixels, i64(lanes))
     rows_tile = replace(tile, mc=CONV_T_MC.get(tile.lanes, tile.mc))
-    if not kb.target.is_wasm and tile.kc * m.constant * 4 >= CONV_T_ONE_BLOCK_BYTES:  # M and pixels are static
-        rows_tile = replace(rows_tile, mc=max(rows_tile.mc, pixels.constant))
+    if not kb.target.is_wasm and tile.kc * m.constant * 4 >= CONV_T_ONE_BLOCK_BYTES:  # M is static
+        # the pixels are at most CONV_T_MAX_PIXELS
+        rows_tile = replace(rows_tile, mc=max(rows_tile.mc, pixels.constant if isinstance(pixels, ir.Constant)
+                                              else CONV_T_MAX_PIXELS))
     with kb.loop(x.dim(0), "n") as n:
         if pointwise:
             a = G.View(xs, kb.mul(n, kb.mul(c, channel)), i64(1), channel)

@@ -281,19 +281,28 @@ class Conv(CoreOp):
                 return
             staged = C.im2col_stage(win, x.shape)
             tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
-            if w.const is not None and C.conv_t_route(win, self.group, c, m, y.shape, tile, lw.target.is_wasm):
+            static_t = w.const is not None and C.conv_t_route(win, self.group, c, m, y.shape, tile,
+                                                               lw.target.is_wasm)
+            dual = w.const is not None and C.conv_t_dual(win, self.group, c, m, y.shape, lw.target.is_wasm)
+            if static_t or dual:
+                # the transposed GEMM's packed weights and scratch; with both routes, the
+                # scratch for as many pixels as that route takes
                 ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
+                pixels = y.shape[2] * y.shape[3]
+                if dual:
+                    pixels = D.minimum(pixels, C.CONV_T_MAX_PIXELS)
                 if C.conv_t_patches(win):
-                    tmp.append(lw.scratch("patches", FLOAT32, (c * win.taps, y.shape[2] * y.shape[3])))
-                tmp.append(lw.scratch("transposed output", FLOAT32, (y.shape[2] * y.shape[3], m)))
+                    tmp.append(lw.scratch("patches", FLOAT32, (c * win.taps, pixels)))
+                tmp.append(lw.scratch("transposed output", FLOAT32, (pixels, m)))
+            if static_t:
                 lw.call(C.build_conv2d_t, (win, tile, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
                         outputs=len(tmp) + 1)
                 return
             packed_a = w.const is not None
-            if packed_a:
+            if packed_a and not dual:
                 ins[1] = lw.derived_const(w.name, f"panel_a{tile.mr}",
                                           lambda a: G.pack_a(a.reshape(a.shape[0], -1), tile.mr))
-            lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post, packed_a),
+            lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post, packed_a, dual),
                     ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)
