@@ -29,6 +29,29 @@ def test_transpose(target):
     assert len(r.program.kernels) == 5
 
 
+def test_transpose_blocks(target):
+    """A Transpose that moves the last axis runs by square blocks transposed in registers
+    (toolkit/codegen/movement.py _blocked): planes of whole blocks, block rows of a cache
+    line's rows (16), the narrower blocks after them (wasm32: 4 rows), and the rows and
+    columns after the last whole block one at a time; planes inside other axes, the moved
+    axis's output position not first, and 4-byte integers. Sizes below a block, of exactly
+    one, and a few over (37 x 50: 2 x 16 + 5 rows, 3 x 16 + 2 columns); an empty plane."""
+    nodes = [node("Transpose", ["x"], ["t2"], perm=[1, 0]),
+             node("Transpose", ["y"], ["t4"], perm=[0, 3, 1, 2]),
+             node("Transpose", ["y"], ["t4b"], perm=[2, 0, 3, 1]),
+             node("Transpose", ["i"], ["ti"], perm=[1, 0]),
+             node("Transpose", ["u"], ["tu"], perm=[1, 0])]
+    model = make_model(nodes, [vinfo("x", F32, ["a", "b"]), vinfo("y", F32, [2, "c", 3, "d"]),
+                               vinfo("i", np.int32, ["a", "b"]), vinfo("u", np.uint8, ["a", "b"])],
+                       outs("t2", "t4", "t4b", "ti", "tu"))
+    feeds = []
+    for (a, b_), (c, d) in (((37, 50), (17, 33)), ((16, 16), (16, 4)), ((3, 5), (1, 2)), ((64, 33), (0, 20)),
+                            ((0, 7), (20, 0))):
+        feeds.append({"x": rand(RNG, (a, b_)), "y": rand(RNG, (2, c, 3, d)), "i": rand(RNG, (a, b_), np.int32, -99, 99),
+                      "u": rand(RNG, (a, b_), np.uint8, 0, 255)})
+    compile_checked(model, target, feeds)
+
+
 def test_gather(target):
     nodes = [node("Gather", ["x", "i0"], ["a0"], axis=0),
              node("Gather", ["x", "i1"], ["a1"], axis=1),  # scalar int32 index

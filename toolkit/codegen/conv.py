@@ -52,7 +52,7 @@ from ..ir.dtypes import FLOAT32, DType
 from . import fused as F
 from . import mathlib
 from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, compute_type, fast, i64, intrinsic,
-                     prefetch, smax, smin)
+                     prefetch, smax, smin, transpose_vectors)
 from .reduce import fold, identity
 from .scalar import convert
 
@@ -704,26 +704,6 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         with kb.loop(m, "oc", start=kb.mul(b.udiv(m, i64(lanes)), i64(lanes)), plain=True) as i:
             with kb.loop(pixels, "p", plain=True) as j:
                 out(i, j, yt.load(yt_at(j, i)))
-
-
-def transpose_vectors(b: ir.IRBuilder, rows: Sequence[ir.Value]) -> list[ir.Value]:
-    """The transpose of a square matrix held as ``len(rows)`` vectors (a power of two) of as
-    many lanes: in round s (1, 2, 4, ...), rows i and i + s (i without bit s) exchange their
-    blocks of s lanes, one two-vector shuffle each."""
-    n = len(rows)
-    rows = list(rows)
-    s = 1
-    while s < n:
-        for i in range(n):
-            if i & s:
-                continue
-            lo = [j if not j & s else n + j - s for j in range(n)]
-            hi = [j + s if not j & s else n + j for j in range(n)]
-            mask = ir.VectorType(I32, n)
-            rows[i], rows[i + s] = (b.shuffle_vector(rows[i], rows[i + s], ir.Constant(mask, lo)),
-                                    b.shuffle_vector(rows[i], rows[i + s], ir.Constant(mask, hi)))
-        s *= 2
-    return rows
 
 
 def conv_inputs(kb: KernelBuilder, types: Sequence[TensorType], bias: bool, post: tuple):

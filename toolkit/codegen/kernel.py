@@ -407,3 +407,23 @@ def smax(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
 
 def smin(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
     return kb.b.select(kb.b.icmp_signed("<", a, b_), a, b_)
+
+
+def transpose_vectors(b: ir.IRBuilder, rows: Sequence[ir.Value]) -> list[ir.Value]:
+    """The transpose of a square matrix held as ``len(rows)`` vectors (a power of two) of as
+    many lanes: in round s (1, 2, 4, ...), rows i and i + s (i without bit s) exchange their
+    blocks of s lanes, one two-vector shuffle each."""
+    n = len(rows)
+    rows = list(rows)
+    s = 1
+    while s < n:
+        for i in range(n):
+            if i & s:
+                continue
+            lo = [j if not j & s else n + j - s for j in range(n)]
+            hi = [j + s if not j & s else n + j for j in range(n)]
+            mask = ir.VectorType(I32, n)
+            rows[i], rows[i + s] = (b.shuffle_vector(rows[i], rows[i + s], ir.Constant(mask, lo)),
+                                    b.shuffle_vector(rows[i], rows[i + s], ir.Constant(mask, hi)))
+        s *= 2
+    return rows
