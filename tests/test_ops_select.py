@@ -201,6 +201,47 @@ def test_topk_last_axis(dtype, largest, target):
     check_model(m, target, feeds)
 
 
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+def test_topk_long_rows(dtype, largest, target):
+    """Along a contiguous row of 4- or 8-byte numbers the kernel tests a vector of the row at
+    a time against the heap's root, and only lanes not strictly behind it take the exact
+    test: rows of many vectors and a few elements after the last (1003 = k + 62 x 16 + 1
+    natively), values that climb (every element enters), that fall (none does after the
+    first k), many ties with the root (lower index first), and for floats NaN, infinities
+    and both zeros (NaN counts as the largest value)."""
+    m = _topk_model(["a", "n"], dtype, largest=largest)
+    n = 1003
+    climb = np.arange(n).astype(dtype)
+    rows = [rand(RNG, (3, n), dtype, -1000, 1000), _ints((2, n), dtype, 0, 4), np.stack([climb, climb[::-1]])]
+    if np.dtype(dtype).kind == "f":
+        x = rand(RNG, (2, n), dtype, -5, 5)
+        x[0, RNG.integers(0, n, 40)] = np.nan
+        x[1, RNG.integers(0, n, 30)] = np.inf
+        x[1, RNG.integers(0, n, 30)] = -np.inf
+        x[:, RNG.integers(0, n, 50)] = 0.0
+        x[:, RNG.integers(0, n, 50)] = -0.0
+        rows.append(x)
+    feeds = [{"x": r, "k": np.array([k])} for r in rows for k in (1, 10, 40)]
+    check_model(m, target, feeds)
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_key_extremes(largest, target):
+    """Numbers of at most 32 bits rank by an int32 key: unsigned values on both sides of
+    2^31, the signed extremes, and floats with subnormals, both zeros, infinities and NaNs
+    of either sign (every NaN ranks above every number, all NaNs equal: by index)."""
+    u32 = np.array([0, 1, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 7, 2**31, 0, 2**32 - 2], np.uint32)
+    i32 = np.array([0, -1, 2**31 - 1, -2**31, 5, -2**31 + 1, 2**31 - 2, -1, 0, 3], np.int32)
+    i8 = np.array([0, -1, 127, -128, 5, -127, 126, -1, 0, 3], np.int8)
+    neg_nan = np.array([0xFFC00001], np.uint32).view(np.float32)[0]
+    f32 = np.array([0.0, -0.0, 1e-45, -1e-45, np.inf, -np.inf, np.nan, neg_nan, 3.5, -3.5, 1e-45, 0.0],
+                   np.float32)
+    for x in (u32, i32, i8, f32):
+        m = _topk_model(["n"], x.dtype, largest=largest)
+        check_model(m, target, [{"x": x, "k": np.array([k])} for k in (1, 4, x.size)])
+
+
 @pytest.mark.parametrize("axis", [0, 1, -3])
 def test_topk_other_axes(axis, target):
     m = _topk_model(["a", "b", "c"], np.float32, axis=axis, sorted=1)

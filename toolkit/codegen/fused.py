@@ -72,7 +72,7 @@ class Lanes(Scalar):
 
 
 def splat_like(b: ir.IRBuilder, s: ir.Value, like: ir.Value) -> ir.Value:
-    """The float32 ``s`` as a value of ``like``'s type (a vector: every lane)."""
+    """The scalar ``s`` as a value of ``like``'s type (a vector: every lane)."""
     if not isinstance(like.type, ir.VectorType):
         return s
     n = like.type.count

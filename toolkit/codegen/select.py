@@ -19,6 +19,7 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, to_compute
+from .fused import splat_like
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -397,11 +398,33 @@ def _sift_up(kb: KernelBuilder, h: ir.Value, size: ir.Value, item: ir.Value, aft
     _until(kb, size, step)
 
 
+def _key32(b: ir.IRBuilder, dt: DType, v: ir.Value, largest: bool) -> ir.Value:
+    """An int32 that orders numbers of at most 32 bits as TopK ranks them: larger ranks
+    first when ``largest``. Floats (computed as float32) by their bits, negatives' magnitude
+    bits flipped, after NaN becomes one positive NaN (above every number, all NaNs equal) and
+    -0.0 becomes 0.0 (equal, as :func:`equal` has them); unsigned integers with the top bit
+    flipped. Smallest first is the bitwise complement, which reverses the order."""
+    i32 = ir.IntType(32)
+    if dt.is_float:
+        bits = b.bitcast(b.fadd(v, ir.Constant(v.type, 0.0)), i32)  # -0.0 + 0.0 is 0.0
+        bits = b.select(b.fcmp_unordered("uno", v, v), ir.Constant(i32, 0x7FC00000), bits)
+        key = b.xor(bits, b.and_(b.ashr(bits, ir.Constant(i32, 31)), ir.Constant(i32, 0x7FFFFFFF)))
+    else:
+        w = v.type.width
+        key = v if w == 32 else (b.trunc(v, i32) if w > 32 else (b.sext(v, i32) if dt.is_signed else b.zext(v, i32)))
+        if not dt.is_signed:
+            key = b.xor(key, ir.Constant(i32, -0x80000000))
+    return key if largest else b.not_(key)
+
+
 def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[TensorType]) -> None:
     """The first k of each row along ``axis`` sorted descending (``largest``) or ascending,
     ties by lower index: values and their int64 indices. A heap of the k best seen so far
     (its root the worst of them) takes each element of the row in turn, so most elements
-    cost one comparison when k is small; then the heap is sorted in place: O(n log k).
+    cost one comparison when k is small (along a contiguous row of 4-byte or 8-byte numbers,
+    one comparison per vector of them); then the heap is sorted in place: O(n log k). The
+    heap holds indices, or for numbers of at most 32 bits each element's rank and index as
+    one int64 (:func:`_key32`): an integer compare then orders two entries.
     Tensors: x, heap (k,) int64 (scratch), values, indices."""
     axis, largest = params
     b = kb.b
@@ -413,6 +436,12 @@ def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Tens
     outer, n, inner = _rows(x, axis)
     k = vals.dim(axis)
     h = heap.data
+    # rows of contiguous elements stored as computed: a vector's worth tested at once
+    lanes = 0
+    if isinstance(inner, ir.Constant) and inner.constant == 1 and dt.name in ("float32", "float64", "int32", "int64"):
+        lanes = kb.target.f32_lanes * 4 // dt.itemsize
+    # numbers of at most 32 bits rank by an integer key (:func:`_key32`)
+    keyed = dt.itemsize <= 4 and (dt.is_float or dt.kind in "iu")
     with b.if_then(b.icmp_signed(">", k, i64(0))):
         with kb.loop(outer, "o") as o:
             with kb.loop(inner, "p") as p:
@@ -422,20 +451,67 @@ def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Tens
                 def at(j: ir.Value) -> ir.Value:
                     return b.add(base, b.mul(j, inner))
 
-                def after(i: ir.Value, j: ir.Value) -> ir.Value:
-                    """Element i of the row comes after element j in the output."""
-                    xi, xj = x.load(at(i)), x.load(at(j))
-                    worse = less(b, dt, xi, xj) if largest else less(b, dt, xj, xi)
-                    return b.or_(worse, b.and_(equal(b, dt, xi, xj), b.icmp_signed(">", i, j)))
+                if keyed:
+                    # the heap holds each element's rank as one int64: its 32-bit key above,
+                    # ~index below (a lower index ranks higher), so one signed compare orders
+                    # two entries as the output does
+                    def entry(j: ir.Value) -> ir.Value:
+                        key = _key32(b, dt, x.load(at(j)), largest)
+                        low = b.sub(i64(0xFFFFFFFF), j)  # n < 2^31: the arena's limit
+                        return b.or_(b.shl(b.sext(key, I64), i64(32)), low)
 
-                _st(b, h, i64(0), i64(0))
-                with kb.loop(n, "take") as j:
-                    with b.if_else(b.icmp_signed("<", j, k)) as (filling, full):
-                        with filling:
-                            _sift_up(kb, h, j, j, after)
-                        with full:
-                            with b.if_then(after(_ld(b, h, i64(0)), j)):
-                                _sift_down(kb, h, k, j, after)
+                    def index_of(e: ir.Value) -> ir.Value:
+                        return b.sub(i64(0xFFFFFFFF), b.and_(e, i64(0xFFFFFFFF)))
+
+                    def after(e1: ir.Value, e2: ir.Value) -> ir.Value:
+                        return b.icmp_signed("<", e1, e2)
+                else:
+                    def entry(j: ir.Value) -> ir.Value:
+                        return j
+
+                    def index_of(e: ir.Value) -> ir.Value:
+                        return e
+
+                    def after(i: ir.Value, j: ir.Value) -> ir.Value:
+                        """Element i of the row comes after element j in the output."""
+                        xi, xj = x.load(at(i)), x.load(at(j))
+                        worse = less(b, dt, xi, xj) if largest else less(b, dt, xj, xi)
+                        return b.or_(worse, b.and_(equal(b, dt, xi, xj), b.icmp_signed(">", i, j)))
+
+                def take(j: ir.Value) -> None:
+                    """Element j replaces the heap's root if it comes before it."""
+                    e = entry(j)
+                    with b.if_then(after(_ld(b, h, i64(0)), e)):
+                        _sift_down(kb, h, k, e, after)
+
+                _st(b, h, i64(0), entry(i64(0)))
+                with kb.loop(k, "fill") as j:  # k <= n (checked before the call)
+                    _sift_up(kb, h, j, entry(j), after)
+                rest = k
+                if lanes:
+                    # a vector of the row at a time against the root's value: the lanes
+                    # strictly behind it cannot enter (the root only gets better); any other
+                    # lane, or a NaN, takes the exact test
+                    vt = ir.VectorType(x.elem, lanes)
+                    chunks = b.udiv(b.sub(n, k), i64(lanes))
+                    with kb.loop(chunks, "chunk") as c:
+                        j0 = b.add(k, b.mul(c, i64(lanes)))
+                        v = b.load(b.bitcast(x.ptr(at(j0)), vt.as_pointer()), typ=vt, align=dt.itemsize)
+                        thr = x.load(at(index_of(_ld(b, h, i64(0)))))
+                        behind = Scalar(b, dt).cmp("<" if largest else ">", v, splat_like(b, thr, v))
+                        lanes_in = b.zext(b.bitcast(b.not_(behind), ir.IntType(lanes)), I64)
+
+                        def next_lane(bits: ir.Value) -> tuple[ir.Value, ir.Value]:
+                            """The lowest lane left takes the exact test."""
+                            take(b.add(j0, b.cttz(bits, ir.Constant(I1, 1))))
+                            rest_bits = b.and_(bits, b.sub(bits, i64(1)))
+                            return b.icmp_unsigned("!=", rest_bits, i64(0)), rest_bits
+
+                        with b.if_then(b.icmp_unsigned("!=", lanes_in, i64(0))):
+                            _until(kb, lanes_in, next_lane)
+                    rest = b.add(k, b.mul(chunks, i64(lanes)))
+                with kb.loop(n, "take", start=rest) as j:
+                    take(j)
                 # heapsort: the root (the last of the rest) goes to the end, k-1 down to 1
                 with kb.loop(b.sub(k, i64(1)), "sort") as t:
                     end = b.sub(b.sub(k, i64(1)), t)
@@ -443,7 +519,7 @@ def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Tens
                     _st(b, h, end, _ld(b, h, i64(0)))
                     _sift_down(kb, h, end, item, after)
                 with kb.loop(k, "top") as j:
-                    src = _ld(b, h, j)
+                    src = index_of(_ld(b, h, j))
                     dst = b.add(obase, b.mul(j, inner))
                     vals.store_raw(dst, x.load_raw(at(src)))
                     idxs.store(dst, src)
