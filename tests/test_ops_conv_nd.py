@@ -444,6 +444,25 @@ def test_lrn_3d(dtype, target):
                 ref=lrn_ref, **tol)
 
 
+@pytest.mark.parametrize("beta", [0.75, 0.5, 1.0, 0.6])
+def test_lrn_windows_and_powers(beta, target):
+    """The window's taps are channels clamped into range with a flag (windows of 1, 2 and 5
+    channels, more channels than the window and fewer); beta 0.75, 0.5 and 1 by square roots,
+    others by pow. A negative bias makes some bases negative (NaN for a fractional beta, as
+    in powf); a negative alpha, and inputs of zeros (0 / 0)."""
+    rng = np.random.default_rng(16)
+    for size, alpha, bias in ((5, 1e-2, 1.0), (2, 0.5, 0.3), (1, 2.0, -0.5), (3, -1e-3, 0.0)):
+        model = make_model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)],
+                           [vinfo("x", np.float32, ["N", "C", "H", "W"])], [vinfo("y", np.float32, None)])
+        feeds = [{"x": rand(rng, s)} for s in [(1, 7, 3, 5), (2, 3, 4, 4), (1, 1, 2, 9)]]
+        feeds.append({"x": np.zeros((1, 4, 2, 3), np.float32)})
+
+        def ref(model, fd, size=size, alpha=alpha, bias=bias):
+            with np.errstate(all="ignore"):
+                return lrn_ref(model, fd, size, alpha, beta, bias)
+        check_model(model, target, feeds, ref=ref, **TOL)
+
+
 # ----------------------------------------------------------------------------- Col2Im
 
 

@@ -1065,25 +1065,48 @@ def build_lrn(kb: KernelBuilder, params: tuple[int, float, float, float], types:
     """Local response normalization across channels (axis 1) for ``params`` (size, alpha,
     beta, bias): y = x / (bias + alpha / size * sum of x^2 over the channels
     [c - (size - 1) // 2, c + size // 2])^beta. Tensors: x, y. float32, or float16 computed in
-    float32."""
+    float32.
+
+    Per channel, each of the window's taps is a channel (clamped into range) and a flag of
+    whether it is inside; the loop over the channel's elements then reads every tap and adds
+    the square of those inside (a square outside adds 0.0, which changes no sum: the squares
+    add in the window's order as before), straight-line code that LLVM vectorizes. The power
+    is :func:`lrn_power`."""
     size, alpha, beta, bias = params
     b = kb.b
     x = kb.tensor(0, types[0][0], types[0][1])
     y = kb.tensor(1, types[1][0], types[1][1])
     channels, inner = x.dim(1), x.numel(2)
-    before, after = (size - 1) // 2, size // 2
+    before = (size - 1) // 2
     scale = ir.Constant(F32, alpha / size)
+    zero = ir.Constant(F32, 0.0)
     with kb.loop(x.dim(0), name="n") as n:
         with kb.loop(channels, name="c") as c:
-            lo = smax(kb, b.sub(c, i64(before)), i64(0))
-            hi = smin(kb, b.add(c, i64(after + 1)), channels)
+            taps = []
+            for t in range(size):
+                cc = b.add(c, i64(t - before))
+                inside = b.icmp_unsigned("<", cc, channels)  # 0 <= cc < channels
+                taps.append((kb.mul(kb.add(kb.mul(n, channels), b.select(inside, cc, c)), inner), inside))
             base = kb.mul(kb.add(kb.mul(n, channels), c), inner)
             with kb.loop(inner, name="i") as i:
-                def square(acc: ir.Value, cc: ir.Value) -> ir.Value:
-                    v = x.load(kb.add(kb.mul(kb.add(kb.mul(n, channels), cc), inner), i))
-                    return b.fadd(acc, b.fmul(v, v))
-
-                total = kb.carry(lo, hi, [ir.Constant(F32, 0.0)], lambda cc, acc: [square(acc[0], cc)], "cc")[0]
+                total = zero
+                for row, inside in taps:
+                    v = x.load(kb.add(row, i))
+                    total = b.fadd(total, b.select(inside, b.fmul(v, v), zero))
                 denom = b.fadd(ir.Constant(F32, bias), b.fmul(scale, total))
                 at = kb.add(base, i)
-                y.store(at, b.fdiv(x.load(at), mathlib.pow(b, denom, ir.Constant(F32, beta))))
+                y.store(at, b.fdiv(x.load(at), lrn_power(b, denom, beta)))
+
+
+def lrn_power(b: ir.IRBuilder, d: ir.Value, beta: float) -> ir.Value:
+    """d ** beta as powf has it, by square roots for the exponents models use (AlexNet's and
+    GoogLeNet's 0.75, and 0.5 and 1: each root correctly rounded, so within 2 ulp of the
+    power), :func:`.mathlib.pow` otherwise. (sqrt(-0.0) is -0.0 where powf gives 0.0, but d
+    is a signed zero only when every square in the window is, x's own too, and 0 / 0 is NaN
+    either way.)"""
+    if beta == 1.0:
+        return d
+    if beta in (0.5, 0.75):
+        r = intrinsic(b, "llvm.sqrt", d)
+        return r if beta == 0.5 else b.fmul(r, intrinsic(b, "llvm.sqrt", r))
+    return mathlib.pow(b, d, ir.Constant(d.type, beta))
