@@ -205,6 +205,24 @@ def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) 
         k_lo, k_hi = inside(kb, b.sub(first, lo), win.dilations[axis], i64(win.kernel[axis]), b.sub(hi, lo))
         return smax(kb, b.sub(k_hi, k_lo), i64(0))
 
+    def count32(axis: int, first: ir.Value) -> ir.Value:
+        """:func:`count` in int32 for an axis of unit dilation: the taps k in [0, K) with lo
+        <= first + k < hi."""
+        i32 = ir.IntType(32)
+        size = x.dim(2 + axis)
+        if params.count_include_pad:
+            lo, hi = i64(0), kb.add(kb.add(size, pads[axis]), pads[r + axis])
+        else:
+            lo, hi = pads[axis], kb.add(size, pads[axis])
+        f = b.trunc(first, i32)
+        k_lo = b.sub(b.trunc(lo, i32), f)  # taps below it are before lo
+        k_hi = b.sub(b.trunc(hi, i32), f)
+        zero, kk = ir.Constant(i32, 0), ir.Constant(i32, win.kernel[axis])
+        k_lo = b.select(b.icmp_signed(">", k_lo, zero), k_lo, zero)
+        k_hi = b.select(b.icmp_signed("<", k_hi, kk), k_hi, kk)
+        n = b.sub(k_hi, k_lo)
+        return b.select(b.icmp_signed(">", n, zero), n, zero)
+
     def outputs(axis: int, at: ir.Value, out: ir.Value, n: ir.Value) -> None:
         """The loop over output positions of ``axis``: ``at`` is where the window of the
         position 0 starts in src, ``out`` the flat output position so far, ``n`` the count
@@ -213,14 +231,16 @@ def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) 
             first = kb.mul(o, i64(win.strides[axis]))
             here = kb.add(at, kb.mul(first, strides[axis]))
             pos = kb.add(kb.mul(out, y.dim(2 + axis)), o)
-            if kind == "avg" and padded:
-                n = b.mul(n, count(axis, first))
             if axis < r - 1:
-                outputs(axis + 1, here, pos, n)
+                outputs(axis + 1, here, pos, b.mul(n, count(axis, first)) if kind == "avg" and padded else n)
                 return
             acc = taps(0, here, params.neutral(dt))
-            if kind == "avg":
-                total = n if padded else i64(win.taps)
+            if kind == "avg" and padded and win.dilations[axis] == 1:
+                # the last axis's count in int32 (vectors of int64 have no conversion to
+                # float on wasm32): the product of two small integers is exact in float
+                acc = b.fdiv(acc, b.fmul(b.sitofp(n, acc.type), b.sitofp(count32(axis, first), acc.type)))
+            elif kind == "avg":
+                total = b.mul(n, count(axis, first)) if padded else i64(win.taps)
                 acc = b.fdiv(acc, b.sitofp(total, acc.type))
             elif kind == "lp":
                 acc = _lp_root(b, acc, params.p)
