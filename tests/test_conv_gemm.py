@@ -305,3 +305,41 @@ def test_gelu_pattern_with_a_shared_intermediate_is_left_alone(target):
     graph, _, _ = lower_model(model, target)
     assert not any(str(n.op).startswith("gelu") for n in graph.nodes)
     check_model(model, target, [{"x": _rand(rng, (n,)) * 3} for n in (1, 17)], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
+def test_swish_pattern_fuses_into_conv(target, gate):
+    """Conv -> gate -> Mul(x, gate(x)) in either operand order: one swish (hard_swish)
+    fused into the Conv, as EfficientNet's SiLU and opset-13 MobileNetV3's hard-swish are
+    exported; computed as the two nodes compute it."""
+    rng = np.random.default_rng(21)
+    attrs = dict(alpha=1 / 6, beta=0.5) if gate == "HardSigmoid" else {}
+    for order in (["x", "g"], ["g", "x"]):
+        model = make_model([N("Conv", ["a", "w"], ["x"], pads=[1, 1, 1, 1]), N(gate, ["x"], ["g"], **attrs),
+                            N("Mul", order, ["y"])],
+                           [vinfo("a", F32, ["n", 3, "h", "w"])], [vinfo("y", F32, None)],
+                           [const("w", _rand(rng, (8, 3, 3, 3)))])
+        graph, _, _ = lower_model(model, target)
+        assert _ops(graph) == ["Conv"], _ops(graph)
+        want = "swish(1.0,)" if gate == "Sigmoid" else "hard_swish"
+        assert [str(p) for p in graph.nodes[0].op.post] == [want]
+        check_model(model, target, [{"a": _rand(rng, (n, 3, 5, 6)) * 3} for n in (1, 2)], rtol=1e-5, atol=1e-6)
+
+
+def test_swish_pattern_left_alone(target):
+    """A gate read elsewhere, a Mul by something else, HardSigmoid with other constants and a
+    broadcasting Mul keep their nodes (and are right)."""
+    rng = np.random.default_rng(22)
+    nodes = [N("Sigmoid", ["x"], ["g"]), N("Mul", ["x", "g"], ["y1"]),  # g is also an output
+             N("Sigmoid", ["x"], ["g2"]), N("Mul", ["z", "g2"], ["y2"]),  # not x
+             N("HardSigmoid", ["x"], ["h"], alpha=0.2, beta=0.5), N("Mul", ["h", "x"], ["y3"]),
+             N("Sigmoid", ["b"], ["g4"]), N("Mul", ["x", "g4"], ["y4"]),
+             N("Sigmoid", ["b"], ["g5"]), N("Mul", ["b", "g5"], ["y5"])]  # b broadcasts in y4 only
+    model = make_model(nodes, [vinfo("x", F32, ["n", 4]), vinfo("z", F32, ["n", 4]), vinfo("b", F32, [4])],
+                       [vinfo(o, F32, None) for o in ("y1", "g", "y2", "y3", "y4", "y5")])
+    graph, _, _ = lower_model(model, target)
+    fns = sorted(str(n.op) for n in graph.nodes)
+    assert fns.count("swish(1.0,)") == 1 and "hard_swish" not in fns, fns  # only y5
+    check_model(model, target, [{"x": _rand(rng, (n, 4)) * 3, "z": _rand(rng, (n, 4)), "b": _rand(rng, (4,))}
+                                for n in (1, 3)], rtol=1e-5, atol=1e-6)
+

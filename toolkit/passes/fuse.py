@@ -11,7 +11,9 @@ constant-scalar links the same way: the chain runs in its loop.
 
 The erf form of GELU that exporters write, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (five
 nodes, in any operand order; the scaling by 0.5 on either side, ``x * (1/sqrt 2)`` for the
-division), becomes one Gelu first (:func:`gelu`), which then fuses like any one-input op.
+division), becomes one Gelu first (:func:`gelu`), which then fuses like any one-input op;
+so do ``x * sigmoid(x)`` (one swish) and ``x * hard_sigmoid(x)`` with HardSwish's
+constants (one hard_swish).
 
 A producer fuses when its op says its kernel can (``fusable(graph, node)``), the
 intermediate value has no other reader (no other node, region or graph output reads it),
@@ -30,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..codegen.fused import PostOp
-from ..ir.dtypes import FLOAT32
+from ..ir.dtypes import FLOAT32, FLOAT64
 from ..ir.graph import Graph, Node, Value, regions
 from ..ops.base import run_infer
 from ..ops.conv import BatchNorm, Conv
@@ -100,7 +102,8 @@ def fuse(graph: Graph) -> Graph:
 
 
 def gelu(graph: Graph) -> Graph:
-    """Each erf-form GELU written as five nodes becomes one Gelu node (see the module doc)."""
+    """Each erf-form GELU written as five nodes becomes one Gelu node, and each x * sigmoid(x)
+    or x * hard_sigmoid(x) one swish or hard_swish node (see the module doc)."""
     uses = _uses(graph)
 
     def rewrite(nodes: list[Node]) -> list[Node]:
@@ -115,13 +118,18 @@ def gelu(graph: Graph) -> Graph:
         drop: set[int] = set()
         at: dict[int, Node] = {}  # the Gelu replacing the pattern's last node
         for node in nodes:
+            found, op, source = None, None, None
             if _fn(node) == "erf":
                 found = _match_gelu(graph, node, made, readers, uses)
-                if found is not None and not any(id(n) in drop for n in found[0]):
-                    matched, x, out = found
-                    drop.update(id(n) for n in matched)
-                    last = max(matched, key=nodes.index)
-                    at[id(last)] = Node(Elementwise("gelu", (False,)), node.name, "Gelu (erf form)", [x], [out])
+                op, source = Elementwise("gelu", (False,)), "Gelu (erf form)"
+            elif _fn(node) in SWISH_OF:
+                found = _match_swish(graph, node, readers, uses)
+                op, source = SWISH_OF[_fn(node)], f"{SWISH_OF[_fn(node)].fn} (x * {node.op.fn}(x))"
+            if found is not None and not any(id(n) in drop for n in found[0]):
+                matched, x, out = found
+                drop.update(id(n) for n in matched)
+                last = max(matched, key=nodes.index)
+                at[id(last)] = Node(op, node.name, source, [x], [out])
         out_nodes = []
         for n in nodes:
             if id(n) in at:
@@ -150,6 +158,28 @@ def _other(node: Node, name: str) -> str | None:
     if len(node.inputs) != 2 or node.inputs.count(name) != 1:
         return None
     return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+
+# a gate g with x * g(x) an op of its own: Sigmoid (SiLU, EfficientNet's activation) and
+# HardSigmoid with HardSwish's constants (MobileNetV3 exported before opset 14)
+SWISH_OF = {"sigmoid": Elementwise("swish", (1.0,)), "hard_sigmoid": Elementwise("hard_swish")}
+
+
+def _match_swish(graph: Graph, gate: Node, readers, uses):
+    """([gate, the Mul], x, the Mul's output) if ``gate``'s output is read only by a Mul of
+    it and its own input x (no broadcast: both are x's shape; float32 or float64): ``x * sigmoid(x)`` is swish
+    with alpha 1 (sigmoid(1 * x) is sigmoid(x)), ``x * hard_sigmoid(x)`` with alpha 1/6 and
+    beta 0.5 (as float32, as the attributes hold them) is hard_swish. Each computes the same
+    operations as the two nodes, so the results are the same."""
+    x, g = gate.inputs[0], gate.outputs[0]
+    if gate.op.fn == "hard_sigmoid" and tuple(np.float32(gate.op.params)) != (np.float32(1 / 6), np.float32(0.5)):
+        return None
+    rs = readers.get(g, [])
+    if len(rs) != 1 or uses[g] != 1 or _fn(rs[0]) != "mul" or _other(rs[0], g) != x:
+        return None
+    if graph.values[x].shape != graph.values[rs[0].outputs[0]].shape or graph.values[x].dtype not in (FLOAT32, FLOAT64):
+        return None  # (float16's gate would be rounded to float16 between the two nodes)
+    return [gate, rs[0]], x, rs[0].outputs[0]
 
 
 def _match_gelu(graph: Graph, erf: Node, made, readers, uses):
