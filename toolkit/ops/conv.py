@@ -289,8 +289,8 @@ class Conv(CoreOp):
                 # scratch for as many pixels as that route takes
                 ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
                 pixels = y.shape[2] * y.shape[3]
-                if dual:
-                    pixels = D.minimum(pixels, C.CONV_T_MAX_PIXELS)
+                if dual:  # (not below 0 either: an image smaller than the window fails its check)
+                    pixels = D.maximum(D.minimum(pixels, C.CONV_T_MAX_PIXELS), 0)
                 if C.conv_t_patches(win):
                     tmp.append(lw.scratch("patches", FLOAT32, (c * win.taps, pixels)))
                 tmp.append(lw.scratch("transposed output", FLOAT32, (pixels, m)))
