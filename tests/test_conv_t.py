@@ -97,15 +97,19 @@ PATCH_CASES = {
 }
 
 
-def _check(model, target, c, m, h, w, residual, oh, ow):
-    rng = np.random.default_rng(3)
+def _feeds(rng, c, m, h, w, residual, oh, ow):
+    """Inputs of an h x w image (and an oh x ow residual) at batches 1, 3 and 0."""
     feeds = []
     for n in (1, 3, 0):
         f = {"x": rng.uniform(-1, 1, (n, c, h, w)).astype(F32)}
         if residual:
             f["r"] = rng.uniform(-1, 1, (n, m, oh, ow)).astype(F32)
         feeds.append(f)
-    check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
+    return feeds
+
+
+def _check(model, target, c, m, h, w, residual, oh, ow):
+    check_model(model, target, _feeds(np.random.default_rng(3), c, m, h, w, residual, oh, ow), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -212,11 +216,7 @@ def test_conv_t_chosen_per_call(target, case):
     for h, w in sizes:
         oh = _out(h, pads[0] + pads[2], kernel[0], strides[0], 1)
         ow = _out(w, pads[1] + pads[3], kernel[1], strides[1], 1)
-        for n in (1, 3, 0):
-            f = {"x": rng.uniform(-1, 1, (n, c, h, w)).astype(F32)}
-            if residual:
-                f["r"] = rng.uniform(-1, 1, (n, m, oh, ow)).astype(F32)
-            feeds.append(f)
+        feeds += _feeds(rng, c, m, h, w, residual, oh, ow)
     check_model(model, target, feeds, rtol=1e-4, atol=1e-4)
 
 

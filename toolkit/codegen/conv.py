@@ -394,11 +394,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         xs, hq, wq = x, x.dim(2), x.dim(3)
     patches = yt = None
     if dual:
-        if conv_t_patches(win):
-            patches = kb.tensor(k, FLOAT32, types[k][1])
-            k += 1
-        yt = kb.tensor(k, FLOAT32, types[k][1])
-        k += 1
+        patches, yt, k = conv_t_scratch(kb, win, types, k)
     y = kb.tensor(k, FLOAT32, y_shape)
     m, ow = y.dim(1), y.dim(3)
     pixels = kb.mul(y.dim(2), ow)
@@ -495,7 +491,7 @@ class _Ops(NamedTuple):
     both: Callable
 
 
-_INT_OPS = _Ops(lambda a, b: a * b, lambda a, b: a <= b, lambda a, b: -(-a // b), lambda a, b: a and b)
+_INT_OPS = _Ops(lambda a, b: a * b, lambda a, b: a <= b, D.ceildiv, lambda a, b: a and b)
 
 
 def _ir_ops(kb: KernelBuilder) -> _Ops:
@@ -514,7 +510,7 @@ def conv_t_wins(pixels, m: int, nr: int, ops: _Ops = _INT_OPS):
     weights as A, the panels' padding included (pixels fill ceil(pixels / NR) panels of the
     weights' orientation, the M channels ceil(M / NR) of the transposed one)."""
     fits = ops.both(ops.le(1, pixels), ops.le(pixels, CONV_T_MAX_PIXELS))
-    return ops.both(fits, ops.le(ops.mul(pixels, -(-m // nr)), ops.mul(ops.ceildiv(pixels, nr), m)))
+    return ops.both(fits, ops.le(ops.mul(pixels, D.ceildiv(m, nr)), ops.mul(ops.ceildiv(pixels, nr), m)))
 
 
 # k per cache block of the GEMM of the weights as A when they are packed for both routes: a
@@ -566,13 +562,20 @@ def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]
         xs = kb.tensor(k, FLOAT32, staged)
         k += 1
         stage_phases(kb, x, xs, i64(win.pads[0]), i64(win.pads[1]), win.strides)
+    patches, yt, k = conv_t_scratch(kb, win, types, k)
+    y = kb.tensor(k, FLOAT32, y_shape)
+    transposed_gemm(kb, win, tile, post, x, xs if staged is not None else None, w, bt, operands, patches, yt, y)
+
+
+def conv_t_scratch(kb: KernelBuilder, win: Window, types: Sequence[TensorType], k: int):
+    """The transposed GEMM's scratch tensors from tensor ``k`` on: [the patches] (when
+    :func:`conv_t_patches`), the transposed output. Returns (patches or None, yt, the next
+    tensor's index)."""
     patches = None
     if conv_t_patches(win):
         patches = kb.tensor(k, FLOAT32, types[k][1])
         k += 1
-    yt = kb.tensor(k, FLOAT32, types[k][1])
-    y = kb.tensor(k + 1, FLOAT32, y_shape)
-    transposed_gemm(kb, win, tile, post, x, xs if staged is not None else None, w, bt, operands, patches, yt, y)
+    return patches, kb.tensor(k, FLOAT32, types[k][1]), k + 1
 
 
 def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor, xs: Tensor | None, w: Tensor,

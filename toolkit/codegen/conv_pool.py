@@ -195,13 +195,16 @@ def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) 
             acc = taps(axis + 1, kb.add(at, kb.mul(i64(k), gap)), acc)
         return acc
 
-    def count(axis: int, first: ir.Value) -> ir.Value:
-        """How many of the axis's taps from padded position ``first`` count for an average."""
+    def counted(axis: int) -> tuple[ir.Value, ir.Value]:
+        """[lo, hi): the padded positions of the axis whose taps count for an average."""
         size = x.dim(2 + axis)
         if params.count_include_pad:
-            lo, hi = i64(0), kb.add(kb.add(size, pads[axis]), pads[r + axis])
-        else:
-            lo, hi = pads[axis], kb.add(size, pads[axis])
+            return i64(0), kb.add(kb.add(size, pads[axis]), pads[r + axis])
+        return pads[axis], kb.add(size, pads[axis])
+
+    def count(axis: int, first: ir.Value) -> ir.Value:
+        """How many of the axis's taps from padded position ``first`` count for an average."""
+        lo, hi = counted(axis)
         k_lo, k_hi = inside(kb, b.sub(first, lo), win.dilations[axis], i64(win.kernel[axis]), b.sub(hi, lo))
         return smax(kb, b.sub(k_hi, k_lo), i64(0))
 
@@ -209,11 +212,7 @@ def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) 
         """:func:`count` in int32 for an axis of unit dilation: the taps k in [0, K) with lo
         <= first + k < hi."""
         i32 = ir.IntType(32)
-        size = x.dim(2 + axis)
-        if params.count_include_pad:
-            lo, hi = i64(0), kb.add(kb.add(size, pads[axis]), pads[r + axis])
-        else:
-            lo, hi = pads[axis], kb.add(size, pads[axis])
+        lo, hi = counted(axis)
         f = b.trunc(first, i32)
         k_lo = b.sub(b.trunc(lo, i32), f)  # taps below it are before lo
         k_hi = b.sub(b.trunc(hi, i32), f)

@@ -175,28 +175,41 @@ def _integer_parity(b: ir.IRBuilder, y: ir.Value) -> tuple[ir.Value, ir.Value]:
     return is_int, is_odd
 
 
-def _exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """e**x; overflows to inf above ~88.72, reaches 0 below ~-103.97 (subnormals kept)."""
-    _check_f32(x)
+def _exp_reduce_f32(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(r, n) with x = n ln2 + r, |r| <= ln2/2, n an int32 (x clamped by the caller)."""
     ty = x.type
     ity = _int_type(ty)
-    # Past these bounds the result is already inf / 0; clamping keeps n within int range.
-    x = _clamp(b, x, -104.0, 89.0)
     biased = b.fadd(b.fmul(x, _c(ty, _LOG2E)), _c(ty, _ROUND_F32))
     n = b.fsub(biased, _c(ty, _ROUND_F32))
     ni = b.sub(_bits(b, biased), _c(ity, _ROUND_F32_BITS))
     # Cody-Waite reduction: r = x - n ln2 in two steps keeps r accurate to ~1 ulp.
     r = b.fsub(x, b.fmul(n, _c(ty, _LN2_HI)))
     r = b.fsub(r, b.fmul(n, _c(ty, _LN2_LO)))
+    return r, ni
+
+
+def _pow2_f32(b: ir.IRBuilder, n: ir.Value, ty: ir.Type) -> ir.Value:
+    """2**n as a float32 for an int32 n in the normal range [-126, 127]."""
+    ity = _int_type(ty)
+    return b.bitcast(b.shl(b.add(n, _c(ity, 127)), _c(ity, 23)), ty)
+
+
+def _scale_f32(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
+    """y * 2**n for n in [-150, 128], which is not one normal float: scaled by two halves
+    instead, so overflow and gradual underflow happen in a single final rounding."""
+    n1 = b.ashr(n, _c(n.type, 1))
+    return b.fmul(b.fmul(y, _pow2_f32(b, n1, y.type)), _pow2_f32(b, b.sub(n, n1), y.type))
+
+
+def _exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x; overflows to inf above ~88.72, reaches 0 below ~-103.97 (subnormals kept)."""
+    _check_f32(x)
+    ty = x.type
+    # Past these bounds the result is already inf / 0; clamping keeps n within int range.
+    r, n = _exp_reduce_f32(b, _clamp(b, x, -104.0, 89.0))
     p = _horner(b, r, _EXP_P)
     y = b.fadd(b.fadd(b.fmul(b.fmul(r, r), p), r), _c(ty, 1.0))
-    # 2**n for n in [-150, 128] is not one normal float: scale by two halves instead, so
-    # overflow and gradual underflow happen in a single final rounding.
-    n1 = b.ashr(ni, _c(ity, 1))
-    n2 = b.sub(ni, n1)
-    s1 = b.bitcast(b.shl(b.add(n1, _c(ity, 127)), _c(ity, 23)), ty)
-    s2 = b.bitcast(b.shl(b.add(n2, _c(ity, 127)), _c(ity, 23)), ty)
-    return b.fmul(b.fmul(y, s1), s2)
+    return _scale_f32(b, y, n)
 
 
 def _expm1_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -209,20 +222,12 @@ def _expm1_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     _check_f32(x)
     ty = x.type
     ity = _int_type(ty)
-    xc = _clamp(b, x, -17.5, 89.0)
-    biased = b.fadd(b.fmul(xc, _c(ty, _LOG2E)), _c(ty, _ROUND_F32))
-    n = b.fsub(biased, _c(ty, _ROUND_F32))
-    ni = b.sub(_bits(b, biased), _c(ity, _ROUND_F32_BITS))
-    r = b.fsub(xc, b.fmul(n, _c(ty, _LN2_HI)))
-    r = b.fsub(r, b.fmul(n, _c(ty, _LN2_LO)))
+    r, ni = _exp_reduce_f32(b, _clamp(b, x, -17.5, 89.0))
     em = b.fadd(r, b.fmul(b.fmul(r, r), _horner(b, r, _EXP_P)))
     small_n = b.icmp_signed("<=", ni, _c(ity, 24))
-    t = b.bitcast(b.shl(b.add(b.select(small_n, ni, _c(ity, 0)), _c(ity, 127)), _c(ity, 23)), ty)
+    t = _pow2_f32(b, b.select(small_n, ni, _c(ity, 0)), ty)
     res = b.fadd(b.fmul(em, t), b.fsub(t, _c(ty, 1.0)))
-    n1 = b.ashr(ni, _c(ity, 1))
-    s1 = b.bitcast(b.shl(b.add(n1, _c(ity, 127)), _c(ity, 23)), ty)
-    s2 = b.bitcast(b.shl(b.add(b.sub(ni, n1), _c(ity, 127)), _c(ity, 23)), ty)
-    big = b.fmul(b.fmul(b.fadd(em, _c(ty, 1.0)), s1), s2)
+    big = _scale_f32(b, b.fadd(em, _c(ty, 1.0)), ni)
     res = b.select(small_n, res, big)
     res = b.select(b.fcmp_ordered("<", x, _c(ty, -17.5)), _c(ty, -1.0), res)
     return b.select(b.fcmp_ordered("<", _fabs(b, x), _c(ty, 2.0**-25)), x, res)

@@ -92,6 +92,9 @@ def _blocked(kb: KernelBuilder, x: Tensor, o: Tensor, x_strides: Sequence[ir.Val
         jb = b.udiv(nj, i64(lanes))
         j_rest = kb.mul(jb, i64(lanes))
 
+        def element(qq: ir.Value, j: ir.Value) -> None:
+            o.store_raw(kb.add(o_off, kb.add(kb.mul(qq, sq), j)), x.load_raw(kb.add(x_off, kb.add(qq, kb.mul(j, sj)))))
+
         def rows(q0: ir.Value, count: int) -> None:
             """Output rows [q0, q0 + count * LANES): whole blocks, then the columns after them."""
             with kb.loop(jb, name="tj") as t:
@@ -104,7 +107,7 @@ def _blocked(kb: KernelBuilder, x: Tensor, o: Tensor, x_strides: Sequence[ir.Val
             with kb.loop(i64(count * lanes), name="tq", plain=True) as c:
                 qq = kb.add(q0, c)
                 with kb.loop(nj, name="tr", start=j_rest, plain=True) as j:
-                    o.store_raw(kb.add(o_off, kb.add(kb.mul(qq, sq), j)), x.load_raw(kb.add(x_off, kb.add(qq, kb.mul(j, sj)))))
+                    element(qq, j)
 
         wide = b.udiv(nq, i64(sub * lanes))
         with kb.loop(wide, name="tb") as t:
@@ -117,7 +120,7 @@ def _blocked(kb: KernelBuilder, x: Tensor, o: Tensor, x_strides: Sequence[ir.Val
             q_done = kb.add(q_done, kb.mul(narrow, i64(lanes)))
         with kb.loop(nq, name="tq", start=q_done, plain=True) as qq:
             with kb.loop(nj, name="tr", plain=True) as j:
-                o.store_raw(kb.add(o_off, kb.add(kb.mul(qq, sq), j)), x.load_raw(kb.add(x_off, kb.add(qq, kb.mul(j, sj)))))
+                element(qq, j)
 
     def level(axis: int, x_off: ir.Value, o_off: ir.Value) -> None:
         if axis == last:

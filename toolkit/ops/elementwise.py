@@ -94,6 +94,10 @@ def _sym_where(c, a, b):
     return (a if c else b) if isinstance(c, int) else None
 
 
+# HardSwish(x) = x * HardSigmoid(x; alpha, beta) with these (alpha, beta)
+HARD_SWISH_GATE = (1 / 6, 0.5)
+
+
 def _hard_sigmoid(s: Scalar, x: ir.Value, alpha: float, beta: float) -> ir.Value:
     return s.max(s.const(0), s.min(s.const(1), s.add(s.mul(s.const(alpha), x), s.const(beta))))
 
@@ -279,7 +283,7 @@ SCALAR: dict[str, ScalarOp] = {
     "mish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], mathlib.tanh(s.b, mathlib.softplus(s.b, v[0])))),
     "swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], mathlib.sigmoid(s.b, s.mul(s.const(p[0]), v[0])))),
     "hard_sigmoid": ScalarOp(1, FLOATS, lambda s, v, p: _hard_sigmoid(s, v[0], *p)),
-    "hard_swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], _hard_sigmoid(s, v[0], 1 / 6, 0.5))),
+    "hard_swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], _hard_sigmoid(s, v[0], *HARD_SWISH_GATE))),
     "softsign": ScalarOp(1, FLOATS, lambda s, v, p: s.div(v[0], s.add(s.const(1), s.abs(v[0])))),
     "softplus": ScalarOp(1, FLOATS, _math(mathlib.softplus)),
     "sqrt": ScalarOp(1, FLOATS, lambda s, v, p: intrinsic(s.b, "llvm.sqrt", v[0])),  # an instruction, never a libcall

@@ -36,7 +36,7 @@ from ..ir.dtypes import FLOAT32, FLOAT64
 from ..ir.graph import Graph, Node, Value, regions
 from ..ops.base import run_infer
 from ..ops.conv import BatchNorm, Conv
-from ..ops.elementwise import Elementwise
+from ..ops.elementwise import HARD_SWISH_GATE, Elementwise
 
 
 def _uses(graph: Graph) -> Counter:
@@ -172,14 +172,22 @@ def _match_swish(graph: Graph, gate: Node, readers, uses):
     beta 0.5 (as float32, as the attributes hold them) is hard_swish. Each computes the same
     operations as the two nodes, so the results are the same."""
     x, g = gate.inputs[0], gate.outputs[0]
-    if gate.op.fn == "hard_sigmoid" and tuple(np.float32(gate.op.params)) != (np.float32(1 / 6), np.float32(0.5)):
+    if (gate.op.fn == "hard_sigmoid"
+            and tuple(np.float32(gate.op.params)) != tuple(np.float32(HARD_SWISH_GATE))):
         return None
-    rs = readers.get(g, [])
-    if len(rs) != 1 or uses[g] != 1 or _fn(rs[0]) != "mul" or _other(rs[0], g) != x:
+    mul = _only_reader(g, readers, uses)
+    if mul is None or _fn(mul) != "mul" or _other(mul, g) != x:
         return None
-    if graph.values[x].shape != graph.values[rs[0].outputs[0]].shape or graph.values[x].dtype not in (FLOAT32, FLOAT64):
+    if graph.values[x].shape != graph.values[mul.outputs[0]].shape or graph.values[x].dtype not in (FLOAT32, FLOAT64):
         return None  # (float16's gate would be rounded to float16 between the two nodes)
-    return [gate, rs[0]], x, rs[0].outputs[0]
+    return [gate, mul], x, mul.outputs[0]
+
+
+def _only_reader(name: str, readers, uses) -> Node | None:
+    """The one node that reads ``name``, if nothing else (no other node, region or graph
+    output) does."""
+    rs = readers.get(name, [])
+    return rs[0] if len(rs) == 1 and uses[name] == 1 else None
 
 
 def _match_gelu(graph: Graph, erf: Node, made, readers, uses):
@@ -188,8 +196,7 @@ def _match_gelu(graph: Graph, erf: Node, made, readers, uses):
         return v is not None and abs(v - want) <= 1e-4 * abs(want)
 
     def only_reader(name: str) -> Node | None:
-        rs = readers.get(name, [])
-        return rs[0] if len(rs) == 1 and uses[name] == 1 else None
+        return _only_reader(name, readers, uses)
 
     scale = made.get(erf.inputs[0])
     if scale is None or uses[erf.inputs[0]] != 1:
