@@ -295,6 +295,24 @@ def test_static_names_a_range_over_an_input_value():
         check_static(_graph(m))
 
 
+def test_chain_through_a_fused_elementwise_chain(target):
+    """Div -> Ceil -> Relu fuse into one node (the Div, with its chain as post ops) that
+    makes the Relu's output; the reason a Range's length is dynamic follows that node back
+    to the input, and the model compiles and runs (the report had looked up the Relu node's
+    input, which fusion removed: an internal KeyError)."""
+    m = make_model([helper.make_node("Div", ["l", "d"], ["q"], name="div"),
+                    helper.make_node("Ceil", ["q"], ["c"], name="ceil"),
+                    helper.make_node("Relu", ["c"], ["r"], name="relu"),
+                    helper.make_node("Range", ["z", "r", "o"], ["y"], name="rg")],
+                   [vinfo("l", np.float32, [])], [vinfo("y", np.float32, None)],
+                   [const("d", np.array(2.0, np.float32)), const("z", np.array(0.0, np.float32)),
+                    const("o", np.array(1.0, np.float32))])
+    with pytest.raises(CompileError, match=r"Range 'rg' reads its length at run time from 'r', computed by Div "
+                                           r"'div' from input 'l'"):
+        check_static(_graph(m))
+    check_model(m, target, [{"l": np.array(v, np.float32)} for v in (7.0, 0.5, -3.0)])
+
+
 def test_static_names_an_unnamed_input_dim():
     """--bind takes dim_param names only: the message says what to do instead."""
     m = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vinfo("x", np.float32, [None, 3])],

@@ -130,6 +130,7 @@ def gelu(graph: Graph) -> Graph:
                 drop.update(id(n) for n in matched)
                 last = max(matched, key=nodes.index)
                 at[id(last)] = Node(op, node.name, source, [x], [out])
+                graph.values[out].producer = at[id(last)]
         out_nodes = []
         for n in nodes:
             if id(n) in at:
@@ -300,6 +301,7 @@ def _fuse(graph: Graph, nodes: list[Node], uses: Counter) -> list[Node]:
             producer.op = replace(producer.op, post=producer.op.post + (post,))
             producer.inputs = inputs
             producer.outputs = [node.outputs[0]]
+            graph.values[node.outputs[0]].producer = producer  # (reports name the node that makes it)
             producers[node.outputs[0]] = producer
             del graph.values[src]
             continue
