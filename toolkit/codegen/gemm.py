@@ -48,7 +48,7 @@ from llvmlite import ir
 
 from . import fused as F
 from .conv import _splat, mac
-from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, smin
+from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, pinned, smin, to_compute
 
 ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
@@ -113,6 +113,10 @@ class View:
     rs: ir.Value
     cs: ir.Value
 
+    def row_step(self, mr: int, mc: int) -> int | None:
+        """Elements from one row of a register tile to the next, when known at compile time."""
+        return self.rs.constant if isinstance(self.rs, ir.Constant) else None
+
     def index(self, kb: KernelBuilder, r: ir.Value, c: ir.Value) -> ir.Value:
         return kb.add(self.base, kb.add(kb.mul(r, self.rs), kb.mul(c, self.cs)))
 
@@ -146,6 +150,12 @@ class PanelA:
     @property
     def cs(self) -> ir.Value:
         return i64(self.mr)
+
+    def row_step(self, mr: int, mc: int) -> int | None:
+        """Elements from one row of a register tile of ``mr`` rows to the next: 1 when its
+        rows lie in one panel, as they do when tiles start at multiples of ``mr`` (row blocks
+        of ``mc``) and ``mr`` divides the panels' rows."""
+        return 1 if self.mr % mr == 0 and mc % mr == 0 else None
 
     def index(self, kb: KernelBuilder, r: ir.Value, c: ir.Value) -> ir.Value:
         b = kb.b
@@ -468,6 +478,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     accumulators as they are stored rather than over the stored tile read back."""
     b = kb.b
     mr, nr, lanes, vecs = tile.mr, tile.nr, tile.lanes, tile.vecs
+    wasm = kb.target is not None and kb.target.is_wasm
     vt = _vec(lanes)
     zero = ir.Constant(vt, [0.0] * lanes)
     full_panels = i64(n.constant // nr) if isinstance(n, ir.Constant) else b.udiv(n, i64(nr))
@@ -478,6 +489,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     direct_offsets = bsrc.offsets(kb, k.constant) if direct else None
     # B packed here is packed again for every block of rows: larger blocks pack less often
     mc = tile.mc if isinstance(bsrc, Packed) or direct else max(tile.mc, PACKED_HERE_MC)
+    a_step = a.row_step(mr, mc)
     with at_entry(kb):
         # the partial panel's tile is stored here first, then its columns that exist copied
         # out; a B given as a view is packed into ``block`` a panel block at a time
@@ -491,8 +503,8 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
             return b.bitcast(block, F32.as_pointer())
         return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(p, kb.mul(k, i64(nr))), kb.mul(k0, i64(nr)))))
 
-    def vload(ptr: ir.Value, at: ir.Value) -> ir.Value:
-        return b.load(b.gep(ptr, [at], source_etype=F32), typ=vt, align=4)
+    def vload(ptr: ir.Value, at: ir.Value, inbounds: bool = False) -> ir.Value:
+        return b.load(b.gep(ptr, [at], inbounds=inbounds, source_etype=F32), typ=vt, align=4)
 
     def on_last(last, emit: Callable[[], None]) -> None:
         """``emit`` the code that runs on the last k block: unguarded when it is known to be,
@@ -548,10 +560,23 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             # row kk of the panel: packed, NR floats a row; in place, at its offset
             at = kb.mul(kk, i64(nr)) if koffs is None else b.load(b.gep(koffs, [kk], source_etype=I64), typ=I64)
-            bv = [vload(ptr, kb.add(at, i64(v * lanes))) for ptr in base for v in range(vecs)]
+            if wasm:
+                # on wasm32 each panel row's vectors lie at constant offsets from a pointer
+                # loop strength reduction cannot see, so they stay the loads' offsets
+                rows_at = [pinned(b, b.gep(ptr, [at], inbounds=True, source_etype=F32)) for ptr in base]
+                bv = [vload(rp, i64(v * lanes), inbounds=True) for rp in rows_at for v in range(vecs)]
+            else:
+                bv = [vload(ptr, kb.add(at, i64(v * lanes))) for ptr in base for v in range(vecs)]
+            if wasm and rows > 1 and a_step is not None:  # the rows' elements likewise
+                pa = pinned(b, a.t.ptr(kb.add(a_rows[0], kb.mul(kk, a.cs))))
+                xs = [to_compute(b, a.t.dtype, b.load(b.gep(pa, [i64(r * a_step)], inbounds=True,
+                                                            source_etype=a.t.elem), typ=a.t.elem))
+                      for r in range(rows)]
+            else:
+                xs = [a.t.load(kb.add(a_rows[r], kb.mul(kk, a.cs))) for r in range(rows)]
             acc = list(acc)
             for r in range(rows):
-                s = _splat(b, a.t.load(kb.add(a_rows[r], kb.mul(kk, a.cs))), lanes)
+                s = _splat(b, xs[r], lanes)
                 for v in range(w):
                     acc[r * w + v] = mac(b, acc[r * w + v], s, bv[v])
             return acc

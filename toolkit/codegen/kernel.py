@@ -349,6 +349,23 @@ def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(b.module.declare_intrinsic(name, [t], fnty), list(args))
 
 
+def pinned(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+    """``ptr`` through an empty inline asm: the same address, which LLVM cannot see through.
+    Loads at constant offsets from it then keep them as the load's offset immediate on wasm32,
+    where loop strength reduction would rewrite each into a pointer of its own and an
+    ``i32.add`` (the GEPs it makes lack ``inbounds``, without which the offset may wrap)."""
+    return b.asm(ir.FunctionType(ptr.type, [ptr.type]), "", "=r,0", [ptr], side_effect=False)
+
+
+def frozen(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """``freeze v``: v itself for any value that is not poison (llvmlite has no builder
+    method for it). A scalar frozen after its load is splatted from a register: on wasm32
+    ``f32.load`` + ``f32x4.splat`` rather than ``v128.load32_splat``."""
+    inst = ir.Instruction(b.block, v.type, "freeze", [v])
+    b._insert(inst)
+    return inst
+
+
 def prefetch(b: ir.IRBuilder, ptr: ir.Value, write: bool = False) -> None:
     """Bring the cache line at ``ptr`` towards L1 for a read soon, or with ``write`` for a
     store soon (owned, so the store need not fetch it first) (llvm.prefetch: high locality,
