@@ -357,15 +357,6 @@ def pinned(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
     return b.asm(ir.FunctionType(ptr.type, [ptr.type]), "", "=r,0", [ptr], side_effect=False)
 
 
-def frozen(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    """``freeze v``: v itself for any value that is not poison (llvmlite has no builder
-    method for it). A scalar frozen after its load is splatted from a register: on wasm32
-    ``f32.load`` + ``f32x4.splat`` rather than ``v128.load32_splat``."""
-    inst = ir.Instruction(b.block, v.type, "freeze", [v])
-    b._insert(inst)
-    return inst
-
-
 def prefetch(b: ir.IRBuilder, ptr: ir.Value, write: bool = False) -> None:
     """Bring the cache line at ``ptr`` towards L1 for a read soon, or with ``write`` for a
     store soon (owned, so the store need not fetch it first) (llvm.prefetch: high locality,
