@@ -168,6 +168,18 @@ def test_against_onnx_reference(target, layout):
     run_layers(target, layers, layout)
 
 
+def test_wide_layers(target):
+    """Hidden sizes whose gate rows fill several of linalg's register chunks (ROW_CHUNK_VECTORS
+    vectors), then single vectors, then single columns: 21 units make GRU's three gates 63
+    columns (wasm32: 3 chunks of 16, 3 vectors and 3 columns; AVX-512: 3 vectors of 16 and 15
+    columns), LSTM's 48 make 192."""
+    layers = [Layer("gru_w", "GRU", h0=True, hidden=21),
+              Layer("gru_wl", "GRU", direction="bidirectional", linear_before_reset=1, hidden=21),
+              Layer("lstm_w", "LSTM", h0=True, c0=True, outputs=("Y", "Y_h", "Y_c"), hidden=48),
+              Layer("rnn_w", "RNN", direction="reverse", h0=True, hidden=21)]
+    run_layers(target, layers)
+
+
 def test_optional_outputs(target):
     """Every combination of Y, Y_h, Y_c present or absent."""
     layers = []

@@ -27,6 +27,7 @@ from . import gemm as G
 from .gemm import View as Mat
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
+from .conv import _splat, mac
 from .kernel import F32, KernelBuilder, Tensor, fast, i64
 from .scalar import Scalar
 
@@ -73,6 +74,8 @@ def matmul(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n:
                 acc = kb.accumulate(k, zero, dot, name="k")
                 y.store(kb, i, j, plus_c(scaled(acc, alpha), i, j))
         return
+    if _vector_rows(kb, dt, a, b, y, m, n, k, alpha, c, beta):
+        return
     with kb.loop(m, "i") as i:
         with kb.loop(n, "j") as j:
             y.store(kb, i, j, plus_c(zero, i, j))
@@ -80,6 +83,72 @@ def matmul(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n:
             av = scaled(a.load(kb, i, kk), alpha)
             with kb.loop(n, "j") as j:
                 y.store(kb, i, j, add(y.load(kb, i, j), mul(av, b.load(kb, kk, j))))
+
+
+ROW_CHUNK_VECTORS = 4  # vectors of a row of y summed over k at once in registers
+
+
+def _vector_rows(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n: ir.Value, k: ir.Value,
+                 alpha: float, c: Mat | None, beta: float) -> bool:
+    """float32 with b's, y's (and c's) rows contiguous: each row of y by chunks of
+    ROW_CHUNK_VECTORS vectors, then single vectors, each summed over all of k in registers
+    with b's rows read in place, then its last columns one at a time. Returns False (nothing
+    emitted) for other products. The ``i, k, j`` loops read and wrote y's row at every k: a
+    recurrent layer's step (batch x hidden by hidden x gates * hidden, run once per time step,
+    too small to pack b for the GEMM microkernel) spent most of its time there."""
+    if dt != FLOAT32 or kb.target is None or not (_is_one(b.cs) and _is_one(y.cs)):
+        return False
+    if c is not None and not (_is_one(c.cs) or (isinstance(c.cs, ir.Constant) and c.cs.constant == 0)):
+        return False
+    bld = kb.b
+    lanes = kb.target.f32_lanes
+    vt = ir.VectorType(F32, lanes)
+    zero = ir.Constant(vt, [0.0] * lanes)
+
+    def vptr(v: Mat, i: ir.Value, j: ir.Value) -> ir.Value:
+        return bld.bitcast(v.t.ptr(v.index(kb, i, j)), vt.as_pointer())
+
+    def columns(i: ir.Value, j0: ir.Value, vecs: int) -> None:
+        """y[i, j0 : j0 + vecs * lanes]."""
+        def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            x = a.load(kb, i, kk)
+            s = _splat(bld, x if alpha == 1.0 else fast(bld.fmul(x, ir.Constant(F32, alpha))), lanes)
+            return [mac(bld, acc[v], s, bld.load(vptr(b, kk, kb.add(j0, i64(v * lanes))), typ=vt, align=4))
+                    for v in range(vecs)]
+
+        acc = kb.carry(i64(0), k, [zero] * vecs, step, "k", plain=True)
+        for v in range(vecs):
+            j = kb.add(j0, i64(v * lanes))
+            out = acc[v]
+            if c is not None:
+                cv = bld.load(vptr(c, i, j), typ=vt, align=4) if _is_one(c.cs) else _splat(bld, c.load(kb, i, j), lanes)
+                out = bld.fadd(out, cv if beta == 1.0 else bld.fmul(cv, ir.Constant(vt, [beta] * lanes)))
+            bld.store(out, vptr(y, i, j), align=4)
+
+    chunk = ROW_CHUNK_VECTORS * lanes
+    chunks = bld.udiv(n, i64(chunk))
+    vec_lo = kb.mul(chunks, i64(chunk))
+    vecs = bld.udiv(bld.sub(n, vec_lo), i64(lanes))
+    tail_lo = kb.add(vec_lo, kb.mul(vecs, i64(lanes)))
+    sc = Scalar(bld, dt)
+    with kb.loop(m, "i") as i:
+        with kb.loop(chunks, "jc") as jc:
+            columns(i, kb.mul(jc, i64(chunk)), ROW_CHUNK_VECTORS)
+        with kb.loop(vecs, "jv") as jv:
+            columns(i, kb.add(vec_lo, kb.mul(jv, i64(lanes))), 1)
+        with kb.loop(bld.sub(n, tail_lo), "jt") as jt:
+            j = kb.add(tail_lo, jt)
+
+            def dot(s: ir.Value, kk: ir.Value) -> ir.Value:
+                return fast(bld.fadd(s, fast(bld.fmul(a.load(kb, i, kk), b.load(kb, kk, j)))))
+
+            out = kb.accumulate(k, sc.const(0), dot, name="k")
+            out = out if alpha == 1.0 else bld.fmul(out, sc.const(alpha))
+            if c is not None:
+                cv = c.load(kb, i, j)
+                out = bld.fadd(out, cv if beta == 1.0 else bld.fmul(cv, sc.const(beta)))
+            y.store(kb, i, j, out)
+    return True
 
 
 def build_matmul(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
