@@ -3,12 +3,15 @@ Gemm.
 
 float32 products with a 2-D (or batched) B run through the GEMM microkernel of
 :mod:`.gemm` (:func:`build_matmul_f32`, :func:`build_gemm_f32`). The loops below serve the
-other dtypes and a 1-D B (a matrix-vector product):
+other dtypes, a 1-D B (a matrix-vector product) and the recurrent layers' products
+(:mod:`.rnn`), which run once per time step and are too small to pack B for the microkernel:
 
 Both reduce to one strided product ``y[i, j] = alpha * sum_k a[i, k] * b[k, j] (+ beta *
 c[i, j])`` over views with per-axis strides (0 on broadcast axes). The loop order keeps the
 innermost loop contiguous: ``i, k, j`` (a row of y updated from a row of b) when b's rows
 are contiguous, and ``i, j, k`` dot products with reassociable sums when b has one column.
+In float32 with b's rows contiguous, each row of y is summed over k in registers a few
+vectors at a time (:func:`_vector_rows`) instead of updated in memory at every k.
 
 Gemm's transB makes b's rows strided. Measured on wasm32 (wasmtime) for [64, 784] x
 [1024, 784]^T, ``i, k, j`` over a transposed copy of b beats ``i, j, k`` dot products by
