@@ -296,6 +296,54 @@ def test_softmax_inner_axis_chunks(op, dtype, target):
     check_model(model, target, feeds, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_last_axis_rows(op, target):
+    """float32 along the last axis runs by vectors per row (reduce._softmax_rows): rows
+    shorter than a vector (element by element), of whole vectors (wasm32 4 lanes, AVX-512
+    16), of whole vectors and a remainder (one more vector overlapping the last: the sum must
+    count its new lanes once), and longer than MAX_CHAINS vectors; in one model with the row
+    length symbolic. Masked entries as attention makes them (-1e4, float32's lowest, -inf)
+    give exact zeros (Softmax), values spread past exp's normal range flush to 0 where the
+    reference has subnormals (< 1.7e-38), and NaN and +inf rows give NaN. The reference is
+    numpy in float64."""
+    from toolkit.codegen.reduce import MAX_CHAINS
+    node = helper.make_node(op, ["x"], ["y"], axis=-1)
+    model = make_model([node], [vinfo("x", np.float32, ["r", "n"])], [vinfo("y", np.float32, None)], opset=13)
+    lowest = np.finfo(np.float32).min
+
+    def ref(model, feeds):
+        x = feeds["x"].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            m = x.max(axis=-1, keepdims=True)
+            e = np.exp(x - m)
+            total = e.sum(axis=-1, keepdims=True)
+            y = e / total if op == "Softmax" else x - m - np.log(total)
+        return {"y": y.astype(np.float32)}
+
+    rng = np.random.default_rng(30)
+    feeds = []
+    for n in (1, 3, 4, 7, 16, 19, 37, 64, 4 * MAX_CHAINS * 16 + 5, 300):
+        x = rng.uniform(-8, 8, (6, n)).astype(np.float32)
+        x[1, n // 2:] = -1e4
+        x[2, : (n + 1) // 2] = lowest
+        x[3, n - 1] = -np.inf
+        x[4, 0] = 0
+        x[4, 1:] = -95  # exp(-95) = 5.5e-42, a subnormal: flushed
+        x[5, n // 3] = np.nan
+        feeds.append({"x": x})
+    feeds.append({"x": np.array([[1, np.inf, 2, 3, 4]], np.float32)})
+    m = build(model, target)
+    for f in feeds:
+        got, want = m.run(f)["y"], ref(model, f)["y"]
+        # LogSoftmax's log of a float32 sum near 1 is off by its ulp, 1.2e-7, in absolute terms
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-37 if op == "Softmax" else 2e-7, equal_nan=True,
+                                   err_msg=str(f["x"].shape))
+        if op == "Softmax":
+            masked = (f["x"] == -1e4) | (f["x"] == lowest) | (f["x"] == -np.inf)
+            masked &= f["x"] < f["x"].max(axis=-1, keepdims=True)  # not a row's maximum (nor a NaN row)
+            assert (got[masked] == 0).all()
+
+
 @pytest.mark.parametrize("opset", [1, 11])
 @pytest.mark.parametrize("op", ["LogSoftmax", "Hardmax"])
 def test_softmax_family_old_versions(op, opset, target):
