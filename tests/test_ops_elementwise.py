@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from util import check_model, const, lower_model, make_model, rand, vinfo
+from util import build, check_model, const, lower_model, make_model, rand, vinfo
 
 BINDINGS = [(1, 5), (3, 5), (7, 5), (0, 5)]  # n x 5: 7*5 is not a multiple of any SIMD width
 
@@ -125,6 +125,32 @@ def test_pow_const_two_is_a_square(xdt, ydt, yshape, target):
     feeds = [{"a": np.concatenate([special[None], rand(rng, (n - 1, 5), xdt, -4, 4)]) if n else rand(rng, (0, 5), xdt)}
              for n, _ in BINDINGS]
     check_model(m, target, feeds, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("xdt,ydt,yshape", [(np.float32, np.float32, []), (np.float32, np.int64, [1]),
+                                             (np.float16, np.float16, [1, 1]), (np.float64, np.float64, [])])
+def test_pow_const_three_is_a_cube(xdt, ydt, yshape, target):
+    """Pow by a constant 3 compiles to x * x * x (no pow kernel is left): within two
+    roundings of numpy's power in float64, with -0, infinities, NaN and overflow exact."""
+    rng = np.random.default_rng(19)
+    m = make_model([helper.make_node("Pow", ["a", "three"], ["y"])], [vinfo("a", xdt, ["n", 5])],
+                   [vinfo("y", xdt, None)], [const("three", np.full(yshape, 3, ydt))])
+    _, _, module = lower_model(m, target)
+    names = [f.name for f in module.functions]
+    assert not any("pow" in n for n in names) and any("mul" in n for n in names), names
+    big = {np.float32: 1e13, np.float16: 50.0, np.float64: 1e103}[xdt]  # its cube overflows
+    special = np.array([-0.0, np.inf, -np.inf, np.nan, -big], xdt)
+    feeds = [{"a": np.concatenate([special[None], rand(rng, (n - 1, 5), xdt, -4, 4)]) if n else rand(rng, (0, 5), xdt)}
+             for n, _ in BINDINGS]
+    model = build(m, target)
+    eps = np.finfo(xdt).eps
+    for f in feeds:
+        got = model.run(f)["y"]
+        with np.errstate(over="ignore"):
+            want = np.power(f["a"].astype(np.float64), 3).astype(xdt)
+        np.testing.assert_allclose(got, want, rtol=2 * eps, atol=0, equal_nan=True)
+        known = ~np.isnan(want)  # -0 stays -0, -inf -inf (a NaN's sign is its own)
+        assert (np.signbit(got[known]) == np.signbit(want[known])).all()
 
 
 def test_pow_const_two_of_a_scalar_base_broadcasts(target):
