@@ -44,7 +44,8 @@ import wasm_runtime  # noqa: E402
 from node_bin import node as node_binary  # noqa: E402
 from node_bin import relaxed_flags  # noqa: E402
 from node_bin import version as node_version  # noqa: E402
-from toolkit.codegen.conv import _splat, mac  # noqa: E402
+from toolkit.codegen.conv import mac  # noqa: E402
+from toolkit.codegen.kernel import splat  # noqa: E402
 from toolkit.codegen.gemm import tile_for  # noqa: E402
 from toolkit.codegen.kernel import F32, I32  # noqa: E402
 from toolkit.codegen.target import Target, emit_object, get_target, new_module, relaxed_simd, variant  # noqa: E402
@@ -72,7 +73,7 @@ def peak_module(target: Target) -> ir.Module:
         iters, x, y = fn.args
         entry, loop, done = (fn.append_basic_block(s) for s in ("entry", "loop", "done"))
         b = ir.IRBuilder(entry)
-        xv, yv = _splat(b, x, lanes), _splat(b, y, lanes)
+        xv, yv = splat(b, x, lanes), splat(b, y, lanes)
         b.branch(loop)
         b.position_at_end(loop)
         i = b.phi(I32, name="i")

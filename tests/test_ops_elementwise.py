@@ -109,21 +109,29 @@ def test_pow_float_base(ydtype, target):
     check_model(m, target, feeds, rtol=1e-5)
 
 
+def _pow_by_constant(k: int, xdt, ydt, yshape, big, target):
+    """Pow of an [n, 5] base by a constant k of shape ``yshape``, checked to compile to
+    multiplications only (no pow kernel left), and feeds at each binding whose first row is
+    -0, +-inf, NaN and ``big``."""
+    rng = np.random.default_rng(16 + k)
+    m = make_model([helper.make_node("Pow", ["a", "k"], ["y"])], [vinfo("a", xdt, ["n", 5])],
+                   [vinfo("y", xdt, None)], [const("k", np.full(yshape, k, ydt))])
+    _, _, module = lower_model(m, target)
+    names = [f.name for f in module.functions]
+    assert not any("pow" in n for n in names) and any("mul" in n for n in names), names
+    special = np.array([-0.0, np.inf, -np.inf, np.nan, big], xdt)
+    feeds = [{"a": np.concatenate([special[None], rand(rng, (n - 1, 5), xdt, -4, 4)]) if n else rand(rng, (0, 5), xdt)}
+             for n, _ in BINDINGS]
+    return m, feeds
+
+
 @pytest.mark.parametrize("xdt,ydt,yshape", [(np.float32, np.float32, []), (np.float32, np.int64, [1]),
                                              (np.float16, np.float16, [1, 1]), (np.float64, np.float32, [])])
 def test_pow_const_two_is_a_square(xdt, ydt, yshape, target):
     """Pow by a constant 2 compiles to x * x (no pow kernel is left), which equals the
     reference's correctly rounded square, with -0, infinities, NaN and overflow."""
-    rng = np.random.default_rng(18)
-    m = make_model([helper.make_node("Pow", ["a", "two"], ["y"])], [vinfo("a", xdt, ["n", 5])],
-                   [vinfo("y", xdt, None)], [const("two", np.full(yshape, 2, ydt))])
-    _, _, module = lower_model(m, target)
-    names = [f.name for f in module.functions]
-    assert not any("pow" in n for n in names) and any("mul" in n for n in names), names
     big = {np.float32: 3e38, np.float16: 300.0, np.float64: 1e200}[xdt]  # its square overflows
-    special = np.array([-0.0, np.inf, -np.inf, np.nan, big], xdt)
-    feeds = [{"a": np.concatenate([special[None], rand(rng, (n - 1, 5), xdt, -4, 4)]) if n else rand(rng, (0, 5), xdt)}
-             for n, _ in BINDINGS]
+    m, feeds = _pow_by_constant(2, xdt, ydt, yshape, big, target)
     check_model(m, target, feeds, rtol=0, atol=0)
 
 
@@ -132,16 +140,8 @@ def test_pow_const_two_is_a_square(xdt, ydt, yshape, target):
 def test_pow_const_three_is_a_cube(xdt, ydt, yshape, target):
     """Pow by a constant 3 compiles to x * x * x (no pow kernel is left): within two
     roundings of numpy's power in float64, with -0, infinities, NaN and overflow exact."""
-    rng = np.random.default_rng(19)
-    m = make_model([helper.make_node("Pow", ["a", "three"], ["y"])], [vinfo("a", xdt, ["n", 5])],
-                   [vinfo("y", xdt, None)], [const("three", np.full(yshape, 3, ydt))])
-    _, _, module = lower_model(m, target)
-    names = [f.name for f in module.functions]
-    assert not any("pow" in n for n in names) and any("mul" in n for n in names), names
     big = {np.float32: 1e13, np.float16: 50.0, np.float64: 1e103}[xdt]  # its cube overflows
-    special = np.array([-0.0, np.inf, -np.inf, np.nan, -big], xdt)
-    feeds = [{"a": np.concatenate([special[None], rand(rng, (n - 1, 5), xdt, -4, 4)]) if n else rand(rng, (0, 5), xdt)}
-             for n, _ in BINDINGS]
+    m, feeds = _pow_by_constant(3, xdt, ydt, yshape, -big, target)
     model = build(m, target)
     eps = np.finfo(xdt).eps
     for f in feeds:

@@ -52,7 +52,7 @@ from ..ir.dtypes import FLOAT32, DType
 from . import fused as F
 from . import mathlib
 from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, compute_type, fast, i64, intrinsic,
-                     prefetch, smax, smin, transpose_vectors)
+                     prefetch, smax, smin, splat, transpose_vectors)
 from .reduce import fold, identity
 from .scalar import convert
 
@@ -158,15 +158,6 @@ def _when(kb: KernelBuilder, cond: ir.Value | bool, then: Callable[[], None],
             then()
         with no:
             otherwise()
-
-
-def _splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
-    """s in every one of ``lanes`` lanes (s itself when 1)."""
-    if lanes == 1:
-        return s
-    undef = ir.Constant(ir.VectorType(s.type, lanes), ir.Undefined)
-    v = b.insert_element(undef, s, ir.Constant(I32, 0))
-    return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
 def _lane(b: ir.IRBuilder, v: ir.Value, lane: int, lanes: int) -> ir.Value:
@@ -624,7 +615,7 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
             vecs = b.udiv(ow, i64(lanes))
             rest = b.sub(ow, kb.mul(vecs, i64(lanes)))
             mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))),
-                                 _splat(b, rest, lanes))
+                                 splat(b, rest, lanes))
         whole = kb.mul(vecs, i64(lanes))
 
         def row(kk: ir.Value, koff: ir.Value) -> None:
@@ -841,7 +832,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                 for j in range(ocb)]
         inits = []
         for j in range(ocb):
-            start = _splat(b, bt.load(kb.add(oc, i64(j))), lanes) if bt is not None else zero
+            start = splat(b, bt.load(kb.add(oc, i64(j))), lanes) if bt is not None else zero
             for col in starts:
                 if one_pass:
                     inits.append(start)
@@ -869,7 +860,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                     block = _load_lanes(kb, w, w_at, OC_BLOCK) if w_tap > 1 else None
                     for j in range(ocb):
                         if block is None:
-                            wv = _splat(b, w.load(kb.add(w_at, kb.mul(i64(j), w_per_oc))), lanes)
+                            wv = splat(b, w.load(kb.add(w_at, kb.mul(i64(j), w_per_oc))), lanes)
                         else:
                             wv = _lane(b, block, j, lanes)
                         for u in range(vecs):
@@ -951,8 +942,8 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
 def _lanes_from(kb: KernelBuilder, col: ir.Value, first: ir.Value, lanes: int) -> ir.Value:
     """Which lanes of the vector of columns [col, col + lanes) are at or after ``first``."""
     b = kb.b
-    idx = b.add(_splat(b, col, lanes), ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))))
-    return b.icmp_signed(">=", idx, _splat(b, first, lanes))
+    idx = b.add(splat(b, col, lanes), ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))))
+    return b.icmp_signed(">=", idx, splat(b, first, lanes))
 
 
 def _vector_starts(kb: KernelBuilder, ow0: ir.Value, lanes: int) -> list[ir.Value]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ..ir.dtypes import FLOAT32
-from .kernel import F32
+from .kernel import F32, splat
 from .scalar import Scalar
 
 
@@ -73,11 +73,7 @@ class Lanes(Scalar):
 
 def splat_like(b: ir.IRBuilder, s: ir.Value, like: ir.Value) -> ir.Value:
     """The scalar ``s`` as a value of ``like``'s type (a vector: every lane)."""
-    if not isinstance(like.type, ir.VectorType):
-        return s
-    n = like.type.count
-    one = b.insert_element(ir.Constant(like.type, None), s, ir.Constant(ir.IntType(32), 0))
-    return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+    return splat(b, s, like.type.count) if isinstance(like.type, ir.VectorType) else s
 
 
 def apply(b: ir.IRBuilder, post: tuple, v: ir.Value, load: Callable[[PostOp], ir.Value] | None = None) -> ir.Value:

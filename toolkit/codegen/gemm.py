@@ -47,8 +47,8 @@ import numpy as np
 from llvmlite import ir
 
 from . import fused as F
-from .conv import _splat, mac
-from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, pinned, smin, to_compute
+from .conv import mac
+from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, pinned, smin, splat, to_compute
 
 ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
@@ -331,7 +331,7 @@ class Im2col:
             vecs = b.udiv(length, i64(lanes))
             tail = kb.mul(vecs, i64(lanes))
             mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))),
-                                 _splat(b, b.sub(length, tail), lanes))
+                                 splat(b, b.sub(length, tail), lanes))
 
             def row(kk: ir.Value, koff: ir.Value) -> None:
                 at, dst = kb.add(src, koff), _block_at(kb, buf, nr, kk, c0)
@@ -576,7 +576,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                 xs = [a.t.load(kb.add(a_rows[r], kb.mul(kk, a.cs))) for r in range(rows)]
             acc = list(acc)
             for r in range(rows):
-                s = _splat(b, xs[r], lanes)
+                s = splat(b, xs[r], lanes)
                 for v in range(w):
                     acc[r * w + v] = mac(b, acc[r * w + v], s, bv[v])
             return acc

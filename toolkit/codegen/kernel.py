@@ -349,6 +349,15 @@ def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(b.module.declare_intrinsic(name, [t], fnty), list(args))
 
 
+def splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
+    """The scalar s in every one of ``lanes`` lanes (s itself when 1)."""
+    if lanes == 1:
+        return s
+    undef = ir.Constant(ir.VectorType(s.type, lanes), ir.Undefined)
+    v = b.insert_element(undef, s, ir.Constant(I32, 0))
+    return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+
 def pinned(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
     """``ptr`` through an empty inline asm: the same address, which LLVM cannot see through.
     Loads at constant offsets from it then keep them as the load's offset immediate on wasm32,

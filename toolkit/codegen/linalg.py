@@ -21,7 +21,7 @@ first (the copy costs about 5% of the product).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from llvmlite import ir
 
@@ -30,8 +30,8 @@ from . import gemm as G
 from .gemm import View as Mat
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
-from .conv import _splat, mac
-from .kernel import F32, KernelBuilder, Tensor, fast, i64
+from .conv import mac
+from .kernel import F32, KernelBuilder, Tensor, fast, i64, splat
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -64,20 +64,24 @@ def matmul(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n:
     def plus_c(v: ir.Value, i: ir.Value, j: ir.Value) -> ir.Value:
         return v if c is None else add(v, scaled(c.load(kb, i, j), beta))
 
+    def dot_at(i: ir.Value, j: ir.Value) -> None:
+        """y[i, j] as one dot product over k, a reassociable sum."""
+        def dot(s: ir.Value, kk: ir.Value) -> ir.Value:
+            p = mul(a.load(kb, i, kk), b.load(kb, kk, j))
+            return fast(bld.fadd(s, fast(p))) if f else bld.add(s, p)
+
+        acc = kb.accumulate(k, zero, dot, name="k")
+        y.store(kb, i, j, plus_c(scaled(acc, alpha), i, j))
+
     if _is_one(b.rs) or dt.is_narrow_float:
         # b's column is contiguous: per (i, j) a dot product, vectorized as a reassociated sum.
         # Narrow floats take this path always: it sums in float32 and rounds once, where the
         # other rounds y at every step of k
         with kb.loop(m, "i") as i:
             with kb.loop(n, "j") as j:
-                def dot(s: ir.Value, kk: ir.Value) -> ir.Value:
-                    p = mul(a.load(kb, i, kk), b.load(kb, kk, j))
-                    return fast(bld.fadd(s, fast(p))) if f else bld.add(s, p)
-
-                acc = kb.accumulate(k, zero, dot, name="k")
-                y.store(kb, i, j, plus_c(scaled(acc, alpha), i, j))
+                dot_at(i, j)
         return
-    if _vector_rows(kb, dt, a, b, y, m, n, k, alpha, c, beta):
+    if _vector_rows(kb, dt, a, b, y, m, n, k, alpha, c, beta, dot_at):
         return
     with kb.loop(m, "i") as i:
         with kb.loop(n, "j") as j:
@@ -92,10 +96,11 @@ ROW_CHUNK_VECTORS = 4  # vectors of a row of y summed over k at once in register
 
 
 def _vector_rows(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Value, n: ir.Value, k: ir.Value,
-                 alpha: float, c: Mat | None, beta: float) -> bool:
+                 alpha: float, c: Mat | None, beta: float, dot_at: Callable[[ir.Value, ir.Value], None]) -> bool:
     """float32 with b's, y's (and c's) rows contiguous: each row of y by chunks of
     ROW_CHUNK_VECTORS vectors, then single vectors, each summed over all of k in registers
-    with b's rows read in place, then its last columns one at a time. Returns False (nothing
+    with b's rows read in place, then its last columns one at a time (``dot_at(i, j)``, the
+    scalar path's dot product). Returns False (nothing
     emitted) for other products. The ``i, k, j`` loops read and wrote y's row at every k: a
     recurrent layer's step (batch x hidden by hidden x gates * hidden, run once per time step,
     too small to pack b for the GEMM microkernel) spent most of its time there."""
@@ -115,7 +120,7 @@ def _vector_rows(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Val
         """y[i, j0 : j0 + vecs * lanes]."""
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             x = a.load(kb, i, kk)
-            s = _splat(bld, x if alpha == 1.0 else fast(bld.fmul(x, ir.Constant(F32, alpha))), lanes)
+            s = splat(bld, x if alpha == 1.0 else fast(bld.fmul(x, ir.Constant(F32, alpha))), lanes)
             return [mac(bld, acc[v], s, bld.load(vptr(b, kk, kb.add(j0, i64(v * lanes))), typ=vt, align=4))
                     for v in range(vecs)]
 
@@ -124,7 +129,7 @@ def _vector_rows(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Val
             j = kb.add(j0, i64(v * lanes))
             out = acc[v]
             if c is not None:
-                cv = bld.load(vptr(c, i, j), typ=vt, align=4) if _is_one(c.cs) else _splat(bld, c.load(kb, i, j), lanes)
+                cv = bld.load(vptr(c, i, j), typ=vt, align=4) if _is_one(c.cs) else splat(bld, c.load(kb, i, j), lanes)
                 out = bld.fadd(out, cv if beta == 1.0 else bld.fmul(cv, ir.Constant(vt, [beta] * lanes)))
             bld.store(out, vptr(y, i, j), align=4)
 
@@ -133,24 +138,13 @@ def _vector_rows(kb: KernelBuilder, dt: DType, a: Mat, b: Mat, y: Mat, m: ir.Val
     vec_lo = kb.mul(chunks, i64(chunk))
     vecs = bld.udiv(bld.sub(n, vec_lo), i64(lanes))
     tail_lo = kb.add(vec_lo, kb.mul(vecs, i64(lanes)))
-    sc = Scalar(bld, dt)
     with kb.loop(m, "i") as i:
         with kb.loop(chunks, "jc") as jc:
             columns(i, kb.mul(jc, i64(chunk)), ROW_CHUNK_VECTORS)
         with kb.loop(vecs, "jv") as jv:
             columns(i, kb.add(vec_lo, kb.mul(jv, i64(lanes))), 1)
         with kb.loop(bld.sub(n, tail_lo), "jt") as jt:
-            j = kb.add(tail_lo, jt)
-
-            def dot(s: ir.Value, kk: ir.Value) -> ir.Value:
-                return fast(bld.fadd(s, fast(bld.fmul(a.load(kb, i, kk), b.load(kb, kk, j)))))
-
-            out = kb.accumulate(k, sc.const(0), dot, name="k")
-            out = out if alpha == 1.0 else bld.fmul(out, sc.const(alpha))
-            if c is not None:
-                cv = c.load(kb, i, j)
-                out = bld.fadd(out, cv if beta == 1.0 else bld.fmul(cv, sc.const(beta)))
-            y.store(kb, i, j, out)
+            dot_at(i, kb.add(tail_lo, jt))
     return True
 
 

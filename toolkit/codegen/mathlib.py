@@ -188,6 +188,11 @@ def _exp_reduce_f32(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     return r, ni
 
 
+def _expm1_reduced_f32(b: ir.IRBuilder, r: ir.Value) -> ir.Value:
+    """e**r - 1 for a reduced |r| <= ln2/2: r + r**2 P(r)."""
+    return b.fadd(b.fmul(b.fmul(r, r), _horner(b, r, _EXP_P)), r)
+
+
 def _pow2_f32(b: ir.IRBuilder, n: ir.Value, ty: ir.Type) -> ir.Value:
     """2**n as a float32 for an int32 n in the normal range [-126, 127]."""
     ity = _int_type(ty)
@@ -207,8 +212,7 @@ def _exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ty = x.type
     # Past these bounds the result is already inf / 0; clamping keeps n within int range.
     r, n = _exp_reduce_f32(b, _clamp(b, x, -104.0, 89.0))
-    p = _horner(b, r, _EXP_P)
-    y = b.fadd(b.fadd(b.fmul(b.fmul(r, r), p), r), _c(ty, 1.0))
+    y = b.fadd(_expm1_reduced_f32(b, r), _c(ty, 1.0))
     return _scale_f32(b, y, n)
 
 
@@ -223,8 +227,7 @@ def exp_flushed_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ty = x.type
     low = b.fcmp_ordered("<", x, _c(ty, -87.0))
     r, n = _exp_reduce_f32(b, b.select(low, _c(ty, -87.0), x))  # NaN is not low: it stays
-    p = _horner(b, r, _EXP_P)
-    y = b.fadd(b.fadd(b.fmul(b.fmul(r, r), p), r), _c(ty, 1.0))
+    y = b.fadd(_expm1_reduced_f32(b, r), _c(ty, 1.0))
     return b.select(low, _c(ty, 0.0), b.fmul(y, _pow2_f32(b, n, ty)))
 
 
@@ -239,7 +242,7 @@ def _expm1_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ty = x.type
     ity = _int_type(ty)
     r, ni = _exp_reduce_f32(b, _clamp(b, x, -17.5, 89.0))
-    em = b.fadd(r, b.fmul(b.fmul(r, r), _horner(b, r, _EXP_P)))
+    em = _expm1_reduced_f32(b, r)
     small_n = b.icmp_signed("<=", ni, _c(ity, 24))
     t = _pow2_f32(b, b.select(small_n, ni, _c(ity, 0)), ty)
     res = b.fadd(b.fmul(em, t), b.fsub(t, _c(ty, 1.0)))

@@ -28,7 +28,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import BOOL, FLOAT32, FLOAT64, INT64, UINT64, DType
 from . import mathlib
 from .kernel import (F32, I32, I64, STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor,
-                     at_entry, ceildiv, compute_type, fast, i64, intrinsic, smin)
+                     at_entry, ceildiv, compute_type, fast, i64, intrinsic, smin, splat)
 from .scalar import Scalar, convert
 
 Fold = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
@@ -609,12 +609,6 @@ def _softmax_rows(kb: KernelBuilder, x: Tensor, y: Tensor, kind: str) -> None:
     def vsum(u: ir.Value, v: ir.Value) -> ir.Value:
         return fast(b.fadd(u, v))
 
-    def splat(v: ir.Value) -> ir.Value:
-        undef = ir.Constant(v.type if isinstance(v.type, ir.VectorType) else ir.VectorType(v.type, lanes),
-                            ir.Undefined)
-        return b.shuffle_vector(b.insert_element(undef, v, ir.Constant(I32, 0)), undef,
-                                ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-
     def guarded(values: list[ir.Value], emit: Callable[[list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
         """``emit(values)`` when the row takes the extra vector, else ``values`` unchanged."""
         before = b.block
@@ -629,7 +623,7 @@ def _softmax_rows(kb: KernelBuilder, x: Tensor, y: Tensor, kind: str) -> None:
             merged.append(phi)
         return merged
 
-    new_lanes = b.icmp_signed(">=", lane_ids, splat(b.trunc(b.sub(i64(lanes), rem), I32)))
+    new_lanes = b.icmp_signed(">=", lane_ids, splat(b, b.trunc(b.sub(i64(lanes), rem), I32), lanes))
     with kb.loop(x.numel(0, x.rank - 1), "row") as r:
         base = kb.mul(r, n)
 
@@ -651,7 +645,7 @@ def _softmax_rows(kb: KernelBuilder, x: Tensor, y: Tensor, kind: str) -> None:
         vm = guarded([vm], lambda v: [vmax(v[0], vload(x, last))])[0]
         m = kb.carry(scalar_lo, n, [_horizontal(b, vm, vmax)], lambda k, acc: [s.max(acc[0], x.load(at(k)))],
                      "tmax", plain=True)[0]
-        mv = splat(m)
+        mv = splat(b, m, lanes)
 
         def vexp(k: ir.Value) -> ir.Value:
             e = mathlib.exp_flushed_f32(b, b.fsub(vload(x, k), mv))
@@ -672,7 +666,7 @@ def _softmax_rows(kb: KernelBuilder, x: Tensor, y: Tensor, kind: str) -> None:
         total = kb.carry(scalar_lo, n, [_horizontal(b, vs, vsum)], texp, "texp", plain=True)[0]
         if kind == "softmax":  # one division per row, a multiplication per element
             inv = b.fdiv(ir.Constant(F32, 1.0), total)
-            invv = splat(inv)
+            invv = splat(b, inv, lanes)
 
             def scale(k: ir.Value, only_new: bool) -> None:
                 ptr = vat(y, at(k))
@@ -688,7 +682,7 @@ def _softmax_rows(kb: KernelBuilder, x: Tensor, y: Tensor, kind: str) -> None:
         else:
             # (x - max) first: max + log(total) would round away the small log at a large max
             lt = mathlib.log(b, total)
-            ltv = splat(lt)
+            ltv = splat(b, lt, lanes)
 
             def logs(k: ir.Value) -> None:
                 b.store(b.fsub(b.fsub(vload(x, k), mv), ltv), vat(y, at(k)), align=4)
