@@ -31,7 +31,9 @@ contiguous vectors:
 - a row whose width is not a multiple of the tile ends with one more tile shifted left to
   end at the row's end: it recomputes a few columns instead of running a scalar tail.
   A narrower row is one tile of its first and last vectors (overlapping), of the widest
-  vectors that fit; only rows narrower than SIMD128 go column by column.
+  vectors that fit. A row narrower than SIMD128 is one masked vector of 4 lanes natively
+  (only its columns read and stored); on wasm32, which has no masked loads, it goes column
+  by column.
 
 A 1x1 convolution without padding is a matrix product: its (strided, compacted) spatial
 dims are treated as one long row. Loops are blocked for the caches (see ``IC_CHUNK``,
@@ -820,11 +822,19 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
         return kb.add(kb.mul(b.urem(at, i64(phases)), run), b.udiv(at, i64(phases)))
 
     def tile(r: _Row, oc: ir.Value, ocb: int, starts: list[ir.Value], lanes: int,
-             done_below: ir.Value | None = None) -> None:
+             done_below: ir.Value | None = None, mask: ir.Value | None = None) -> None:
         """Accumulate channels [oc, oc + ocb) x ``lanes`` columns from each of ``starts``
         over r's input channels, onto the bias (first pass) or the partial sums so far.
         Columns below ``done_below`` were already summed in this pass by another tile:
-        their stored sums are kept."""
+        their stored sums are kept. With a lane ``mask``, only its lanes are read and stored
+        (a row narrower than a vector)."""
+        from . import gemm as G
+
+        def load(t: Tensor, idx: ir.Value) -> ir.Value:
+            if mask is None:
+                return _load_lanes(kb, t, idx, lanes)
+            return G.masked_load(b, t.ptr(idx), mask, ir.VectorType(F32, lanes))
+
         vecs = len(starts)
         zero = ir.Constant(ir.VectorType(F32, lanes), [0.0] * lanes) if lanes > 1 else ir.Constant(F32, 0.0)
         row_out = kb.mul(r.oh, out_cols)
@@ -837,7 +847,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                 if one_pass:
                     inits.append(start)
                 else:
-                    done = _load_lanes(kb, y, kb.add(outs[j], col), lanes)
+                    done = load(y, kb.add(outs[j], col))
                     inits.append(b.select(r.first, start, done))
         w_oc = kb.mul(oc, w_per_oc)
         # a packed block holds OC_BLOCK weights per tap, contiguous
@@ -854,7 +864,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
 
                 def over_kw(kw: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
                     at = kb.add(row, column(kw))
-                    xs = [_load_lanes(kb, src, kb.add(at, col), lanes) for col in starts]
+                    xs = [load(src, kb.add(at, col)) for col in starts]
                     acc = list(acc)
                     w_at = kb.add(w_kh, kb.mul(kw, i64(w_tap)))
                     block = _load_lanes(kb, w, w_at, OC_BLOCK) if w_tap > 1 else None
@@ -878,7 +888,10 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                 v = acc[j * vecs + u]
                 if done_below is not None and not one_pass:
                     v = b.select(_lanes_from(kb, col, done_below, lanes), v, _load_lanes(kb, y, at, lanes))
-                b.store(v, y.ptr(at), align=4)
+                if mask is None:
+                    b.store(v, y.ptr(at), align=4)
+                else:
+                    G.masked_store(b, v, y.ptr(at), mask)
 
     def row_end(r: _Row, oc: ir.Value, ocb: int) -> None:
         """The columns after the whole tiles, or all of a row narrower than one tile."""
@@ -894,8 +907,12 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
             """ow < 2n: the row's first and last vectors of n lanes (overlapping) if ow >= n,
             else narrower vectors, else columns one by one."""
             if n < MIN_LANES:
-                with kb.loop(ow, name="owc") as c:
-                    tile(r, oc, ocb, [c], 1)
+                if kb.target.is_wasm:  # no masked loads: LLVM would branch on every lane
+                    with kb.loop(ow, name="owc") as c:
+                        tile(r, oc, ocb, [c], 1)
+                else:  # the row's columns as the first lanes of one masked vector
+                    lanes = ir.Constant(ir.VectorType(I64, MIN_LANES), list(range(MIN_LANES)))
+                    tile(r, oc, ocb, [i64(0)], MIN_LANES, mask=b.icmp_signed("<", lanes, splat(b, ow, MIN_LANES)))
                 return
             fits = s >= n if s is not None else b.icmp_signed(">=", ow, i64(n))
             _when(kb, fits, lambda: tile(r, oc, ocb, [i64(0), b.sub(ow, i64(n))], n),
