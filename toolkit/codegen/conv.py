@@ -616,8 +616,7 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         else:
             vecs = b.udiv(ow, i64(lanes))
             rest = b.sub(ow, kb.mul(vecs, i64(lanes)))
-            mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))),
-                                 splat(b, rest, lanes))
+            mask = G.lanes_below(b, rest, lanes)
         whole = kb.mul(vecs, i64(lanes))
 
         def row(kk: ir.Value, koff: ir.Value) -> None:
@@ -911,8 +910,8 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                     with kb.loop(ow, name="owc") as c:
                         tile(r, oc, ocb, [c], 1)
                 else:  # the row's columns as the first lanes of one masked vector
-                    lanes = ir.Constant(ir.VectorType(I64, MIN_LANES), list(range(MIN_LANES)))
-                    tile(r, oc, ocb, [i64(0)], MIN_LANES, mask=b.icmp_signed("<", lanes, splat(b, ow, MIN_LANES)))
+                    from .gemm import lanes_below
+                    tile(r, oc, ocb, [i64(0)], MIN_LANES, mask=lanes_below(b, ow, MIN_LANES))
                 return
             fits = s >= n if s is not None else b.icmp_signed(">=", ow, i64(n))
             _when(kb, fits, lambda: tile(r, oc, ocb, [i64(0), b.sub(ow, i64(n))], n),

@@ -330,8 +330,7 @@ class Im2col:
             src = kb.add(self.base, kb.add(kb.mul(kb.add(oh0, sg), self.wq), ox))
             vecs = b.udiv(length, i64(lanes))
             tail = kb.mul(vecs, i64(lanes))
-            mask = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))),
-                                 splat(b, b.sub(length, tail), lanes))
+            mask = lanes_below(b, b.sub(length, tail), lanes)
 
             def row(kk: ir.Value, koff: ir.Value) -> None:
                 at, dst = kb.add(src, koff), _block_at(kb, buf, nr, kk, c0)
@@ -359,6 +358,12 @@ def _copy_vectors(kb: KernelBuilder, tile: GemmTile, t: Tensor, at: ir.Value, ds
         return
     with kb.loop(count, "cv", plain=True) as v:
         copy(v)
+
+
+def lanes_below(b: ir.IRBuilder, n: ir.Value, lanes: int) -> ir.Value:
+    """The mask of a vector's first ``n`` lanes (all of them when n >= lanes), for
+    :func:`masked_load` and :func:`masked_store`."""
+    return b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))), splat(b, n, lanes))
 
 
 def masked_load(b: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, vt: ir.VectorType) -> ir.Value:
