@@ -48,7 +48,8 @@ from llvmlite import ir
 
 from . import fused as F
 from .conv import mac
-from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, pinned, smin, splat, to_compute
+from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, pinned, settle, smin, splat,
+                     to_compute)
 
 ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
@@ -562,6 +563,12 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
 
             on_last(last, fetch)
 
+        # a lone row against several panels on wasm32: each panel's multiply-adds are settled
+        # before the next panel's loads (kernel.settle), else Cranelift holds all the panels'
+        # vectors at once and spills an accumulator (8 + 8 + 1 values for 16 registers)
+        settled = wasm and rows == 1 and len(ps) > 1
+        never = pinned(b, ir.Constant(I32, -1)) if settled else None
+
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             # row kk of the panel: packed, NR floats a row; in place, at its offset
             at = kb.mul(kk, i64(nr)) if koffs is None else b.load(b.gep(koffs, [kk], source_etype=I64), typ=I64)
@@ -569,7 +576,8 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                 # on wasm32 each panel row's vectors lie at constant offsets from a pointer
                 # loop strength reduction cannot see, so they stay the loads' offsets
                 rows_at = [pinned(b, b.gep(ptr, [at], inbounds=True, source_etype=F32)) for ptr in base]
-                bv = [vload(rp, i64(v * lanes), inbounds=True) for rp in rows_at for v in range(vecs)]
+                bv = [] if settled else [vload(rp, i64(v * lanes), inbounds=True) for rp in rows_at
+                                         for v in range(vecs)]
             else:
                 bv = [vload(ptr, kb.add(at, i64(v * lanes))) for ptr in base for v in range(vecs)]
             if wasm and rows > 1 and a_step is not None:  # the rows' elements likewise
@@ -580,6 +588,16 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
             else:
                 xs = [a.t.load(kb.add(a_rows[r], kb.mul(kk, a.cs))) for r in range(rows)]
             acc = list(acc)
+            if settled:
+                s = splat(b, xs[0], lanes)
+                for q, rp in enumerate(rows_at):
+                    mine = range(q * vecs, (q + 1) * vecs)
+                    for v, at_v in enumerate(mine):
+                        acc[at_v] = mac(b, acc[at_v], s, vload(rp, i64(v * lanes), inbounds=True))
+                    if q < len(rows_at) - 1:
+                        acc[mine.start:mine.stop] = settle(kb, b.icmp_signed("==", b.trunc(kk, I32), never),
+                                                           acc[mine.start:mine.stop])
+                return acc
             for r in range(rows):
                 s = splat(b, xs[r], lanes)
                 for v in range(w):

@@ -359,11 +359,38 @@ def splat(b: ir.IRBuilder, s: ir.Value, lanes: int) -> ir.Value:
 
 
 def pinned(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
-    """``ptr`` through an empty inline asm: the same address, which LLVM cannot see through.
-    Loads at constant offsets from it then keep them as the load's offset immediate on wasm32,
+    """``ptr`` through an empty inline asm: the same address (or i32), which LLVM cannot see
+    through. Loads at constant offsets from it then keep them as the load's offset immediate on wasm32,
     where loop strength reduction would rewrite each into a pointer of its own and an
     ``i32.add`` (the GEPs it makes lack ``inbounds``, without which the offset may wrap)."""
     return b.asm(ir.FunctionType(ptr.type, [ptr.type]), "", "=r,0", [ptr], side_effect=False)
+
+
+def settle(kb: "KernelBuilder", never: ir.Value, values: Sequence[ir.Value]) -> list[ir.Value]:
+    """``values``, computed here on wasm32 under Cranelift (wasmtime) too. Cranelift keeps a
+    loop body's loads in order (a load may trap) and places each pure instruction at its
+    first use, which for a loop's accumulators is the back edge: a step's multiply-adds all
+    land after all its loads, and every vector loaded holds a register meanwhile. Here the
+    values become arguments of a join after a branch on ``never`` (an opaque condition that is
+    never true) to an arm that replaces them with zeros, so they are computed before the
+    branch. The arm holds only an empty inline asm with side effects, which keeps it (LLVM
+    may not speculate it away) and emits no code; the branch costs a compare per use."""
+    b = kb.b
+    here = b.block
+    arm = kb.fn.append_basic_block("settle.arm")
+    join = kb.fn.append_basic_block("settle.join")
+    b.cbranch(never, arm, join)
+    b.position_at_end(arm)
+    b.asm(ir.FunctionType(ir.VoidType(), []), "", "", [], side_effect=True)
+    b.branch(join)
+    b.position_at_end(join)
+    out = []
+    for v in values:
+        phi = b.phi(v.type)
+        phi.add_incoming(v, here)
+        phi.add_incoming(ir.Constant(v.type, None), arm)
+        out.append(phi)
+    return out
 
 
 def prefetch(b: ir.IRBuilder, ptr: ir.Value, write: bool = False) -> None:
