@@ -594,9 +594,9 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                     mine = range(q * vecs, (q + 1) * vecs)
                     for v, at_v in enumerate(mine):
                         acc[at_v] = mac(b, acc[at_v], s, vload(rp, i64(v * lanes), inbounds=True))
-                    if q < len(rows_at) - 1:
-                        acc[mine.start:mine.stop] = settle(kb, b.icmp_signed("==", b.trunc(kk, I32), never),
-                                                           acc[mine.start:mine.stop])
+                    if q < len(rows_at) - 1:  # this panel's sums, and the broadcast (else rebuilt after the join)
+                        never_now = b.icmp_signed("==", b.trunc(kk, I32), never)
+                        *acc[mine.start:mine.stop], s = settle(kb, never_now, acc[mine.start:mine.stop] + [s])
                 return acc
             for r in range(rows):
                 s = splat(b, xs[r], lanes)
