@@ -165,14 +165,39 @@ def test_conv_transpose_as_gemm_and_col2im(case, target):
     assert mod.run(fs[2])["y"].shape == (0,) + mod.run(fs[0])["y"].shape[1:]
 
 
-def test_conv_transpose_symbolic_image_stays_direct(target):
-    """Image dims known only at run time keep the direct kernel."""
+@pytest.mark.parametrize("case", sorted(set(CONV_T_GEMM) - {"output_shape"}))
+def test_conv_transpose_symbolic_image_as_gemm_and_col2im(case, target):
+    """Image dims known only at run time take the GEMM and Col2Im too (Col2Im's image shape
+    is then a shape value of the output's dims): one module, checked against onnx.reference
+    at three bindings of (N, H, W)."""
+    c, m, kernel, attrs, bias, (h, w) = CONV_T_GEMM[case]
+    rng = np.random.default_rng(15)
+    inits = [const("w", weights(rng, (c, m) + kernel))]
+    extra = []
+    if bias == "const":
+        inits.append(const("b", rng.standard_normal(m).astype(np.float32)))
+    elif bias == "input":
+        extra = [vinfo("b", np.float32, [m])]
+    node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []), ["y"], **attrs)
+    model = spatial_model(node, c, 2, inits, extra_inputs=extra)
+    graph, _, _ = lower_model(model, target)
+    ops = {type(n.op).__name__ for n in graph.nodes}
+    assert "ConvTranspose" not in ops and {"MatMul", "Col2Im"} <= ops, ops
+    fs = feeds(rng, c, [(1, h, w), (2, h + 3, w - 1), (1, 1, 2)])
+    if bias == "input":
+        for f in fs:
+            f["b"] = rng.standard_normal(m).astype(np.float32)
+    check_model(model, target, fs, **TOL)
+
+
+def test_conv_transpose_symbolic_pads_stay_direct(target):
+    """An output_shape with symbolic image dims makes the pads symbolic: the direct kernel."""
     rng = np.random.default_rng(14)
-    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_shape=[9, 10])
     model = spatial_model(node, 3, 2, [const("w", weights(rng, (3, 2, 2, 2)))])
     graph, _, _ = lower_model(model, target)
     assert "ConvTranspose" in {type(n.op).__name__ for n in graph.nodes}
-    check_model(model, target, feeds(rng, 3, [(1, 3, 4), (2, 2, 5)]), **TOL)
+    check_model(model, target, feeds(rng, 3, [(1, 4, 5), (2, 5, 5)]), ref=ort_reference, **TOL)
 
 
 def test_conv_transpose_errors():
