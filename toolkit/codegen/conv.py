@@ -652,22 +652,52 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
             a = G.View(patches, i64(0), i64(1), pixels)
         G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth)
         y_base = kb.mul(n, kb.mul(m, pixels))
-        epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v: v)
+        epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v, mask=None: v)
 
-        def out(i: ir.Value, j: ir.Value, v: ir.Value) -> None:
-            """y[oc i, pixels from j] = the epilogue of v (a vector or an element)."""
+        def out(i: ir.Value, j: ir.Value, v: ir.Value, mask: ir.Value | None = None) -> None:
+            """y[oc i, pixels from j] = the epilogue of v (a vector or an element); only the
+            lanes of ``mask`` when one is given."""
             at = kb.add(y_base, kb.add(kb.mul(i, pixels), j))
-            v = epilogue(kb, i, j, v)
-            if isinstance(v.type, ir.VectorType):
+            v = epilogue(kb, i, j, v, mask)
+            if mask is not None:
+                G.masked_store(b, v, y.ptr(at), mask)
+            elif isinstance(v.type, ir.VectorType):
                 b.store(v, b.bitcast(y.ptr(at), vt.as_pointer()), align=4)
             else:
                 y.store(at, v)
 
-        # LANES channels at a time: LANES x LANES blocks of yt read as vectors along the
-        # channels and transposed in registers (log2(LANES) rounds of two-vector shuffles),
-        # staged in ``block``, then each channel's vector of pixels through the epilogue
+        def transpose_out(i0: ir.Value, j0: ir.Value, pixel_rest: ir.Value | None = None,
+                  channel_rest: ir.Value | None = None) -> None:
+            """The LANES x LANES block of yt at pixels from j0, channels from i0, read as
+            vectors along the channels and transposed in registers (log2(LANES) rounds of
+            two-vector shuffles), staged in ``block``, then each channel's vector of pixels
+            through the epilogue. A partial block (natively, with masks): ``pixel_rest``
+            pixels (the rows past them read the last pixel's, and nothing past it is
+            stored), ``channel_rest`` channels (only theirs read)."""
+            channels = G.lanes_below(b, channel_rest, lanes) if channel_rest is not None else None
+            rows = []
+            for e in range(lanes):
+                j = kb.add(j0, i64(e))
+                if pixel_rest is not None:
+                    j = smin(kb, j, b.sub(pixels, i64(1)))
+                ptr = yt.ptr(yt_at(j, i0))
+                rows.append(G.masked_load(b, ptr, channels, vt) if channels is not None
+                            else b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4))
+            for e, v in enumerate(transpose_vectors(b, rows)):
+                b.store(v, staged_vector(i64(e)), align=4)
+            pixel_mask = G.lanes_below(b, pixel_rest, lanes) if pixel_rest is not None else None
+            with kb.loop(channel_rest if channel_rest is not None else i64(lanes), "oc", plain=True) as e:
+                out(kb.add(i0, e), j0, b.load(staged_vector(e), typ=vt, align=4), pixel_mask)
+
+        # natively, the pixels after the last whole vector and the channels after the last
+        # whole block run as masked blocks. Element by element, a SiLU epilogue's division
+        # made 8 of 120 pixels 65% of an EfficientNet 24 -> 144 channel layer's time
+        masked_tails = not kb.target.is_wasm
+        whole_pixels = kb.mul(vectors, i64(lanes))
+        pixel_rest = b.sub(pixels, whole_pixels)
+        blocks = b.udiv(m, i64(lanes))
         residual = residual_operands(post, operands)
-        with kb.loop(b.udiv(m, i64(lanes)), "ob") as ob:
+        with kb.loop(blocks, "ob") as ob:
             i0 = kb.mul(ob, i64(lanes))
             with kb.loop(vectors, "pv") as pv:
                 j0 = kb.mul(pv, i64(lanes))
@@ -686,19 +716,35 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
                         prefetch(b, y.ptr(at), write=True)
                         for t in residual:
                             prefetch(b, t.ptr(at))
-                rows = [b.load(b.bitcast(yt.ptr(yt_at(kb.add(j0, i64(e)), i0)), vt.as_pointer()), typ=vt, align=4)
-                        for e in range(lanes)]
-                for e, v in enumerate(transpose_vectors(b, rows)):
-                    b.store(v, staged_vector(i64(e)), align=4)
+                transpose_out(i0, j0)
+            if masked_tails:
+                _when(kb, _positive(b, pixel_rest), lambda: transpose_out(i0, whole_pixels, pixel_rest))
+            else:
                 with kb.loop(i64(lanes), "oc", plain=True) as e:
-                    out(kb.add(i0, e), j0, b.load(staged_vector(e), typ=vt, align=4))
-            with kb.loop(i64(lanes), "oc", plain=True) as e:
-                with kb.loop(pixels, "pt", start=kb.mul(vectors, i64(lanes)), plain=True) as j:
-                    out(kb.add(i0, e), j, yt.load(yt_at(j, kb.add(i0, e))))
-        # the channels after the last whole block, an element at a time
-        with kb.loop(m, "oc", start=kb.mul(b.udiv(m, i64(lanes)), i64(lanes)), plain=True) as i:
-            with kb.loop(pixels, "p", plain=True) as j:
-                out(i, j, yt.load(yt_at(j, i)))
+                    with kb.loop(pixels, "pt", start=whole_pixels, plain=True) as j:
+                        out(kb.add(i0, e), j, yt.load(yt_at(j, kb.add(i0, e))))
+        whole_channels = kb.mul(blocks, i64(lanes))
+        if masked_tails:
+            channel_rest = b.sub(m, whole_channels)
+
+            def channel_tail() -> None:
+                with kb.loop(vectors, "pv") as pv:
+                    transpose_out(whole_channels, kb.mul(pv, i64(lanes)), channel_rest=channel_rest)
+                _when(kb, _positive(b, pixel_rest), lambda: transpose_out(whole_channels, whole_pixels, pixel_rest,
+                                                                  channel_rest))
+            _when(kb, _positive(b, channel_rest), channel_tail)
+        else:
+            # the channels after the last whole block, an element at a time
+            with kb.loop(m, "oc", start=whole_channels, plain=True) as i:
+                with kb.loop(pixels, "p", plain=True) as j:
+                    out(i, j, yt.load(yt_at(j, i)))
+
+
+def _positive(b: ir.IRBuilder, n: ir.Value) -> ir.Value | bool:
+    """n > 0: a Python bool when n is a constant (decided at compile time)."""
+    if isinstance(n, ir.Constant):
+        return n.constant > 0
+    return b.icmp_signed(">", n, i64(0))
 
 
 def conv_inputs(kb: KernelBuilder, types: Sequence[TensorType], bias: bool, post: tuple):
@@ -746,10 +792,11 @@ def conv_epilogue(bt: Tensor | None, post: tuple, operands: Sequence[Tensor], pi
     if bt is None and not post:
         return None
 
-    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
+    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value, mask: ir.Value | None = None) -> ir.Value:
+        """(``mask``: a vector's lanes that are pixels; the operands are read only there.)"""
         if bt is not None:
             v = kb.b.fadd(v, F.splat_like(kb.b, bt.load(i), v))
-        return G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, pixels), j)))
+        return G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, pixels), j)), mask)
     return epilogue
 
 

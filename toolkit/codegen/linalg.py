@@ -31,7 +31,7 @@ from .gemm import View as Mat
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from .conv import mac
-from .kernel import F32, KernelBuilder, Tensor, fast, i64, splat
+from .kernel import F32, KernelBuilder, Tensor, fast, i64, smin, splat
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -244,7 +244,8 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     def epilogue_at(y_base: ir.Value, n: ir.Value):
         if not post:
             return None
-        return lambda kb, i, j, v: G.apply_post(kb, post, v, operands, i, j, kb.add(y_base, kb.add(kb.mul(i, n), j)))
+        return lambda kb, i, j, v, mask=None: G.apply_post(kb, post, v, operands, i, j,
+                                                           kb.add(y_base, kb.add(kb.mul(i, n), j)), mask)
 
     (_, a_shape), (_, b_shape) = types[0], types[1]
     out_shape = types[-1][1]
@@ -298,31 +299,35 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
         bsrc = G.View(bt, i64(0), i64(1), k) if op.trans_b else G.View(bt, i64(0), n, i64(1))
     cm = None if c is None else _broadcast_mat(kb, c)
 
-    def c_at(kb: KernelBuilder, i: ir.Value, j: ir.Value, like: ir.Value) -> ir.Value:
+    def c_at(kb: KernelBuilder, i: ir.Value, j: ir.Value, like: ir.Value, mask: ir.Value | None) -> ir.Value:
         """C at (i, j..), as ``like``: a vector load when C's columns are contiguous, a splat
-        when C has one column, else lane by lane."""
+        when C has one column, else lane by lane (with ``mask``, the lanes past y's last
+        column read its last column's)."""
         bld = kb.b
         if not isinstance(like.type, ir.VectorType):
             return cm.load(kb, i, j)
         if isinstance(cm.cs, ir.Constant) and cm.cs.constant == 1:
-            return G.load_like(kb, cm.t, cm.index(kb, i, j), like)
+            return G.load_like(kb, cm.t, cm.index(kb, i, j), like, mask)
         if isinstance(cm.cs, ir.Constant) and cm.cs.constant == 0:
             return F.splat_like(bld, cm.load(kb, i, j), like)
         out = ir.Constant(like.type, None)
         for lane in range(like.type.count):
-            out = bld.insert_element(out, cm.load(kb, i, kb.add(j, i64(lane))), ir.Constant(ir.IntType(32), lane))
+            col = kb.add(j, i64(lane))
+            if mask is not None:
+                col = smin(kb, col, bld.sub(n, i64(1)))
+            out = bld.insert_element(out, cm.load(kb, i, col), ir.Constant(ir.IntType(32), lane))
         return out
 
-    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value) -> ir.Value:
+    def epilogue(kb: KernelBuilder, i: ir.Value, j: ir.Value, v: ir.Value, mask: ir.Value | None = None) -> ir.Value:
         bld = kb.b
         if op.alpha != 1.0:
             v = fast(bld.fmul(v, F.splat_like(bld, ir.Constant(F32, op.alpha), v)))
         if cm is not None:
-            cv = c_at(kb, i, j, v)
+            cv = c_at(kb, i, j, v, mask)
             if op.beta != 1.0:
                 cv = fast(bld.fmul(cv, F.splat_like(bld, ir.Constant(F32, op.beta), v)))
             v = fast(bld.fadd(v, cv))
-        return G.apply_post(kb, op.post, v, operands, i, j, kb.add(kb.mul(i, n), j))
+        return G.apply_post(kb, op.post, v, operands, i, j, kb.add(kb.mul(i, n), j), mask)
 
     # C read as whole vectors or a splat, not lane by lane, is cheap enough for the registers
     vector_c = cm is None or (isinstance(cm.cs, ir.Constant) and cm.cs.constant in (0, 1))
