@@ -12,8 +12,9 @@ fused ops are the GEMM's epilogue (:func:`conv_epilogue`). A 3x3 one with unit s
 constant weights runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead
 (:mod:`.winograd`), and one on a small image as the transposed GEMM, pixels as rows
 (:func:`build_conv2d_t`; natively any kernel, on wasm32 1x1 without pads). A grouped
-Conv (depthwise: one channel per group) has too few rows per group for the GEMM's tiles and
-runs the direct kernel below (:func:`build_conv2d`).
+Conv (depthwise: one channel per group) has too few rows per group for the GEMM's tiles: a
+depthwise one of at least 16 channels with static pads runs with vectors along the channels
+(:mod:`.depthwise`), the others the direct kernel below (:func:`build_conv2d`).
 
 The direct kernel is a register-blocked convolution. A tile is ``OC_BLOCK`` output channels by
 ``TILE_VECS`` vectors of output columns of one output row (SIMD128 on wasm32, AVX2 width
@@ -317,7 +318,7 @@ def conv_scratch(win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) ->
 def gemm_route(win: Window, group: int) -> bool:
     """Whether a float32 2-D Conv runs as a GEMM (:func:`build_conv2d_gemm`): one group. A
     grouped convolution (depthwise: one channel per group) has too few rows per group for
-    the GEMM's tiles and keeps the direct kernel."""
+    the GEMM's tiles and runs :mod:`.depthwise` or the direct kernel."""
     return group == 1
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from ..codegen import conv as C
 from ..codegen import conv_nd as CN
 from ..codegen import conv_pool as CP
+from ..codegen import depthwise as DW
 from ..codegen import gemm as G
 from ..codegen import winograd as W
 from ..ir import dims as D
@@ -214,7 +215,14 @@ class Conv(CoreOp):
         return x.rank == 4 and x.dtype == FLOAT32
 
     def fusable(self, graph: Graph, node: Node) -> bool:
-        return self.as_gemm(graph.values[node.inputs[0]])
+        x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
+        return self.as_gemm(x) or self.channels_last(node, x, w)
+
+    def channels_last(self, node: Node, x: Value, w: Value) -> bool:
+        """Whether the depthwise kernel of :mod:`toolkit.codegen.depthwise` runs this Conv
+        (vectors along the channels), which can take fused elementwise ops."""
+        return (self._tiled(x) and not self.packed and w.const is not None
+                and DW.route(node.info, self.group, x.shape, w.shape))
 
     def as_gemm(self, x: Value) -> bool:
         """Whether this Conv runs as a GEMM (:func:`toolkit.codegen.conv.build_conv2d_gemm`),
@@ -225,7 +233,7 @@ class Conv(CoreOp):
         x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
         if x.rank == 3 and x.dtype == FLOAT32:
             return self._as_2d(node, graph, x, w)
-        if self.packed or w.const is None or not self._tiled(x) or self.as_gemm(x):
+        if self.packed or w.const is None or not self._tiled(x) or self.as_gemm(x) or self.channels_last(node, x, w):
             return None
         # reordered now: the kernel loads a vector of weights per tap
         name = f"{w.name}.packed_g{self.group}"
@@ -304,6 +312,16 @@ class Conv(CoreOp):
                                           lambda a: G.pack_a(a.reshape(a.shape[0], -1), tile.mr))
             lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post, packed_a, dual),
                     ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
+            return
+        w = lw.value(node.inputs[1])
+        if self.channels_last(node, x, w):
+            lanes = G.tile_for(lw.target).lanes
+            ins[1] = lw.derived_const(w.name, f"depthwise{lanes}", lambda a: DW.pack(a, lanes))
+            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
+            tmp = [lw.scratch("channels-last input", FLOAT32, DW.staged_shape(win, x.shape, lanes)),
+                   lw.scratch("pixel offsets", INT64, DW.offsets_shape(y.shape, lanes))]
+            lw.call(DW.build_conv2d_dw, (win, lanes, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
+                    outputs=len(tmp) + 1)
             return
         scratch = C.conv_scratch(win, x.shape, y.shape)
         tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []

@@ -1,0 +1,218 @@
+"""Depthwise 2-D convolution (one input channel per group, one output channel per input
+channel, float32, NCHW) with vectors along the channels.
+
+The direct kernel of :mod:`.conv` runs vectors along an output row, so a plane narrower
+than a vector wastes its lanes, and a depthwise layer reuses each loaded vector for one
+multiply-add only: on EfficientNet's 96 and 144 channel layers at 12 x 10 and 6 x 5 pixels
+it ran 4-8x onnxruntime's time per layer (onnxruntime blocks the channels, NCHWc). Here a
+vector holds ``L`` channels (the target's float32 lanes: 4 on wasm32, 8 or 16 natively), so
+the width of the image does not matter:
+
+- per image and block of ``L`` channels, the input is *staged* channels-last into a padded
+  scratch ``xs`` ((H + pads) x (W + pads) positions of L floats): L rows of L pixels
+  loaded (only the row's pixels: masked natively, lane by lane on wasm32 at a row's end),
+  transposed in registers, and stored one position each. The pads are zeroed once per call
+  and never written after (a row's last group stores zeros past the row's end, which at
+  worst land in the next row's positions before that row is staged, or in ``L`` positions
+  of slack at the end);
+- the output pixels, flattened, go ``L`` at a time: ``L`` accumulators (one per pixel, of
+  L channels) over the window's taps, each tap one weight vector (packed at compile time,
+  :func:`pack`) and ``L`` loads of ``xs`` at the pixels' offsets (a table filled once per
+  call, :func:`offsets_shape`);
+- the ``L x L`` block of sums is transposed, so each vector is one channel's ``L``
+  consecutive pixels of the output plane, which the bias and the fused ops (the
+  convolution's epilogue, :func:`.conv.conv_epilogue`) take before one store: masked at
+  the plane's end natively, element by element on wasm32.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir import dims as D
+from ..ir.dims import Dim
+from ..ir.dtypes import FLOAT32, INT64, DType
+from . import gemm as G
+from .conv import Window, conv_epilogue, conv_inputs, mac
+from .kernel import F32, I32, KernelBuilder, ceildiv, i64, smin, transpose_vectors
+
+TensorType = tuple[DType, Sequence[Dim]]
+
+# fewer channels than this keep the direct kernel: a block of the widest vectors (16
+# lanes) would be mostly padding
+MIN_CHANNELS = 16
+
+
+def route(win: Window, group: int, x_shape: Sequence[Dim], w_shape: Sequence[Dim]) -> bool:
+    """Whether a float32 2-D Conv runs here: depthwise with one output channel per input
+    channel (group = C = M), at least :data:`MIN_CHANNELS` channels known at compile time,
+    pads known at compile time. (The caller checks the weights are constant.)"""
+    c = x_shape[1]
+    return (win.rank == 2 and isinstance(c, int) and c >= MIN_CHANNELS and group == c
+            and tuple(w_shape[:2]) == (c, 1) and all(isinstance(p, int) for p in win.pads))
+
+
+def pack(w: np.ndarray, lanes: int) -> np.ndarray:
+    """[C, 1, kh, kw] weights as [ceil(C / L), kh * kw, L]: per block of L channels, per tap,
+    the block's weights (zeros past channel C)."""
+    c = w.shape[0]
+    taps = w.reshape(c, -1).T  # [taps, C]
+    blocks = -(-c // lanes)
+    out = np.zeros((blocks, taps.shape[0], lanes), np.float32)
+    for blk in range(blocks):
+        part = taps[:, blk * lanes:(blk + 1) * lanes]
+        out[blk, :, :part.shape[1]] = part
+    return out
+
+
+def _padded(win: Window, x_shape: Sequence[Dim]) -> tuple[Dim, Dim]:
+    return x_shape[2] + win.pads[0] + win.pads[2], x_shape[3] + win.pads[1] + win.pads[3]
+
+
+def staged_shape(win: Window, x_shape: Sequence[Dim], lanes: int) -> tuple[Dim, ...]:
+    """The channels-last staging scratch: the padded image's positions and ``lanes`` of
+    slack, of ``lanes`` floats each."""
+    hp, wp = _padded(win, x_shape)
+    return (D.add(D.mul(hp, wp), lanes), lanes)
+
+
+def offsets_shape(y_shape: Sequence[Dim], lanes: int) -> tuple[Dim, ...]:
+    """The table of each output pixel's first position in the staging scratch, rounded up
+    to whole groups of ``lanes`` pixels (the last group's extra entries repeat the last
+    pixel's)."""
+    return (D.mul(D.ceildiv(D.mul(y_shape[2], y_shape[3]), lanes), lanes),)
+
+
+def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
+    """y = post(depthwise_conv(x, w) + bias). ``params``: (window, lanes, bias, post).
+    Tensors: x, the packed weights (:func:`pack`), [bias], the fused ops' operands, the
+    staging scratch (:func:`staged_shape`), the offsets table (:func:`offsets_shape`, int64),
+    y. Scalars: none (the pads are static)."""
+    win, lanes, bias, post = params
+    x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
+    xs = kb.tensor(k, FLOAT32, types[k][1])
+    tab = kb.tensor(k + 1, INT64, types[k + 1][1])
+    y = kb.tensor(k + 2, FLOAT32, types[k + 2][1])
+    b = kb.b
+    wasm = kb.target.is_wasm
+    vt = ir.VectorType(F32, lanes)
+    zero = ir.Constant(vt, [0.0] * lanes)
+    c = types[0][1][1]  # static (route)
+    blocks = -(-c // lanes)
+    h, wd = x.dim(2), x.dim(3)
+    oh, ow = y.dim(2), y.dim(3)
+    top, left = win.pads[0], win.pads[1]
+    wp = kb.add(wd, i64(win.pads[1] + win.pads[3]))
+    pixels = kb.mul(oh, ow)
+    plane = kb.mul(h, wd)
+    sh, sw = win.strides
+    dh, dw = win.dilations
+    kh_n, kw_n = win.kernel
+
+    def vec_at(t, idx: ir.Value) -> ir.Value:
+        return b.bitcast(t.ptr(idx), vt.as_pointer())
+
+    # the pads (and the slack) are zero for the whole call: positions are rewritten per
+    # block only inside the image
+    with kb.loop(xs.dim(0), "z") as i:
+        b.store(zero, vec_at(xs, kb.mul(i, i64(lanes))), align=4)
+    # each output pixel's position in xs (tap (0, 0)); past the last pixel, the last one's
+    groups = ceildiv(kb, pixels, i64(lanes))
+    last = b.sub(pixels, i64(1))
+    with kb.loop(tab.dim(0), "tb") as p:
+        q = smin(kb, p, last)
+        r = b.udiv(q, ow)
+        col = b.sub(q, kb.mul(r, ow))
+        tab.store(p, kb.add(kb.mul(kb.mul(r, i64(sh)), wp), kb.mul(col, i64(sw))))
+    taps = [kb.add(kb.mul(i64(i * dh), wp), i64(j * dw)) for i in range(kh_n) for j in range(kw_n)]
+
+    def channel_of(blk: ir.Value, e: int) -> tuple[ir.Value, ir.Value | None]:
+        """Channel e of block blk, clamped to the last channel, and whether it exists (None
+        when every block is whole)."""
+        ch = kb.add(kb.mul(blk, i64(lanes)), i64(e))
+        if c % lanes == 0:
+            return ch, None
+        return smin(kb, ch, i64(c - 1)), b.icmp_signed("<", ch, i64(c))
+
+    def stage(n: ir.Value, blk: ir.Value) -> None:
+        """xs = the block's channels of image n, channels-last, inside the pads."""
+        with kb.loop(h, "ih") as ih:
+            row = kb.mul(kb.add(ih, i64(top)), wp)
+            with kb.loop(ceildiv(kb, wd, i64(lanes)), "iw") as g:
+                iw0 = kb.mul(g, i64(lanes))
+                count = b.sub(wd, iw0)
+
+                def group(load) -> None:
+                    rows = []
+                    for e in range(lanes):
+                        ch, valid = channel_of(blk, e)
+                        v = load(kb.add(kb.mul(kb.add(kb.mul(n, i64(c)), ch), plane), kb.add(kb.mul(ih, wd), iw0)))
+                        rows.append(v if valid is None else b.select(valid, v, zero))
+                    at = kb.add(row, kb.add(iw0, i64(left)))
+                    for e, v in enumerate(transpose_vectors(b, rows)):
+                        b.store(v, vec_at(xs, kb.mul(kb.add(at, i64(e)), i64(lanes))), align=4)
+
+                if not wasm:
+                    mask = G.lanes_below(b, count, lanes)
+                    group(lambda src: G.masked_load(b, x.ptr(src), mask, vt))
+                else:
+                    whole = b.icmp_signed(">=", count, i64(lanes))
+                    with b.if_else(whole) as (full, part):
+                        with full:
+                            group(lambda src: b.load(vec_at(x, src), typ=vt, align=4))
+                        with part:
+                            def lane_by_lane(src: ir.Value) -> ir.Value:
+                                v = zero
+                                for e in range(lanes):
+                                    at = kb.add(src, smin(kb, i64(e), b.sub(count, i64(1))))
+                                    s = b.select(b.icmp_signed("<", i64(e), count), x.load(at), ir.Constant(F32, 0.0))
+                                    v = b.insert_element(v, s, ir.Constant(I32, e))
+                                return v
+                            group(lane_by_lane)
+
+    def store(n: ir.Value, blk: ir.Value, p0: ir.Value, sums: list[ir.Value]) -> None:
+        """The block's sums at pixels p0.. (one vector per pixel), transposed, into y."""
+        epilogue = conv_epilogue(bt, post, operands, pixels, kb.mul(n, kb.mul(i64(c), pixels)))
+        rest = b.sub(pixels, p0)
+        mask = G.lanes_below(b, rest, lanes) if not wasm else None
+        for e, v in enumerate(transpose_vectors(b, sums)):
+            ch, valid = channel_of(blk, e)
+
+            def one(ch=ch, v=v) -> None:
+                at = kb.add(kb.mul(kb.add(kb.mul(n, i64(c)), ch), pixels), p0)
+                if not wasm:
+                    out = epilogue(kb, ch, p0, v, mask) if epilogue is not None else v
+                    G.masked_store(b, out, y.ptr(at), mask)
+                    return
+                with b.if_else(b.icmp_signed(">=", rest, i64(lanes))) as (full, part):
+                    with full:
+                        out = epilogue(kb, ch, p0, v) if epilogue is not None else v
+                        b.store(out, vec_at(y, at), align=4)
+                    with part:
+                        for lane in range(lanes):
+                            with b.if_then(b.icmp_signed("<", i64(lane), rest)):
+                                s = b.extract_element(v, ir.Constant(I32, lane))
+                                j = kb.add(p0, i64(lane))
+                                y.store(kb.add(at, i64(lane)), epilogue(kb, ch, j, s) if epilogue is not None else s)
+            if valid is None:
+                one()
+            else:
+                with b.if_then(valid):
+                    one()
+
+    with kb.loop(x.dim(0), "n") as n:
+        with kb.loop(i64(blocks), "cb") as blk:
+            stage(n, blk)
+            wbase = kb.mul(blk, i64(len(taps) * lanes))
+            with kb.loop(groups, "pg") as pg:
+                p0 = kb.mul(pg, i64(lanes))
+                offs = [tab.load(kb.add(p0, i64(e))) for e in range(lanes)]
+                acc = [zero] * lanes
+                for t, toff in enumerate(taps):
+                    wv = b.load(vec_at(w, kb.add(wbase, i64(t * lanes))), typ=vt, align=4)
+                    for e in range(lanes):
+                        xv = b.load(vec_at(xs, kb.mul(kb.add(offs[e], toff), i64(lanes))), typ=vt, align=4)
+                        acc[e] = mac(b, acc[e], wv, xv)
+                store(n, blk, p0, acc)
