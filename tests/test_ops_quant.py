@@ -163,6 +163,34 @@ def test_dequantize_axis_blocked_float16(target):
     check_model(model, target, [feeds(3), feeds(4), feeds(1)])
 
 
+def test_quantized_weights_fold_natively(target):
+    """Constant int8 and uint8 weights dequantized (opset 13, which onnx.reference cannot
+    fold): natively the Dequantize nodes become float32 constants, which Conv and MatMul
+    read as weights; a wasm32 module keeps them quantized and dequantizes them on every run.
+    The folded values are the kernel's, bit for bit (output d of each target), and both
+    targets match onnxruntime."""
+    from tests.util import lower_model
+
+    wq = RNG.integers(-128, 128, (6, 4, 3, 3)).astype(I8)
+    vq = RNG.integers(0, 256, (5, 7)).astype(U8)
+    nodes = [node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+             node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
+             node("DequantizeLinear", ["vq", "vs", "vz"], ["d"]),
+             node("MatMul", ["a", "d"], ["m"])]
+    model = make_model(nodes, [vinfo("x", F32, ["n", 4, "h", "w"]), vinfo("a", F32, ["n", 5])],
+                       [vinfo("y", F32, None), vinfo("d", F32, None), vinfo("m", F32, None)],
+                       [const("wq", wq), const("ws", RNG.uniform(0.001, 0.1, 6).astype(F32)),
+                        const("wz", zero_point(I8, (6,))), const("vq", vq), const("vs", np.float32(0.0371)),
+                        const("vz", np.uint8(131))], opset=13)
+    graph, _, _ = lower_model(model, target)
+    dequantized = [n for n in graph.nodes if type(n.op).__name__ == "Dequantize"]
+    assert len(dequantized) == (0 if target == "native" else 2)
+    feeds = [{"x": rand(RNG, (n, 4, h, w)), "a": rand(RNG, (n, 5))} for n, h, w in [(1, 5, 6), (2, 3, 9)]]
+    mod = check_model(model, target, feeds, ref=ort_reference, rtol=1e-5, atol=1e-5)
+    want = (vq.astype(F32) - F32(131)) * F32(0.0371)
+    np.testing.assert_array_equal(mod.run(feeds[0])["d"], want)
+
+
 # ----------------------------------------------------------------------------- DynamicQuantizeLinear
 
 

@@ -118,8 +118,10 @@ def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None):
     from toolkit.program.kernels import KernelTable
     from toolkit.program.lower import lower_graph
 
-    graph = run_pipeline(import_model(model, binds))
     tgt = get_target("wasm32" if target == RELAXED else target)
+    graph = import_model(model, binds)
+    graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
+    graph = run_pipeline(graph)
     module = new_module(tgt, "t")
     prog = lower_graph(graph, KernelTable(module, tgt, Program()))
     return graph, prog, module

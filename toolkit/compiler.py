@@ -155,6 +155,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
         if tgt.is_wasm else None
     graph = import_model(model, binds, ranges)
+    graph.keep_quantized_weights = tgt.is_wasm
     t = stage("import", t0)
     graph = run_pipeline(graph)
     if static:

@@ -23,6 +23,9 @@ from .dtypes import (  # noqa: F401  (re-exported: the graph's dtypes)
 
 # integer tensors longer than this are not tracked element by element as shape values
 SYM_LIMIT = 64
+# constants computed at compile time (all-constant nodes, quantized weights) only up to this
+# many elements, unless a kernel reads them as weights (the importer's WEIGHT_INPUTS)
+FOLD_LIMIT = 1 << 20
 
 
 class CompileError(Exception):
@@ -170,6 +173,9 @@ class Graph:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the importer did that inspect should say
+    # constant 8- and 16-bit weights stay quantized, dequantized on every run (a wasm32 module:
+    # 4x fewer bytes to download), rather than folded into float32 constants (natively)
+    keep_quantized_weights: bool = False
 
     def add_value(self, v: Value) -> Value:
         self.values[v.name] = v

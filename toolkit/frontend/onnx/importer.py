@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
-from ...ir.graph import CompileError, Graph, Region, Value
+from ...ir.graph import FOLD_LIMIT, CompileError, Graph, Region, Value  # noqa: F401  (FOLD_LIMIT: read by tests)
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
 from .ops import sequence
@@ -27,9 +27,6 @@ from .translate import Entry, TranslateContext, ident, registry, version_in_effe
 PREVIEW = "ai.onnx.preview"
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
-# all-constant nodes are folded at compile time only when their outputs are this small,
-# unless every output is a weight (WEIGHT_INPUTS)
-FOLD_LIMIT = 1 << 20
 # the inputs a kernel reads as weights, by op: a constant there is packed (or transformed) at
 # compile time, so a weight computed from constants (a ConstantOfShape, a Reshape or Cast of an
 # initializer) folds whatever its size, as onnxruntime folds it when a session starts: left to
