@@ -453,3 +453,72 @@ def test_quantize_dequantize_small_formats(code, name, target):
                        [helper.make_tensor_value_info("q", code, None), vinfo("y", F32, None)],
                        [const("s", np.array([0.5, 0.25, 2.0], F32)), const("z", zp)], opset=23)
     check_model(model, target, [{"x": RNG.uniform(-40, 40, (n, 3)).astype(F32)} for n in (1, 7, 0)])
+
+
+# ----------------------------------------------------------------------------- QDQ pairs
+
+
+def _fake_quantize_ref(x, scale, zero, dtype, scale2, zero2):
+    """QuantizeLinear then DequantizeLinear, as numpy computes them (float32)."""
+    info = np.iinfo(dtype)
+    q = np.rint(x / F32(scale))
+    q = np.where(np.isnan(q), 0, q)
+    q = np.clip(q + zero, info.min, info.max).astype(dtype)
+    return ((q.astype(F32) - F32(zero2)) * F32(scale2)).astype(F32)
+
+
+@pytest.mark.parametrize("dtype, zero, zero2, scale2", [(I8, 3, 3, 0.25), (U8, 128, 128, 0.25), (U8, None, None, 0.25),
+                                                         (U16, 1000, 7, 0.125)])
+def test_quantize_dequantize_pair_is_one_op(target, dtype, zero, zero2, scale2):
+    """A per-tensor QuantizeLinear read only by a DequantizeLinear becomes one fake_quantize
+    (no integer tensor between them): bit for bit the two ops' values, ties rounded to even
+    and saturation at both ends, against onnx.reference; NaN and infinities (which
+    onnx.reference casts to int32 with numpy, undefined for them) against numpy's
+    saturating reading: NaN to the zero point, infinities to the ends of the range, as the
+    QuantizeLinear kernel alone gives (checked on the Q output too)."""
+    from tests.util import lower_model
+
+    inits = [const("s", np.float32(0.25)), const("s2", np.float32(scale2))]
+    if zero is not None:
+        inits += [const("z", np.array(zero, dtype)), const("z2", np.array(zero2, dtype))]
+    q_in, dq_in = (["x", "s", "z"], ["q", "s2", "z2"]) if zero is not None else (["x", "s"], ["q", "s2"])
+    model = make_model([node("QuantizeLinear", q_in, ["q"]), node("DequantizeLinear", dq_in, ["y"])],
+                       [vinfo("x", F32, ["n", 3])], [vinfo("y", F32, None)], inits, opset=21)
+    graph, _, _ = lower_model(model, target)
+    assert [type(n.op).__name__ for n in graph.nodes] == ["Elementwise"]
+    x = ties((40, 3))
+    mod = check_model(model, target, [{"x": x}, {"x": x[:1]}], rtol=0, atol=0)
+    odd = np.array([[np.nan, np.inf, -np.inf]], F32)
+    want = _fake_quantize_ref(odd, 0.25, zero or 0, dtype, scale2, zero2 or 0)
+    np.testing.assert_array_equal(mod.run({"x": odd})["y"], want)
+    # the QuantizeLinear kernel on its own (its output read by the graph too) agrees
+    both = make_model(model.graph.node, [vinfo("x", F32, ["n", 3])], [vinfo("y", F32, None), vinfo("q", dtype, None)],
+                      inits, opset=21)
+    out = build(both, target).run({"x": odd})
+    info = np.iinfo(dtype)
+    np.testing.assert_array_equal(out["q"], np.array([[zero or 0, info.max, info.min]], dtype))
+    np.testing.assert_array_equal(out["y"], want)
+
+
+def test_quantize_dequantize_pair_fuses_into_conv(target):
+    """Conv -> Relu -> QuantizeLinear -> DequantizeLinear (a QDQ model's activation): one
+    convolution kernel with Relu and the fake quantization in its epilogue, whose values are
+    the unfused convolution's output quantized and dequantized by numpy, exactly."""
+    from tests.util import lower_model
+
+    rng = np.random.default_rng(5)
+    w = rng.uniform(-1, 1, (8, 4, 3, 3)).astype(F32)
+    conv = node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])
+    plain = make_model([conv], [vinfo("x", F32, ["n", 4, "h", "w"])], [vinfo("c", F32, None)], [const("w", w)])
+    nodes = [conv, node("Relu", ["c"], ["r"]), node("QuantizeLinear", ["r", "s", "z"], ["q"]),
+             node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    model = make_model(nodes, [vinfo("x", F32, ["n", 4, "h", "w"])], [vinfo("y", F32, None)],
+                       [const("w", w), const("s", np.float32(0.02)), const("z", np.uint8(0))], opset=13)
+    graph, _, _ = lower_model(model, target)
+    assert [type(n.op).__name__ for n in graph.nodes] == ["Conv"], graph.nodes
+    assert [p.op.fn for p in graph.nodes[0].op.post] == ["relu", "fake_quantize"]
+    fused, unfused = build(model, target), build(plain, target)
+    for n, h, wd in [(1, 5, 7), (2, 9, 4)]:
+        x = rng.uniform(-3, 3, (n, 4, h, wd)).astype(F32)
+        c = np.maximum(unfused.run({"x": x})["c"], 0)
+        np.testing.assert_array_equal(fused.run({"x": x})["y"], _fake_quantize_ref(c, 0.02, 0, U8, 0.02, 0))

@@ -57,7 +57,7 @@ def post_operands(post: tuple) -> int:
 VECTOR_SAFE = frozenset({"relu", "leaky_relu", "thresholded_relu", "add", "sub", "mul", "div", "max", "min", "neg",
                          "abs", "identity", "clip", "hard_sigmoid", "hard_swish", "exp", "log", "tanh", "sigmoid",
                          "erf", "gelu", "softplus", "softsign", "swish", "mish", "elu", "selu", "celu", "sqrt",
-                         "reciprocal", "ceil", "floor", "round"})
+                         "reciprocal", "ceil", "floor", "round", "fake_quantize"})
 
 
 class Lanes(Scalar):

@@ -114,8 +114,8 @@ def build_quantize(kb: KernelBuilder, params: tuple[QuantPlan, DType, DType, boo
             return
         r = fptosi_sat(b, intrinsic(b, "llvm.rint", q), I64)
         z = _zero_point(kb, zp, plan, sidx, I64)
-        if z is not None:
-            r = b.add(r, z)
+        if z is not None:  # saturating: an infinity's int64 plus the zero point must not wrap
+            r = intrinsic(b, "llvm.sadd.sat", r, z)
         r = intrinsic(b, "llvm.smin", intrinsic(b, "llvm.smax", r, i64(lo)), i64(hi))
         y.store(pos, b.trunc(r, ir.IntType(info.bits)))
 

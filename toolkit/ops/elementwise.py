@@ -222,6 +222,23 @@ def _gelu(s: Scalar, v: list, p: tuple) -> ir.Value:
     return s.mul(s.mul(s.const(0.5), x), s.add(s.const(1), t))
 
 
+def _fake_quantize(s: Scalar, v: list, p: tuple) -> ir.Value:
+    """A QuantizeLinear read only by a DequantizeLinear, both per tensor (p = (scale, zero
+    point, the integer dtype's least and greatest values, the DequantizeLinear's scale and
+    zero point)): ``(clamp(rint(x / scale) + zero_point) - zp') * scale'``, in float32. Every
+    integer on the way is exact there (or saturates), and NaN quantizes to the zero point as
+    the saturating conversion makes it, so the result is the two kernels' bit for bit.
+    Internal: made by :func:`toolkit.passes.fuse.fake_quantize`, so it fuses into the
+    convolution or GEMM before it."""
+    scale, zero, lo, hi, scale2, zero2 = p
+    r = intrinsic(s.b, "llvm.rint", s.div(v[0], s.const(scale)))
+    r = s.select(s.b.fcmp_unordered("uno", r, r), s.const(0), r)
+    r = s.add(r, s.const(zero))
+    r = s.select(s.lt(r, s.const(lo)), s.const(lo), r)
+    r = s.select(s.cmp(">", r, s.const(hi)), s.const(hi), r)
+    return s.mul(s.sub(r, s.const(zero2)), s.const(scale2))
+
+
 def _prelu(s: Scalar, v: list, p: tuple) -> ir.Value:
     x, slope = v
     return s.select(s.lt(x, s.const(0)), s.mul(x, slope), x)
@@ -284,6 +301,7 @@ SCALAR: dict[str, ScalarOp] = {
     "swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], mathlib.sigmoid(s.b, s.mul(s.const(p[0]), v[0])))),
     "hard_sigmoid": ScalarOp(1, FLOATS, lambda s, v, p: _hard_sigmoid(s, v[0], *p)),
     "hard_swish": ScalarOp(1, FLOATS, lambda s, v, p: s.mul(v[0], _hard_sigmoid(s, v[0], *HARD_SWISH_GATE))),
+    "fake_quantize": ScalarOp(1, (FLOAT32,), _fake_quantize),
     "softsign": ScalarOp(1, FLOATS, lambda s, v, p: s.div(v[0], s.add(s.const(1), s.abs(v[0])))),
     "softplus": ScalarOp(1, FLOATS, _math(mathlib.softplus)),
     "sqrt": ScalarOp(1, FLOATS, lambda s, v, p: intrinsic(s.b, "llvm.sqrt", v[0])),  # an instruction, never a libcall

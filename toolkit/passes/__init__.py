@@ -10,13 +10,14 @@ from typing import Callable
 
 from ..ir.graph import CompileError, Graph
 from .dce import dead_code
-from .fuse import fold_batch_norm, fuse, gelu
+from .fuse import fake_quantize, fold_batch_norm, fuse, gelu
 from .simplify import simplify
 from .verify import verify
 
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold-batch-norm", fold_batch_norm),
     ("simplify", simplify),
+    ("fake-quantize", fake_quantize),
     ("dead-code", dead_code),
     ("gelu", gelu),
     ("fuse", fuse),

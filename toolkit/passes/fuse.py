@@ -101,6 +101,59 @@ def fuse(graph: Graph) -> Graph:
     return graph
 
 
+def _per_tensor(graph: Graph, node: Node) -> tuple[float, int] | None:
+    """The float32 scale and the zero point (0 when absent) of a per-tensor Quantize or
+    Dequantize whose scale and zero point are constants, else None."""
+    scale = graph.values[node.inputs[1]]
+    zp = graph.values[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
+    if scale.const is None or scale.dtype != FLOAT32 or scale.const.size != 1 or node.info[0].mode != "tensor":
+        return None
+    if zp is not None and (zp.const is None or zp.const.size != 1):
+        return None
+    return float(scale.const.reshape(-1)[0]), int(zp.const.reshape(-1)[0]) if zp is not None else 0
+
+
+def fake_quantize(graph: Graph) -> Graph:
+    """A per-tensor DequantizeLinear of a per-tensor QuantizeLinear of float32 x (constant
+    scales and zero points, 8- or 16-bit integers) becomes one elementwise ``fake_quantize``
+    of x (:func:`toolkit.ops.elementwise._fake_quantize`, the same values bit for bit),
+    which then fuses into the convolution or GEMM that makes x: a QDQ model's activations
+    pass through no integer tensor and no extra loop. The QuantizeLinear stays while
+    something else reads its output (dead-code removes it otherwise)."""
+    from ..ir.dtypes import INT8, INT16, UINT8, UINT16
+    from ..ops.quant import Dequantize, Quantize
+
+    def rewrite(nodes: list[Node]) -> list[Node]:
+        for node in nodes:
+            for r in regions(node):
+                r.nodes = rewrite(r.nodes)
+        quantized: dict[str, tuple[Node, tuple[float, int]]] = {}
+        out: list[Node] = []
+        for node in nodes:
+            op = node.op
+            if isinstance(op, Quantize) and not op.multiply and op.out in (INT8, UINT8, INT16, UINT16):
+                x = graph.values[node.inputs[0]]
+                plan, pre, compute = node.info[:3]
+                q = _per_tensor(graph, node)
+                if x.dtype == FLOAT32 and pre == compute == FLOAT32 and q is not None:
+                    quantized[node.outputs[0]] = (node, q)
+            elif isinstance(op, Dequantize) and node.inputs[0] in quantized:
+                quant, (scale, zero) = quantized[node.inputs[0]]
+                dq = _per_tensor(graph, node)
+                if dq is not None and node.info[1] == FLOAT32 and graph.values[node.outputs[0]].dtype == FLOAT32:
+                    info = np.iinfo(quant.op.out.np)
+                    new = Node(Elementwise("fake_quantize", (scale, zero, int(info.min), int(info.max)) + dq),
+                               node.name, node.source, [quant.inputs[0]], list(node.outputs))
+                    run_infer(graph, new)
+                    out.append(new)
+                    continue
+            out.append(node)
+        return out
+
+    graph.nodes = rewrite(graph.nodes)
+    return graph
+
+
 def gelu(graph: Graph) -> Graph:
     """Each erf-form GELU written as five nodes becomes one Gelu node, and each x * sigmoid(x)
     or x * hard_sigmoid(x) one swish or hard_swish node (see the module doc)."""
