@@ -248,6 +248,42 @@ def test_matmul_integer_constant_b_per_row_a(target):
     check_model(model, target, feeds, ref=ref)
 
 
+@pytest.mark.parametrize("k, route", [(518, "float32"), (519, "int32")])
+def test_matmul_integer_constant_b_as_float_gemm(target, k, route):
+    """A constant b whose columns keep every partial sum within float32's exact integers
+    (255 times a column's sum of |b - zero point| at most 2 ** 24) runs as the float32 GEMM;
+    one more row of 127s passes the bound and keeps the int32 product. Exact either way, at
+    the worst case (a all 255, zero point 0) and on random data; a Cast of the product to
+    float32 then reads the float product itself (no Cast kernels)."""
+    from tests.util import lower_model
+
+    b = np.full((k, 3), 127, I8)
+    b[:, 1] = RNG.integers(-128, 128, k)
+    b[:, 2] = -127  # the same sum of |b| as the first column, negative
+    nodes = [node("MatMulInteger", ["a", "b", "az"], ["y"]), node("Cast", ["y"], ["f"], to=TensorProto.FLOAT)]
+    model = make_model(nodes, [vinfo("a", U8, ["n", k]), vinfo("az", U8, [])],
+                       [vinfo("y", I32, None), vinfo("f", F32, None)], [const("b", b)], opset=10)
+    graph, _, _ = lower_model(model, target)
+    products = [n for n in graph.nodes if type(n.op).__name__ == "MatMul"]
+    assert len(products) == 1 and graph.values[products[0].outputs[0]].dtype.name == route
+    only_f = make_model(nodes, [vinfo("a", U8, ["n", k]), vinfo("az", U8, [])], [vinfo("f", F32, None)],
+                        [const("b", b)], opset=10)
+    graph, _, _ = lower_model(only_f, target)
+    product = next(n for n in graph.nodes if type(n.op).__name__ == "MatMul").outputs[0]
+    readers = [type(n.op).__name__ for n in graph.nodes if product in n.inputs]
+    assert readers == (["Identity"] if route == "float32" else ["Cast"])
+
+    def ref(model, feeds):
+        y = (feeds["a"].astype(np.int64) - feeds["az"].astype(np.int64)) @ b.astype(np.int64)
+        return {"y": y.astype(np.int32), "f": y.astype(F32)}
+
+    feeds = [{"a": np.full((2, k), 255, U8), "az": np.uint8(0)},
+             {"a": RNG.integers(0, 256, (3, k)).astype(U8), "az": np.uint8(0)},
+             {"a": RNG.integers(0, 256, (1, k)).astype(U8), "az": np.uint8(255)}]
+    assert abs(int(ref(model, feeds[0])["y"][0, 0])) > (1 << 24) - 3000  # the worst case is near the bound
+    check_model(model, target, feeds, ref=ref, rtol=0, atol=0)
+
+
 # ----------------------------------------------------------------------------- QLinearMatMul
 
 

@@ -447,6 +447,20 @@ class Cast(CoreOp):
     to: DType
     saturate: bool = True
     round_mode: str = "up"
+    # the float input holds integers that ``to`` holds exactly (the compiler proved it): a
+    # Cast of the output back to the input's dtype reads the input itself (simplify)
+    integral: bool = False
+
+    def simplify(self, node, graph) -> list | None:
+        """A Cast to float of an integral Cast from that float: the float itself, a view."""
+        from .shape import Identity
+
+        x = graph.values[node.inputs[0]]
+        src = x.producer
+        if (src is None or not isinstance(src.op, Cast) or not src.op.integral
+                or graph.values[src.inputs[0]].dtype != self.to):
+            return None
+        return replace_node(graph, node, Identity(), [src.inputs[0]])
 
     @property
     def kernel_name(self) -> str:

@@ -136,8 +136,27 @@ def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, ones: in
     return out
 
 
+# the integers float32 holds exactly: |x| <= 2 ** 24
+EXACT_IN_FLOAT32 = 1 << 24
+
+
 def _int_product(ctx: TranslateContext, a: int, az: int, b: int, bz: int, out: str) -> None:
-    ctx.emit(MatMul(), [_centered(ctx, a, az, "a centred", 1), _centered(ctx, b, bz, "b centred", 0)], [out])
+    """out = the int32 product of a and b, each minus its zero point. With a constant b whose
+    columns keep every partial sum within float32's exact integers (|a - zero point| <= 255
+    for 8-bit a, so 255 times the largest column sum of |b - zero point| at most 2 ** 24),
+    the product runs as the float32 GEMM, every product and partial sum an exact integer,
+    and is cast back to int32 exactly (``Cast(integral=True)``, which a Cast to float32 after
+    it reads through): the int32 GEMM loops took 45% of a dynamically quantized BERT's
+    native time."""
+    ac, bc = _centered(ctx, a, az, "a centred", 1), _centered(ctx, b, bz, "b centred", 0)
+    w = ctx.graph.values[bc].const
+    if w is None or w.ndim < 2 or 255 * int(np.abs(w.astype(np.int64)).sum(axis=-2).max(initial=0)) > EXACT_IN_FLOAT32:
+        ctx.emit(MatMul(), [ac, bc], [out])
+        return
+    af, product = ctx.tmp("a centred float32"), ctx.tmp("product float32")
+    ctx.emit(Cast(FLOAT32), [ac], [af])
+    ctx.emit(MatMul(), [af, ctx.constant("b centred float32", w.astype(np.float32))], [product])
+    ctx.emit(Cast(INT32, integral=True), [product], [out])
 
 
 def matmul_integer(ctx: TranslateContext) -> None:
