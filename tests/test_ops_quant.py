@@ -382,6 +382,27 @@ def test_conv_integer_errors(target):
         build(wz, target)
 
 
+@pytest.mark.parametrize("c, route", [(14, "float32"), (15, "int32")])
+def test_conv_integer_constant_w_as_float_conv(target, c, route):
+    """Constant weights whose output channels keep every sum within float32's exact integers
+    (255 x the channel's sum of |w - zero point| <= 2 ** 24) run as the float32 convolution
+    and are cast back exactly; 14 channels x 37 taps of 127 reach 255 * 127 * 518, just
+    under the bound, 15 channels pass it and keep the int32 convolution. Exact against
+    onnx.reference, at the worst case (x all 255, zero point 0) and on random data."""
+    from tests.util import lower_model
+
+    w = np.full((2, c, 1, 37), 127, I8)
+    w[1] = RNG.integers(-128, 128, (c, 1, 37))
+    model = make_model([node("ConvInteger", ["x", "w"], ["y"])], [vinfo("x", U8, ["n", c, "h", "w"])],
+                       [vinfo("y", I32, None)], [const("w", w)], opset=10)
+    graph, _, _ = lower_model(model, target)
+    convs = [n for n in graph.nodes if type(n.op).__name__ == "Conv"]
+    assert len(convs) == 1 and graph.values[convs[0].outputs[0]].dtype.name == route
+    feeds = [{"x": np.full((1, c, 2, 40), 255, U8)}, {"x": ints(U8, (2, c, 3, 37))}]
+    mod = check_model(model, target, feeds, rtol=0, atol=0)
+    assert abs(int(mod.run(feeds[0])["y"][0, 0, 0, 0])) == 255 * 127 * 37 * c
+
+
 # ----------------------------------------------------------------------------- QLinearConv
 
 

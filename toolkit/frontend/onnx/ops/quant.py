@@ -22,6 +22,11 @@ stands for x's zero point, as the spec says), the int32 Conv (exact sums) plus
 QLinearConv's int32 bias, and QLinearConv requantizes per tensor or per output channel
 (a 1-D ``w_scale``; a 1-D ``w_zero_point`` is per output channel too). x's scale and zero
 point, and y's, are per tensor.
+
+With a constant b (or constant weights, and no bias or a constant one) whose sums provably
+stay within float32's exact integers, the product runs as the float32 GEMM or convolution
+instead, every product and partial sum exact, and is cast back to int32 (see
+:func:`_int_product`): the same values, from the fast kernels.
 """
 from __future__ import annotations
 
@@ -219,7 +224,29 @@ def _int_conv(ctx: TranslateContext, x: int, xz: int, w: int, wz: int, bias: str
                  f"scalar or 1-D (per output channel)")
     wv = ctx.value(w)
     ins = [_centered(ctx, x, xz, "x centred", 0), _centered(ctx, w, wz, "w centred", max(wv.rank - 1, 0))]
-    ctx.emit(Conv(conv_window(ctx, w), int(ctx.attr("group", 1))), ins + ([bias] if bias else []), [out])
+    conv = Conv(conv_window(ctx, w), int(ctx.attr("group", 1)))
+    wc = ctx.graph.values[ins[1]].const
+    bv = ctx.graph.values[bias] if bias else None
+    if (wc is None or wc.ndim < 2 or (bv is not None and bv.const is None)
+            or 255 * int(np.abs(wc.astype(np.int64)).reshape(wc.shape[0], -1).sum(axis=1).max(initial=0))
+            > EXACT_IN_FLOAT32):  # (a run-time bias: the int32 Conv checks its length, naming it)
+        ctx.emit(conv, ins + ([bias] if bias else []), [out])
+        return
+    if bv is not None and bv.const.shape != (wc.shape[0],):
+        ctx.fail(f"bias '{bias}' has shape {bv.describe()}; expected ({wc.shape[0]},), the output channels")
+    # as _int_product: every output channel's sums are exact float32 integers, so the float32
+    # convolution (its fast kernels) gives the int32 one exactly; the int32 bias is added after
+    xf, sums = ctx.tmp("x centred float32"), ctx.tmp("sums float32")
+    ctx.emit(Cast(FLOAT32), [ins[0]], [xf])
+    ctx.emit(conv, [xf, ctx.constant("w centred float32", wc.astype(np.float32))], [sums])
+    if not bias:
+        ctx.emit(Cast(INT32, integral=True), [sums], [out])
+        return
+    acc = ctx.tmp("sums int32")
+    ctx.emit(Cast(INT32, integral=True), [sums], [acc])
+    col = ctx.tmp("bias column")
+    ctx.emit(ViewAs((wc.shape[0],) + (1,) * (wv.rank - 2)), [bias], [col])
+    ctx.emit(Elementwise("add"), [acc, col], [out])
 
 
 def conv_integer(ctx: TranslateContext) -> None:
