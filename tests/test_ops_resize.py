@@ -81,6 +81,38 @@ def test_resize_long_last_axis(mode, target):
     compile_checked(model, target, feeds)
 
 
+@pytest.mark.parametrize("mode, coord, scales", [("linear", "half_pixel", (2, 2)),
+                                                  ("linear", "align_corners", (0.6, 3.1)),
+                                                  ("cubic", "asymmetric", (1.5, 0.75)),
+                                                  ("cubic", "pytorch_half_pixel", (2, 2.5))])
+def test_resize_rows_match_elementwise(mode, coord, scales, target):
+    """Constant scales of the last two axes take the rows route (each output row's input rows
+    interpolated once into a float64 scratch row, codegen/resize.py ``rows_route``); the same
+    scales given at run time take the element-by-element one. The results are the same bits,
+    and match onnx.reference; the last case's 1200 x 2.5 = 3000 outputs a row span three
+    chunks of tap tables."""
+    from tests.util import build, lower_model
+    from toolkit.codegen.resize import rows_route  # noqa: F401  (the route under test)
+
+    extra = dict(exclude_outside=1) if mode == "cubic" and coord == "asymmetric" else {}
+    const_s = make_model([resize(["x", "", "s"], "y", mode=mode, coordinate_transformation_mode=coord, **extra)],
+                         [vinfo("x", F32, ["n", "c", "h", "w"])], [vinfo("y", F32, None)],
+                         [floats("s", 1, 1, *scales)], opset=19)
+    run_s = make_model([resize(["x", "", "s"], "y", mode=mode, coordinate_transformation_mode=coord, **extra)],
+                       [vinfo("x", F32, ["n", "c", "h", "w"]), vinfo("s", F32, [4])], [vinfo("y", F32, None)], opset=19)
+    _, _, module = lower_model(const_s, target)
+    assert "oy.head" in str(module)  # the rows route's loop over output rows
+    _, _, module = lower_model(run_s, target)
+    assert "oy.head" not in str(module)
+    a, b = build(const_s, target), build(run_s, target)
+    widths = [(1, 2, 5, 7), (2, 3, 4, 9)] + ([(1, 1, 3, 1200)] if scales[1] == 2.5 else [])
+    for shape in widths:
+        x = rand(RNG, shape)
+        got = a.run({"x": x})["y"]
+        np.testing.assert_array_equal(got, b.run({"x": x, "s": np.array((1, 1) + scales, F32)})["y"])
+        np.testing.assert_allclose(got, reference(const_s, {"x": x})["y"], rtol=1e-5, atol=1e-5)
+
+
 def test_resize_nearest_modes(target):
     nodes, names = [], []
     for nm in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):

@@ -168,6 +168,19 @@ class ResizedAxis:
     roi: int | None = None
 
 
+def rows_route(mode: str, coord: str, antialias: bool, axes: Sequence[ResizedAxis], rank: int) -> bool:
+    """Whether a Resize interpolates each output row's input rows once (a float64 scratch row
+    of the input's width) and then each output along the row from it: linear or cubic, not
+    antialiased nor tf_crop_and_resize, resizing exactly the last two axes in that order by
+    scales known at compile time and not 1. The sums are the same operations in the same
+    order as element by element (each output's sum over the rows, for each of its columns'
+    taps, is one element of the scratch row), so the same values; the row's sums are made
+    once per input column instead of once per output tap. A 2x bilinear upsampling of 16
+    channels, 24 x 20 -> 48 x 40, took 5.5x onnxruntime's time natively element by element."""
+    return (mode in ("linear", "cubic") and not antialias and coord != "tf_crop_and_resize" and rank >= 2
+            and [a.axis for a in axes] == [rank - 2, rank - 1] and all(a.scale not in (None, 1.0) for a in axes))
+
+
 def leaves(mode: str, axes: Sequence[ResizedAxis], antialias: bool = False) -> int:
     """How many reads one output element's code holds (each axis whose scale may be 1 at
     run time adds a branch with one read; an antialiased axis reads in a loop)."""
@@ -189,6 +202,7 @@ class ResizePlan:
     axes: tuple[ResizedAxis, ...]  # in the order they are resized
     roi_half: int
     antialias: bool = False  # linear and cubic: one weights table per axis
+    rows: bool = False  # the second-to-last axis interpolated once per output row (:func:`rows_route`)
 
     @property
     def kernel_name(self) -> str:
@@ -571,7 +585,39 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
         at = b.gep(tab, [i64(0), b.add(i64(t * TAP_CHUNK), k)], source_etype=tab.type.pointee)
         return b.bitcast(at, tab.type.pointee.element.as_pointer())
 
+    row_t = kb.tensor(len(types) - 2, FLOAT64, types[-2][1]) if plan.rows else None
+
+    def rows(x_base: ir.Value, o_off: ir.Value, chunk) -> None:
+        """Output rows of the last two axes (plan.rows): per output row, its input rows'
+        interpolation for every input column into row_t, then the chunk's outputs from it."""
+        h, w = x.rank - 2, x.rank - 1
+        c0, cn = chunk
+        with kb.loop(o.dim(h), name="oy") as y:
+            t = _taps(kb, plan, axes[h], y)
+            with kb.loop(x.dim(w), name="ix") as ix:
+                terms = [level_load(kb.add(x_base, kb.add(kb.mul(i, xs[h]), ix))) for i in t.index]
+                row_t.store(ix, weighted(terms, t.weight))
+            o_row = kb.add(o_off, kb.mul(y, os_[h]))
+            with kb.loop(cn, name="ox") as k:
+                terms = [row_t.load(b.load(slot(idx_tab, i, k))) for i in range(ntaps)]
+                v = weighted(terms, [b.load(slot(w_tab, i, k)) for i in range(ntaps)])
+                _store_value(kb, o, kb.add(o_row, kb.mul(b.add(c0, k), os_[w])), v)
+
+    def level_load(off: ir.Value) -> ir.Value:
+        v = x.load(off)
+        return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else convert(b, v, x.dtype, FLOAT64))
+
+    def weighted(terms: list[ir.Value], weights: list[ir.Value]) -> ir.Value:
+        """terms[0] * weights[0] + terms[1] * weights[1] + ..., in that order (as interpolate)."""
+        acc = b.fmul(terms[0], weights[0])
+        for term, wt in zip(terms[1:], weights[1:]):
+            acc = b.fadd(acc, b.fmul(term, wt))
+        return acc
+
     def walk(axis: int, x_base: ir.Value, o_off: ir.Value, taps: dict[int, _Taps], chunk=None) -> None:
+        if plan.rows and axis == x.rank - 2:
+            rows(x_base, o_off, chunk)
+            return
         if axis == x.rank:
             v = value(taps, x_base)
             if plan.mode == "nearest":

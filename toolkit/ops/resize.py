@@ -228,9 +228,11 @@ class Resize(CoreOp):
         if R.leaves(self.mode, resized, self.antialias) > MAX_LEAVES:
             raise CompileError(f"{lw.context()}: {self.mode} resampling of {len(resized)} axes at once is not "
                                f"supported (at most {MAX_LEAVES} reads per output element)")
+        rows = R.rows_route(self.mode, self.coord, self.antialias, resized, x.rank)
         plan = R.ResizePlan(self.mode, self.coord, self.nearest_mode, self.cubic_a, self.exclude_outside,
-                            self.extrapolation, tuple(resized), len(info.axes), self.antialias)
-        tensors = [lw.tensor(x.name)] + ([lw.tensor(node.inputs[1])] if tf_crop else []) + tables + \
+                            self.extrapolation, tuple(resized), len(info.axes), self.antialias, rows)
+        row = [lw.scratch("interpolated row", FLOAT64, (x.shape[-1],))] if rows else []
+        tensors = [lw.tensor(x.name)] + ([lw.tensor(node.inputs[1])] if tf_crop else []) + tables + row + \
             [lw.alloc(out.name)]
         lw.call(R.build_resize, plan, tensors, scalars, error="cannot resize axis {0} of size 0 to size {1}")
 
