@@ -4,7 +4,8 @@ time, the block of sums transposed into the output with the bias and the fused o
 targets and in wasm32's relaxed-SIMD variant, against onnx.reference, one module per model
 (batch, height and width symbolic) run at several bindings.
 
-The cases reach each path: channels a multiple of the lanes and not (20 = 16 + 4 natively,
+The cases reach each path: flat groups of pixels and rows (wide ones, natively too),
+channels a multiple of the lanes and not (20 = 16 + 4 natively,
 5 x 4 on wasm32; 33 leaves a block of 1 on both), rows narrower and wider than a vector
 (widths 3, 5, 21: the row's last group masked natively, lane by lane on wasm32), planes
 whose pixel count is not a multiple of the lanes (the last group's store masked, or element
@@ -62,6 +63,12 @@ CASES = {
                                       [(1, 9, 9), (2, 6, 21)]),
     "1x3_stride_1x2_17ch": (17, (1, 3), dict(pads=[0, 1, 0, 1], strides=[1, 2]), True, "silu",
                             [(1, 4, 40), (3, 2, 5)]),
+    # wide rows go a row at a time (by_rows), natively too: 70 = 4 x 16 + 6, 16 one whole
+    # group, 33 flat again (as costly either way); 50 = 3 x 16 + 2 with a 5x5 window
+    "3x3_wide_rows_32ch": (32, (3, 3), dict(pads=[1, 1, 1, 1]), True, "residual",
+                           [(1, 6, 70), (2, 3, 16), (1, 2, 33)]),
+    "5x5_wide_rows_20ch": (20, (5, 5), dict(pads=[2, 2, 2, 2], dilations=[1, 1]), False, "silu",
+                           [(1, 8, 50), (2, 5, 13)]),
 }
 
 
