@@ -18,13 +18,14 @@ NR = tile_for(get_target("native")).nr  # a native panel's columns (32 with AVX-
 
 CASES = {
     # name: (channels in, out, kernel, strides, pads, dilations, input height and width, post ops)
-    # fewer output channels than a register tile: only the leftover rows' tile
-    "few_channels": (3, 5, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (5, NR), ()),
+    # fewer output channels than a register tile: only the leftover rows' tile (9: more than
+    # the direct kernel's DIRECT_MAX_OUT)
+    "few_channels": (3, 9, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (5, NR), ()),
     # depth 32 * 9 = 288: two k blocks; 13 output channels: a whole tile and a leftover row;
     # two panels a row; the Relu fused into the epilogue of the last block
     "two_k_blocks": (32, 13, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (3, 2 * NR), ("Relu",)),
     # stride 2 through the phases, asymmetric padding, dilation 2
-    "strided_dilated": (4, 7, (3, 3), (2, 2), (2, 1, 0, 3), (2, 2), (9, 2 * NR), ()),
+    "strided_dilated": (5, 7, (3, 3), (2, 2), (2, 1, 0, 3), (2, 2), (9, 2 * NR), ()),
     # a 7x7 first layer, stride 2, 24 output channels (two whole 12-row tiles natively)
     "first_layer_7x7": (3, 24, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (8, 2 * NR), ("Sigmoid",)),
 }
@@ -66,3 +67,23 @@ def test_packed_where_a_panel_would_wrap():
     assert _direct(_model(c, m, k, strides, pads, dil, hw, post), "native")
     assert not _direct(_model(c, m, k, strides, pads, dil, (hw[0], hw[1] - 1), post), "native")
     assert not _direct(_model(c, m, k, strides, pads, dil, hw, post, w_symbolic=True), "native")
+
+
+def test_few_channels_take_the_direct_kernel():
+    """At most DIRECT_MAX_IN input and DIRECT_MAX_OUT output channels (an RGB stem into 8)
+    run the direct convolution kernel, not the GEMM, on both targets; one channel more either
+    way takes the GEMM. Checked against onnx.reference at two batches."""
+    from toolkit.codegen.conv import DIRECT_MAX_IN, DIRECT_MAX_OUT
+
+    def kernels(c, m, target):
+        _, _, module = lower_model(_model(c, m, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (9, 11), ("Relu",)), target)
+        return {f.name.split("_", 1)[1] for f in module.functions if "conv2d" in f.name}
+
+    for target in ("wasm32", "native"):
+        assert kernels(DIRECT_MAX_IN, DIRECT_MAX_OUT, target) == {"conv2d_float32"}
+        assert kernels(DIRECT_MAX_IN + 1, DIRECT_MAX_OUT, target) == {"conv2d_gemm_float32"}
+        assert kernels(DIRECT_MAX_IN, DIRECT_MAX_OUT + 1, target) == {"conv2d_gemm_float32"}
+        rng = np.random.default_rng(7)
+        model = _model(3, 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (9, 11), ("Relu",))
+        check_model(model, target, [{"x": rng.uniform(-1, 1, (n, 3, 9, 11)).astype(F32)} for n in (1, 2)],
+                    rtol=1e-4, atol=1e-5)

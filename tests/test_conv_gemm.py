@@ -205,12 +205,12 @@ def test_conv_fuses_a_residual_sum(target):
     rng = np.random.default_rng(10)
     model = make_model([N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Neg", ["r0"], ["r"]),
                         N("Sum", ["c", "r"], ["s"]), N("Relu", ["s"], ["y"])],
-                       [vinfo("x", F32, ["n", 3, "h", "w"]), vinfo("r0", F32, ["n", 5, "h", "w"])],
-                       [vinfo("y", F32, None)], [const("w", _rand(rng, (5, 3, 3, 3))), const("b", _rand(rng, (5,)))])
+                       [vinfo("x", F32, ["n", 6, "h", "w"]), vinfo("r0", F32, ["n", 5, "h", "w"])],
+                       [vinfo("y", F32, None)], [const("w", _rand(rng, (5, 6, 3, 3))), const("b", _rand(rng, (5,)))])
     graph, _, _ = lower_model(model, target)
     assert _ops(graph) == ["Elementwise", "Conv"]
     assert [(p.op.fn, p.operand) for p in graph.nodes[1].op.post] == [("add", "full"), ("relu", "")]
-    feeds = [{"x": _rand(rng, (n, 3, h, w)), "r0": _rand(rng, (n, 5, h, w))} for n, h, w in [(1, 4, 6), (2, 9, 3)]]
+    feeds = [{"x": _rand(rng, (n, 6, h, w)), "r0": _rand(rng, (n, 5, h, w))} for n, h, w in [(1, 4, 6), (2, 9, 3)]]
     check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
 
 
@@ -317,13 +317,13 @@ def test_swish_pattern_fuses_into_conv(target, gate):
     for order in (["x", "g"], ["g", "x"]):
         model = make_model([N("Conv", ["a", "w"], ["x"], pads=[1, 1, 1, 1]), N(gate, ["x"], ["g"], **attrs),
                             N("Mul", order, ["y"])],
-                           [vinfo("a", F32, ["n", 3, "h", "w"])], [vinfo("y", F32, None)],
-                           [const("w", _rand(rng, (8, 3, 3, 3)))])
+                           [vinfo("a", F32, ["n", 6, "h", "w"])], [vinfo("y", F32, None)],
+                           [const("w", _rand(rng, (8, 6, 3, 3)))])
         graph, _, _ = lower_model(model, target)
         assert _ops(graph) == ["Conv"], _ops(graph)
         want = "swish(1.0,)" if gate == "Sigmoid" else "hard_swish"
         assert [str(p) for p in graph.nodes[0].op.post] == [want]
-        check_model(model, target, [{"a": _rand(rng, (n, 3, 5, 6)) * 3} for n in (1, 2)], rtol=1e-5, atol=1e-6)
+        check_model(model, target, [{"a": _rand(rng, (n, 6, 5, 6)) * 3} for n in (1, 2)], rtol=1e-5, atol=1e-6)
 
 
 def test_swish_pattern_left_alone(target):

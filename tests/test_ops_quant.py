@@ -564,18 +564,18 @@ def test_quantize_dequantize_pair_fuses_into_conv(target):
     from tests.util import lower_model
 
     rng = np.random.default_rng(5)
-    w = rng.uniform(-1, 1, (8, 4, 3, 3)).astype(F32)
+    w = rng.uniform(-1, 1, (8, 5, 3, 3)).astype(F32)
     conv = node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])
-    plain = make_model([conv], [vinfo("x", F32, ["n", 4, "h", "w"])], [vinfo("c", F32, None)], [const("w", w)])
+    plain = make_model([conv], [vinfo("x", F32, ["n", 5, "h", "w"])], [vinfo("c", F32, None)], [const("w", w)])
     nodes = [conv, node("Relu", ["c"], ["r"]), node("QuantizeLinear", ["r", "s", "z"], ["q"]),
              node("DequantizeLinear", ["q", "s", "z"], ["y"])]
-    model = make_model(nodes, [vinfo("x", F32, ["n", 4, "h", "w"])], [vinfo("y", F32, None)],
+    model = make_model(nodes, [vinfo("x", F32, ["n", 5, "h", "w"])], [vinfo("y", F32, None)],
                        [const("w", w), const("s", np.float32(0.02)), const("z", np.uint8(0))], opset=13)
     graph, _, _ = lower_model(model, target)
     assert [type(n.op).__name__ for n in graph.nodes] == ["Conv"], graph.nodes
     assert [p.op.fn for p in graph.nodes[0].op.post] == ["relu", "fake_quantize"]
     fused, unfused = build(model, target), build(plain, target)
     for n, h, wd in [(1, 5, 7), (2, 9, 4)]:
-        x = rng.uniform(-3, 3, (n, 4, h, wd)).astype(F32)
+        x = rng.uniform(-3, 3, (n, 5, h, wd)).astype(F32)
         c = np.maximum(unfused.run({"x": x})["c"], 0)
         np.testing.assert_array_equal(fused.run({"x": x})["y"], _fake_quantize_ref(c, 0.02, 0, U8, 0.02, 0))

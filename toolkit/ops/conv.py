@@ -216,7 +216,7 @@ class Conv(CoreOp):
 
     def fusable(self, graph: Graph, node: Node) -> bool:
         x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
-        return self.as_gemm(x) or self.channels_last(node, x, w)
+        return self.as_gemm(x, w) or self.channels_last(node, x, w)
 
     def channels_last(self, node: Node, x: Value, w: Value) -> bool:
         """Whether the depthwise kernel of :mod:`toolkit.codegen.depthwise` runs this Conv
@@ -224,16 +224,17 @@ class Conv(CoreOp):
         return (self._tiled(x) and not self.packed and w.const is not None
                 and DW.route(node.info, self.group, x.shape, w.shape))
 
-    def as_gemm(self, x: Value) -> bool:
+    def as_gemm(self, x: Value, w: Value) -> bool:
         """Whether this Conv runs as a GEMM (:func:`toolkit.codegen.conv.build_conv2d_gemm`),
         which can take fused elementwise ops; the others run the direct kernels."""
-        return self._tiled(x) and C.gemm_route(self.window, self.group)
+        return self._tiled(x) and C.gemm_route(self.window, self.group, x.shape[1], w.shape[0])
 
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
         x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
         if x.rank == 3 and x.dtype == FLOAT32:
             return self._as_2d(node, graph, x, w)
-        if self.packed or w.const is None or not self._tiled(x) or self.as_gemm(x) or self.channels_last(node, x, w):
+        if (self.packed or w.const is None or not self._tiled(x) or self.as_gemm(x, w)
+                or self.channels_last(node, x, w)):
             return None
         # reordered now: the kernel loads a vector of weights per tap
         name = f"{w.name}.packed_g{self.group}"
@@ -274,7 +275,7 @@ class Conv(CoreOp):
         if not self._tiled(x):
             _call_conv_nd(lw, (win, self.group, False, bias), ins, y, pads)
             return
-        if self.as_gemm(x):
+        if self.as_gemm(x, lw.value(node.inputs[1])):
             w = lw.value(node.inputs[1])
             tile = G.tile_for(lw.target)
             extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
