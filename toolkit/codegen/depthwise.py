@@ -213,7 +213,8 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
     def store(n: ir.Value, blk: ir.Value, p0: ir.Value, sums: list[ir.Value], rest: ir.Value) -> None:
         """The block's sums at pixels p0.. (one vector per pixel), transposed, into y: the
         first ``rest`` of them (all when rest >= lanes)."""
-        epilogue = conv_epilogue(bt, post, operands, pixels, kb.mul(n, kb.mul(i64(c), pixels)))
+        epilogue = (conv_epilogue(bt, post, operands, pixels, kb.mul(n, kb.mul(i64(c), pixels)))
+                    or (lambda kb, i, j, v, mask=None: v))
         mask = G.lanes_below(b, rest, lanes) if not wasm else None
         for e, v in enumerate(transpose_vectors(b, sums)):
             ch, valid = channel_of(blk, e)
@@ -221,24 +222,37 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
             def one(ch=ch, v=v) -> None:
                 at = kb.add(kb.mul(kb.add(kb.mul(n, i64(c)), ch), pixels), p0)
                 if not wasm:
-                    out = epilogue(kb, ch, p0, v, mask) if epilogue is not None else v
-                    G.masked_store(b, out, y.ptr(at), mask)
+                    G.masked_store(b, epilogue(kb, ch, p0, v, mask), y.ptr(at), mask)
                     return
                 with b.if_else(b.icmp_signed(">=", rest, i64(lanes))) as (full, part):
                     with full:
-                        out = epilogue(kb, ch, p0, v) if epilogue is not None else v
-                        b.store(out, vec_at(y, at), align=4)
+                        b.store(epilogue(kb, ch, p0, v), vec_at(y, at), align=4)
                     with part:
                         for lane in range(lanes):
                             with b.if_then(b.icmp_signed("<", i64(lane), rest)):
                                 s = b.extract_element(v, ir.Constant(I32, lane))
                                 j = kb.add(p0, i64(lane))
-                                y.store(kb.add(at, i64(lane)), epilogue(kb, ch, j, s) if epilogue is not None else s)
+                                y.store(kb.add(at, i64(lane)), epilogue(kb, ch, j, s))
             if valid is None:
                 one()
             else:
                 with b.if_then(valid):
                     one()
+
+    def vload(ptr: ir.Value) -> ir.Value:
+        return b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4)
+
+    def tap_sums(wbase: ir.Value, window_row) -> list[ir.Value]:
+        """One accumulator per pixel of a group over the window's taps: ``window_row(i)``
+        gives, for window row i, ``at(j, e)``, pixel e's vector at tap (i, j)."""
+        acc = [zero] * per
+        for i in range(kh_n):
+            at = window_row(i)
+            for j in range(kw_n):
+                wv = vload(w.ptr(kb.add(wbase, i64((i * kw_n + j) * lanes))))
+                for e in range(per):
+                    acc[e] = mac(b, acc[e], wv, at(j, e))
+        return acc
 
     def rows_of(n: ir.Value, blk: ir.Value, wbase: ir.Value) -> None:
         """The block's output a row at a time (:func:`by_rows`), ``per`` pixels per step; a
@@ -247,18 +261,18 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
             row0 = kb.mul(kb.mul(oy, i64(sh)), wp)
             with kb.loop(ceildiv(kb, ow, i64(per)), "ox") as g:
                 ow0 = kb.mul(g, i64(per))
-                acc = [zero] * per
-                for i in range(kh_n):
+
+                def window_row(i: int):
                     base = xs.ptr(kb.mul(kb.add(kb.add(row0, ow0), kb.mul(i64(i * dh), wp)), i64(lanes)))
                     loaded: dict[int, ir.Value] = {}  # staged position from the group's first -> vector
-                    for j in range(kw_n):
-                        wv = b.load(vec_at(w, kb.add(wbase, i64((i * kw_n + j) * lanes))), typ=vt, align=4)
-                        for e in range(per):
-                            at = e + j * dw
-                            if at not in loaded:
-                                ptr = b.bitcast(b.gep(base, [i64(at * lanes)], source_etype=F32), vt.as_pointer())
-                                loaded[at] = b.load(ptr, typ=vt, align=4)
-                            acc[e] = mac(b, acc[e], wv, loaded[at])
+
+                    def at(j: int, e: int) -> ir.Value:
+                        pos = e + j * dw
+                        if pos not in loaded:
+                            loaded[pos] = vload(b.gep(base, [i64(pos * lanes)], source_etype=F32))
+                        return loaded[pos]
+                    return at
+                acc = tap_sums(wbase, window_row)
                 p0 = kb.add(kb.mul(oy, ow), ow0)
                 for r in range(0, per, lanes):
                     store(n, blk, kb.add(p0, i64(r)), acc[r:r + lanes], b.sub(ow, kb.add(ow0, i64(r))))
@@ -271,15 +285,11 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
             # each pixel's tap (0, 0) in xs; a window row further is one run-time step, and
             # the taps of a row constant offsets from it (the loads' immediates on wasm32)
             starts = [xs.ptr(kb.mul(tab.load(kb.add(p0, i64(e))), i64(lanes))) for e in range(per)]
-            acc = [zero] * per
-            for i in range(kh_n):
-                rows = starts if i == 0 else [b.gep(p, [kb.mul(i64(i), row_step)], source_etype=F32)
-                                              for p in starts]
-                for j in range(kw_n):
-                    wv = b.load(vec_at(w, kb.add(wbase, i64((i * kw_n + j) * lanes))), typ=vt, align=4)
-                    for e, r in enumerate(rows):
-                        at = b.gep(r, [i64(j * dw * lanes)], source_etype=F32)
-                        acc[e] = mac(b, acc[e], wv, b.load(b.bitcast(at, vt.as_pointer()), typ=vt, align=4))
+
+            def window_row(i: int):
+                rows = starts if i == 0 else [b.gep(p, [kb.mul(i64(i), row_step)], source_etype=F32) for p in starts]
+                return lambda j, e: vload(b.gep(rows[e], [i64(j * dw * lanes)], source_etype=F32))
+            acc = tap_sums(wbase, window_row)
             for r in range(0, per, lanes):
                 store(n, blk, kb.add(p0, i64(r)), acc[r:r + lanes], b.sub(pixels, kb.add(p0, i64(r))))
 
