@@ -509,6 +509,19 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             ev = np.clip(ev, info.min, info.max)
         ev_raw = stored_constant(x.dtype, ev)
 
+    def level_load(off: ir.Value) -> ir.Value:
+        """x's element at ``off`` in float64."""
+        v = x.load(off)
+        return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else convert(b, v, x.dtype, FLOAT64))
+
+    def weighted(terms: list[ir.Value], weights: list[ir.Value]) -> ir.Value:
+        """terms[0] * weights[0] + terms[1] * weights[1] + ..., in that order: one axis's
+        interpolation, element by element and by rows alike."""
+        acc = b.fmul(terms[0], weights[0])
+        for term, wt in zip(terms[1:], weights[1:]):
+            acc = b.fadd(acc, b.fmul(term, wt))
+        return acc
+
     def value(taps: dict[int, _Taps], x_base: ir.Value) -> ir.Value:
         """The output element (nearest: as stored; else float64)."""
         if plan.mode == "nearest":
@@ -524,9 +537,7 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
 
         def level(j: int, off: ir.Value) -> ir.Value:
             if j < 0:
-                v = x.load(off)
-                return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else
-                                                convert(b, v, x.dtype, FLOAT64))
+                return level_load(off)
             a = order[j]
             t = taps[a]
 
@@ -541,11 +552,7 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
 
                     # -0.0 + v is v for every v: the sum starts with the first product
                     return kb.carry(i64(0), table.dim(1), [f64(-0.0)], tap, name=f"tap{a}")[0]
-                terms = [level(j - 1, kb.add(off, kb.mul(i, xs[a]))) for i in t.index]
-                acc = b.fmul(terms[0], t.weight[0])
-                for term, w in zip(terms[1:], t.weight[1:]):
-                    acc = b.fadd(acc, b.fmul(term, w))
-                return acc
+                return weighted([level(j - 1, kb.add(off, kb.mul(i, xs[a]))) for i in t.index], t.weight)
 
             if t.ident is None:
                 acc = interpolate()
@@ -602,17 +609,6 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
                 terms = [row_t.load(b.load(slot(idx_tab, i, k))) for i in range(ntaps)]
                 v = weighted(terms, [b.load(slot(w_tab, i, k)) for i in range(ntaps)])
                 _store_value(kb, o, kb.add(o_row, kb.mul(b.add(c0, k), os_[w])), v)
-
-    def level_load(off: ir.Value) -> ir.Value:
-        v = x.load(off)
-        return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else convert(b, v, x.dtype, FLOAT64))
-
-    def weighted(terms: list[ir.Value], weights: list[ir.Value]) -> ir.Value:
-        """terms[0] * weights[0] + terms[1] * weights[1] + ..., in that order (as interpolate)."""
-        acc = b.fmul(terms[0], weights[0])
-        for term, wt in zip(terms[1:], weights[1:]):
-            acc = b.fadd(acc, b.fmul(term, wt))
-        return acc
 
     def walk(axis: int, x_base: ir.Value, o_off: ir.Value, taps: dict[int, _Taps], chunk=None) -> None:
         if plan.rows and axis == x.rank - 2:
