@@ -10,8 +10,8 @@ from onnx import helper
 import wasm_runtime
 from samples.models import reshape_of_shape
 from toolkit.compiler import compile_model, static_program_problems
-from toolkit.frontend.onnx.importer import FOLD_LIMIT, import_model
-from toolkit.ir.graph import CompileError
+from toolkit.frontend.onnx.importer import import_model
+from toolkit.ir.graph import FOLD_LIMIT, CompileError
 from toolkit.passes import run_pipeline
 from toolkit.passes.dynamic import check_static, describe, report
 from toolkit.program.liveness import ARENA_LIMIT

@@ -24,8 +24,12 @@ from .dtypes import (  # noqa: F401  (re-exported: the graph's dtypes)
 # integer tensors longer than this are not tracked element by element as shape values
 SYM_LIMIT = 64
 # constants computed at compile time (all-constant nodes, quantized weights) only up to this
-# many elements, unless a kernel reads them as weights (the importer's WEIGHT_INPUTS)
+# many elements, unless a kernel reads them as weights (WEIGHT_INPUTS)
 FOLD_LIMIT = 1 << 20
+# the inputs a kernel reads as weights, by op (an ONNX op type, and the core op of the same
+# name): a constant there is packed (or transformed) at compile time, so one computed from
+# constants is folded whatever its size
+WEIGHT_INPUTS = {"Conv": (1,), "ConvTranspose": (1,), "Gemm": (1,), "MatMul": (1,)}
 
 
 class CompileError(Exception):

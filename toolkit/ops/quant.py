@@ -19,7 +19,7 @@ from ..codegen.quant import QuantPlan
 from ..ir import dims as D
 from ..ir.dtypes import (FLOAT4, FLOAT8, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, SMALL_INTS, UINT8, UINT16, DType,
                          dtype_of_numpy)
-from ..ir.graph import FOLD_LIMIT, Value
+from ..ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, Value
 from .base import CoreOp, InferContext
 
 # float8/float4 quantize by a saturating cast; int4/int2 by rounding and clamping to their range
@@ -167,12 +167,11 @@ class Dequantize(CoreOp):
 
 
 def _only_weights(graph, name: str) -> bool:
-    """Whether every node that reads value ``name`` reads it as the weights of a Conv,
-    ConvTranspose, MatMul or Gemm (input 1, which their kernels pack at compile time), as the
-    importer folds weights of any size (its WEIGHT_INPUTS)."""
+    """Whether every node that reads value ``name`` reads it only as weights (WEIGHT_INPUTS,
+    which their kernels pack at compile time), as the importer folds weights of any size."""
     readers = [n for n in graph.all_nodes() if name in n.inputs]
-    return all(type(n.op).__name__ in ("Conv", "ConvTranspose", "MatMul", "Gemm") and n.inputs.index(name) == 1
-               and n.inputs.count(name) == 1 for n in readers) and name not in graph.outputs
+    return all(n.inputs.count(name) == 1 and n.inputs.index(name) in WEIGHT_INPUTS.get(type(n.op).__name__, ())
+               for n in readers) and name not in graph.outputs
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
-from ...ir.graph import FOLD_LIMIT, CompileError, Graph, Region, Value  # noqa: F401  (FOLD_LIMIT: read by tests)
+from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
 from .ops import sequence
@@ -27,13 +27,11 @@ from .translate import Entry, TranslateContext, ident, registry, version_in_effe
 PREVIEW = "ai.onnx.preview"
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
-# the inputs a kernel reads as weights, by op: a constant there is packed (or transformed) at
-# compile time, so a weight computed from constants (a ConstantOfShape, a Reshape or Cast of an
-# initializer) folds whatever its size, as onnxruntime folds it when a session starts: left to
-# run time it would be recomputed and packed again on every run, through the slower kernels of
-# run-time weights (light_resnet50's 11M filled weights: 10% of its native time)
-WEIGHT_INPUTS = {"Conv": (1,), "ConvTranspose": (1,), "Gemm": (1,), "MatMul": (1,)}
-# but not past the bytes a module's static arena can address (liveness.ARENA_LIMIT): a hostile
+# a weight computed from constants (a ConstantOfShape, a Reshape or Cast of an initializer:
+# ir.graph.WEIGHT_INPUTS) folds whatever its size, as onnxruntime folds it when a session
+# starts: left to run time it would be recomputed and packed again on every run, through the
+# slower kernels of run-time weights (light_resnet50's 11M filled weights: 10% of its native
+# time); but not past the bytes a module's static arena can address (liveness.ARENA_LIMIT): a hostile
 # ConstantOfShape would otherwise be evaluated at compile time in whatever memory it asks for;
 # left to run time, the arena's planning refuses it by name
 # why an optional or a sequence cannot cross the module's boundary

@@ -145,23 +145,35 @@ def _centered(ctx: TranslateContext, i: int, zi: int | None, what: str, ones: in
 EXACT_IN_FLOAT32 = 1 << 24
 
 
+def _exact_in_float32(w: np.ndarray | None, reduced: tuple[int, ...]) -> bool:
+    """Whether a product of an 8-bit operand minus its zero point (|a - zp| <= 255) and the
+    constant centred ``w``, summing over w's axes ``reduced``, keeps every partial sum within
+    float32's exact integers: 255 times the largest sum of |w| at most 2 ** 24. Each product
+    and partial sum is then an integer float32 holds, in any order."""
+    return (w is not None and w.ndim >= 2
+            and 255 * int(np.abs(w.astype(np.int64)).sum(axis=reduced).max(initial=0)) <= EXACT_IN_FLOAT32)
+
+
+def _float_product(ctx: TranslateContext, op, a: str, w: np.ndarray, out: str) -> None:
+    """out = op(a, w) of int32 ``a`` and the constant int32 ``w`` (:func:`_exact_in_float32`)
+    computed in float32 by op's fast kernels and cast back to int32 exactly
+    (``Cast(integral=True)``, which a Cast to float32 after it reads through)."""
+    af, product = ctx.tmp(f"{a} float32"), ctx.tmp("product float32")
+    ctx.emit(Cast(FLOAT32), [a], [af])
+    ctx.emit(op, [af, ctx.constant("weights float32", w.astype(np.float32))], [product])
+    ctx.emit(Cast(INT32, integral=True), [product], [out])
+
+
 def _int_product(ctx: TranslateContext, a: int, az: int, b: int, bz: int, out: str) -> None:
-    """out = the int32 product of a and b, each minus its zero point. With a constant b whose
-    columns keep every partial sum within float32's exact integers (|a - zero point| <= 255
-    for 8-bit a, so 255 times the largest column sum of |b - zero point| at most 2 ** 24),
-    the product runs as the float32 GEMM, every product and partial sum an exact integer,
-    and is cast back to int32 exactly (``Cast(integral=True)``, which a Cast to float32 after
-    it reads through): the int32 GEMM loops took 45% of a dynamically quantized BERT's
-    native time."""
+    """out = the int32 product of a and b, each minus its zero point; as the float32 GEMM when
+    b is constant and that is exact (:func:`_exact_in_float32`, over b's rows): the int32
+    GEMM loops took 45% of a dynamically quantized BERT's native time."""
     ac, bc = _centered(ctx, a, az, "a centred", 1), _centered(ctx, b, bz, "b centred", 0)
     w = ctx.graph.values[bc].const
-    if w is None or w.ndim < 2 or 255 * int(np.abs(w.astype(np.int64)).sum(axis=-2).max(initial=0)) > EXACT_IN_FLOAT32:
+    if _exact_in_float32(w, (-2,)):
+        _float_product(ctx, MatMul(), ac, w, out)
+    else:
         ctx.emit(MatMul(), [ac, bc], [out])
-        return
-    af, product = ctx.tmp("a centred float32"), ctx.tmp("product float32")
-    ctx.emit(Cast(FLOAT32), [ac], [af])
-    ctx.emit(MatMul(), [af, ctx.constant("b centred float32", w.astype(np.float32))], [product])
-    ctx.emit(Cast(INT32, integral=True), [product], [out])
 
 
 def matmul_integer(ctx: TranslateContext) -> None:
@@ -227,23 +239,18 @@ def _int_conv(ctx: TranslateContext, x: int, xz: int, w: int, wz: int, bias: str
     conv = Conv(conv_window(ctx, w), int(ctx.attr("group", 1)))
     wc = ctx.graph.values[ins[1]].const
     bv = ctx.graph.values[bias] if bias else None
-    if (wc is None or wc.ndim < 2 or (bv is not None and bv.const is None)
-            or 255 * int(np.abs(wc.astype(np.int64)).reshape(wc.shape[0], -1).sum(axis=1).max(initial=0))
-            > EXACT_IN_FLOAT32):  # (a run-time bias: the int32 Conv checks its length, naming it)
+    # as _int_product, over each output channel's weights; not with a run-time bias, whose
+    # length the int32 Conv checks, naming it
+    if (bv is not None and bv.const is None) or not _exact_in_float32(wc, tuple(range(1, wv.rank))):
         ctx.emit(conv, ins + ([bias] if bias else []), [out])
         return
     if bv is not None and bv.const.shape != (wc.shape[0],):
         ctx.fail(f"bias '{bias}' has shape {bv.describe()}; expected ({wc.shape[0]},), the output channels")
-    # as _int_product: every output channel's sums are exact float32 integers, so the float32
-    # convolution (its fast kernels) gives the int32 one exactly; the int32 bias is added after
-    xf, sums = ctx.tmp("x centred float32"), ctx.tmp("sums float32")
-    ctx.emit(Cast(FLOAT32), [ins[0]], [xf])
-    ctx.emit(conv, [xf, ctx.constant("w centred float32", wc.astype(np.float32))], [sums])
     if not bias:
-        ctx.emit(Cast(INT32, integral=True), [sums], [out])
+        _float_product(ctx, conv, ins[0], wc, out)
         return
-    acc = ctx.tmp("sums int32")
-    ctx.emit(Cast(INT32, integral=True), [sums], [acc])
+    acc = ctx.tmp("sums int32")  # the int32 bias added after
+    _float_product(ctx, conv, ins[0], wc, acc)
     col = ctx.tmp("bias column")
     ctx.emit(ViewAs((wc.shape[0],) + (1,) * (wv.rank - 2)), [bias], [col])
     ctx.emit(Elementwise("add"), [acc, col], [out])
