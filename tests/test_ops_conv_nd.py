@@ -137,13 +137,11 @@ CONV_T_GEMM = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CONV_T_GEMM))
-def test_conv_transpose_as_gemm_and_col2im(case, target):
-    """A float32 2-D ConvTranspose of one group, constant weights and static image dims
-    compiles to a MatMul and a Col2Im (plus the bias's Add), not the direct kernel: checked
-    against onnx.reference at batch sizes 1 and 3 of one module, and run at 0."""
-    c, m, kernel, attrs, bias, (h, w) = CONV_T_GEMM[case]
-    rng = np.random.default_rng(13)
+def conv_t_gemm_model(case: str, target: str, rng: np.random.Generator, x_dims: list):
+    """CONV_T_GEMM's ``case`` with input x of dims ``x_dims``, checked to compile for
+    ``target`` to a MatMul and a Col2Im (not the direct kernel). Returns the model and a
+    function that gives feed sets their run-time bias, for the cases that have one."""
+    c, m, kernel, attrs, bias, _ = CONV_T_GEMM[case]
     inits = [const("w", weights(rng, (c, m) + kernel))]
     extra = []
     if bias == "const":
@@ -151,14 +149,28 @@ def test_conv_transpose_as_gemm_and_col2im(case, target):
     elif bias == "input":
         extra = [vinfo("b", np.float32, [m])]
     node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []), ["y"], **attrs)
-    model = make_model([node], [vinfo("x", np.float32, ["N", c, h, w])] + extra, [vinfo("y", np.float32, None)], inits)
+    model = make_model([node], [vinfo("x", np.float32, x_dims)] + extra, [vinfo("y", np.float32, None)], inits)
     graph, _, _ = lower_model(model, target)
     ops = {type(n.op).__name__ for n in graph.nodes}
     assert "ConvTranspose" not in ops and {"MatMul", "Col2Im"} <= ops, ops
-    fs = [{"x": rand(rng, (n, c, h, w))} for n in (1, 3, 0)]
-    if bias == "input":
-        for f in fs:
-            f["b"] = rng.standard_normal(m).astype(np.float32)
+
+    def with_bias(fs: list[dict]) -> list[dict]:
+        if bias == "input":
+            for f in fs:
+                f["b"] = rng.standard_normal(m).astype(np.float32)
+        return fs
+    return model, with_bias
+
+
+@pytest.mark.parametrize("case", sorted(CONV_T_GEMM))
+def test_conv_transpose_as_gemm_and_col2im(case, target):
+    """A float32 2-D ConvTranspose of one group, constant weights and static image dims
+    compiles to a MatMul and a Col2Im (plus the bias's Add), not the direct kernel: checked
+    against onnx.reference at batch sizes 1 and 3 of one module, and run at 0."""
+    c, _, _, attrs, _, (h, w) = CONV_T_GEMM[case]
+    rng = np.random.default_rng(13)
+    model, with_bias = conv_t_gemm_model(case, target, rng, ["N", c, h, w])
+    fs = with_bias([{"x": rand(rng, (n, c, h, w))} for n in (1, 3, 0)])
     # onnx.reference miscounts the blocks of an output_shape with a padding to split
     mod = check_model(model, target, fs[:2], ref=ort_reference if "output_shape" in attrs else reference, **TOL)
     # an empty batch (onnx.reference cannot run it): the image of a batch of one, none of it
@@ -170,24 +182,10 @@ def test_conv_transpose_symbolic_image_as_gemm_and_col2im(case, target):
     """Image dims known only at run time take the GEMM and Col2Im too (Col2Im's image shape
     is then a shape value of the output's dims): one module, checked against onnx.reference
     at three bindings of (N, H, W)."""
-    c, m, kernel, attrs, bias, (h, w) = CONV_T_GEMM[case]
+    c, _, _, _, _, (h, w) = CONV_T_GEMM[case]
     rng = np.random.default_rng(15)
-    inits = [const("w", weights(rng, (c, m) + kernel))]
-    extra = []
-    if bias == "const":
-        inits.append(const("b", rng.standard_normal(m).astype(np.float32)))
-    elif bias == "input":
-        extra = [vinfo("b", np.float32, [m])]
-    node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []), ["y"], **attrs)
-    model = spatial_model(node, c, 2, inits, extra_inputs=extra)
-    graph, _, _ = lower_model(model, target)
-    ops = {type(n.op).__name__ for n in graph.nodes}
-    assert "ConvTranspose" not in ops and {"MatMul", "Col2Im"} <= ops, ops
-    fs = feeds(rng, c, [(1, h, w), (2, h + 3, w - 1), (1, 1, 2)])
-    if bias == "input":
-        for f in fs:
-            f["b"] = rng.standard_normal(m).astype(np.float32)
-    check_model(model, target, fs, **TOL)
+    model, with_bias = conv_t_gemm_model(case, target, rng, ["N", c, "H", "W"])
+    check_model(model, target, with_bias(feeds(rng, c, [(1, h, w), (2, h + 3, w - 1), (1, 1, 2)])), **TOL)
 
 
 def test_conv_transpose_symbolic_pads_stay_direct(target):
