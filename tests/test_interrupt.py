@@ -16,7 +16,10 @@ from toolkit.vm import isa
 from util import build, make_model, vinfo
 
 CANCELLED = 6
-N = 3072  # a 3072^3 MatMul: seconds of work on either target, far past the time limits below
+# a 5120^3 MatMul (0.27 TFLOP): about a second natively even at AVX-512's 250 GFLOP/s, several
+# on wasm32, far past the 0.2 s limits below. (At 3072^3 the native call took 0.23 s on a
+# 2-vCPU Zen 5, and a cancel 0.2 s after the timer started could land after it ended.)
+N = 5120
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +58,11 @@ def test_timeout_stops_a_long_call(matmul_models, target):
 def test_cancel_from_another_thread(matmul_models, target):
     mod = matmul_models[target]
     stopped = []
+    feeds = _big()  # made first: a cancel that came before the call started would be cleared by it
     timer = threading.Timer(0.2, lambda: (stopped.append(time.perf_counter()), mod.cancel()))
     timer.start()
     with pytest.raises(wasm_runtime.ModelError, match="the call was cancelled") as e:
-        mod.run(_big())
+        mod.run(feeds)
     print(f"{target}: cancel took {time.perf_counter() - stopped[0]:.4f} s")
     assert e.value.status == CANCELLED
     _runs_correctly(mod)
