@@ -487,6 +487,15 @@ def test_qlinear_conv_errors(target):
     m = build(model(np.float32(0.2)), target)
     with pytest.raises(wasm_runtime.ModelError, match=r"\(QLinearConv\).*bias 'b'"):
         m.run({"x": ints(U8, (1, 2, 3)), "b": np.zeros(3, I32)})
+    # a constant bias (the float32 convolution's route) of the wrong length: at compile time
+    const_b = make_model([node("QLinearConv", QCONV_INPUTS + ["b"], ["y"])], [vinfo("x", U8, ["n", 2, 3])],
+                         [vinfo("y", U8, None)],
+                         [const("xs", np.float32(0.1)), const("xz", np.uint8(1)), const("w", ints(U8, (2, 2, 2))),
+                          const("ws", np.float32(0.2)), const("wz", np.uint8(2)), const("ys", np.float32(0.3)),
+                          const("yz", np.uint8(3)), const("b", np.zeros(3, I32))], opset=10)
+    with pytest.raises(CompileError, match=r"\(QLinearConv\): bias 'b' has shape int32\(3,\); expected \(2,\), the "
+                                           r"output channels"):
+        build(const_b, target)
 
 
 SMALL_QUANT = [(TensorProto.FLOAT8E4M3FN, "float8_e4m3fn"), (TensorProto.FLOAT8E5M2, "float8_e5m2"),
