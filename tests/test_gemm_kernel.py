@@ -1,7 +1,8 @@
 """The float32 GEMM microkernel (toolkit/codegen/gemm.py) behind MatMul and Gemm, on both
 targets and in wasm32's relaxed-SIMD variant, against numpy in float64. The bindings are chosen to reach every path of both
 targets' tiles (wasm32 2 x 16, AVX2 6 x 16, AVX-512 12 x 32): rows that fill whole tiles and rows left over,
-fewer rows than a tile (one row against several panels at once), M = 0 and 1; N a multiple
+fewer rows than a tile (one row against several panels at once, on wasm32 over all of k in one
+block), M = 0 and 1, symbolic and fixed; N a multiple
 of the panel width and not (the partial panel), N below one vector; K = 0, K inside one
 cache block, on its edge, and K over several blocks with a partial last one; a constant B
 (packed at compile time) and a run-time B (packed a block at a time, by vectors when its
@@ -49,6 +50,19 @@ def test_constant_b(target, k, n):
         y = mod.run({"a": a})["y"]
         assert y.shape == (m, n)
         _check(y, a.astype(np.float64) @ w, k)
+
+
+@pytest.mark.parametrize("k,n", [(KC + 1, 40), (600, 67), (2 * KC, 32)])
+def test_lone_row(target, k, n):
+    """One row (M = 1 fixed by the model) against a constant B over K past one cache block:
+    on wasm32 all of k is one block, with Gemm's bias and a Relu fused into its epilogue."""
+    rng = np.random.default_rng(k + n)
+    w, c = _rand(rng, (n, k)), _rand(rng, (n,))
+    mod = build(make_model([N("Gemm", ["a", "w", "c"], ["g"], transB=1), N("Relu", ["g"], ["y"])],
+                           [vinfo("a", F32, [1, k])], [vinfo("y", F32, None)], [const("w", w), const("c", c)]), target)
+    for _ in range(2):
+        a = _rand(rng, (1, k))
+        _check(mod.run({"a": a})["y"], np.maximum(a.astype(np.float64) @ w.T + c, 0), k)
 
 
 def test_runtime_b(target):

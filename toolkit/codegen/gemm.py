@@ -497,7 +497,12 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     full_panels = i64(n.constant // nr) if isinstance(n, ir.Constant) else b.udiv(n, i64(nr))
     ragged = (n.constant % nr != 0) if isinstance(n, ir.Constant) else b.icmp_signed(
         "!=", kb.mul(full_panels, i64(nr)), n)
-    one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc
+    # on wasm32 a lone row against B packed whole streams all of k in one block: it reads each
+    # of B's elements once, so blocking k keeps nothing in cache for it, and each panel group
+    # is then one sequential read with no partial sums stored and read back. A 1024 x 1024
+    # layer at batch 1 in Node took 0.89x the time; natively 1.05x, so not there
+    lone = wasm and isinstance(bsrc, Packed) and (m.constant == 1 if isinstance(m, ir.Constant) else None)
+    one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc or lone is True
     direct = isinstance(bsrc, Im2col) and bsrc.direct(kb, tile, k)
     direct_offsets = bsrc.offsets(kb, k.constant) if direct else None
     # B packed here is packed again for every block of rows: larger blocks pack less often
@@ -749,6 +754,9 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                 over_panel(full_panels, True)
 
     if one_block:
+        if lone is True:
+            rows_block(i64(0), i64(1), i64(0), k, True, True)
+            return
         with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
             i_lo = kb.mul(ic, i64(mc))
             rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), i64(0), k, True, True)
@@ -759,11 +767,22 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     blocks = ceildiv(kb, k, i64(tile.kc))
     blocks = b.select(b.icmp_signed("==", blocks, i64(0)), i64(1), blocks)
     kc = ceildiv(kb, k, blocks)
-    with kb.loop(blocks, "pc") as pc:
-        k0 = kb.mul(pc, kc)
-        kn = smin(kb, kc, b.sub(k, k0))
-        first = b.icmp_signed("==", pc, i64(0))
-        last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
-        with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
-            i_lo = kb.mul(ic, i64(mc))
-            rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)
+
+    def blocked() -> None:
+        with kb.loop(blocks, "pc") as pc:
+            k0 = kb.mul(pc, kc)
+            kn = smin(kb, kc, b.sub(k, k0))
+            first = b.icmp_signed("==", pc, i64(0))
+            last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
+            with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
+                i_lo = kb.mul(ic, i64(mc))
+                rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)
+
+    if lone is None:  # M known only at run time: the lone row's one block as a code path of its own
+        with b.if_else(b.icmp_signed("==", m, i64(1))) as (yes, no):
+            with yes:
+                rows_block(i64(0), i64(1), i64(0), k, True, True)
+            with no:
+                blocked()
+    else:
+        blocked()
