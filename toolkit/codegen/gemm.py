@@ -15,10 +15,16 @@ that stay in registers over a block of k: each step loads ``NR / lanes`` vectors
 panel and broadcasts ``MR`` elements of a, so every value loaded feeds several
 multiply-adds (fused on hosts with FMA). The rows after the last whole tile run as one
 tile of exactly that many rows (when M is symbolic, as tiles of the powers of two that sum to
-that many: :func:`rest_tiles`); fewer rows than a tile, with B packed, run a row at a time against several panels at once, so the M = 1 case
-has ``ROW_ACCUMULATORS`` accumulators too (against that many vectors of panels); the last,
-partial panel computes all its ``NR`` columns (the padding is zero) and stores only the
-columns that exist, through a small buffer. No path falls back to scalar products.
+that many: :func:`rest_tiles`); fewer rows than a tile, with B packed, run a row at a time
+against several panels at once, so the M = 1 case has ``ROW_ACCUMULATORS`` accumulators too
+(against that many vectors of panels); the last, partial panel computes all its ``NR``
+columns (the padding is zero) and stores only the columns that exist (natively through
+masks, on wasm32 through a small buffer). No path falls back to scalar products.
+
+A lone row of a Relu's output against a constant B runs :func:`sparse_row` instead, where
+the product keeps B row-major: the row's zeros skip whole rows of B, which at batch 1 is most
+of the time a ReLU MLP spends (reading B). Its other row counts run the GEMM on that B,
+read in place natively and packed a block at a time on wasm32.
 
 Loops are blocked for the caches, as BLIS does: k in blocks of ``KC`` (one block of a panel,
 ``KC * NR`` floats, stays in L1 while every row tile of a block of rows uses it); rows in
@@ -107,12 +113,15 @@ def pack_b(b: np.ndarray, nr: int) -> np.ndarray:
 
 @dataclass
 class View:
-    """A strided 2-D view of a tensor: element (r, c) is at ``base + r * rs + c * cs``."""
+    """A strided 2-D view of a tensor: element (r, c) is at ``base + r * rs + c * cs``.
+    ``in_place``: as :func:`gemm`'s B, read where it lies where that pays (a constant B kept
+    row-major for :func:`sparse_row`), not packed a block at a time."""
 
     t: Tensor
     base: ir.Value
     rs: ir.Value
     cs: ir.Value
+    in_place: bool = False
 
     def row_step(self, mr: int, mc: int) -> int | None:
         """Elements from one row of a register tile to the next, when known at compile time."""
@@ -504,21 +513,30 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     lone = wasm and isinstance(bsrc, Packed) and (m.constant == 1 if isinstance(m, ir.Constant) else None)
     one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc or lone is True
     direct = isinstance(bsrc, Im2col) and bsrc.direct(kb, tile, k)
+    # natively, a row-major B that asks for it is read where it lies, without packing: with N a
+    # multiple of NR no panel reads past its row. Rows a page apart share their L1 sets, so the
+    # tiles read B from L2, which the tiles' multiply-adds outpace less than a pass that packs
+    # (mlp b64, natively: 1.03x the time of packed panels, against 1.08x packing at run time);
+    # on wasm32 that took 1.5x, so it packs
+    in_place = (isinstance(bsrc, View) and bsrc.in_place and not wasm and isinstance(bsrc.cs, ir.Constant)
+                and bsrc.cs.constant == 1 and isinstance(n, ir.Constant) and n.constant % nr == 0)
     direct_offsets = bsrc.offsets(kb, k.constant) if direct else None
     # B packed here is packed again for every block of rows: larger blocks pack less often
-    mc = tile.mc if isinstance(bsrc, Packed) or direct else max(tile.mc, PACKED_HERE_MC)
+    mc = tile.mc if isinstance(bsrc, Packed) or direct or in_place else max(tile.mc, PACKED_HERE_MC)
     a_step = a.row_step(mr, mc)
     with at_entry(kb):
         # the partial panel's tile is stored here first, then its columns that exist copied
         # out; a B given as a view is packed into ``block`` a panel block at a time
         edge = b.alloca(ir.ArrayType(F32, mr * nr), name="edge") if ragged is not False and wasm else None
         block = b.alloca(ir.ArrayType(F32, tile.kc * nr), name="block") \
-            if not isinstance(bsrc, Packed) and not direct else None
+            if not isinstance(bsrc, Packed) and not direct and not in_place else None
 
     def panel_ptr(p: ir.Value, k0: ir.Value) -> ir.Value:
         """Where panel p's rows from k0 start."""
         if block is not None:
             return b.bitcast(block, F32.as_pointer())
+        if in_place:
+            return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(k0, bsrc.rs), kb.mul(p, i64(nr)))))
         return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(p, kb.mul(k, i64(nr))), kb.mul(k0, i64(nr)))))
 
     def vload(ptr: ir.Value, at: ir.Value, inbounds: bool = False) -> ir.Value:
@@ -589,7 +607,10 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
 
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             # row kk of the panel: packed, NR floats a row; in place, at its offset
-            at = kb.mul(kk, i64(nr)) if koffs is None else b.load(b.gep(koffs, [kk], source_etype=I64), typ=I64)
+            if koffs is None:
+                at = kb.mul(kk, bsrc.rs if in_place else i64(nr))
+            else:
+                at = b.load(b.gep(koffs, [kk], source_etype=I64), typ=I64)
             if wasm:
                 # on wasm32 each panel row's vectors lie at constant offsets from a pointer
                 # loop strength reduction cannot see, so they stay the loads' offsets
@@ -786,3 +807,113 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                 blocked()
     else:
         blocked()
+
+
+SPARSE_ROWS = 4  # rows of B a step of the lone sparse row adds into y
+SPARSE_UNROLL = 4  # vectors of y per step of the column loop
+
+
+def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int, rows: Tensor,
+               epilogue: Epilogue | None = None) -> None:
+    """``y[0, j] = epilogue(0, j, sum over k with a[0, k] != 0 of a[0, k] * b[k, j])`` for one
+    row of a and a constant B stored row-major [k, n] (:func:`sparse_rows`): the row's zeros
+    (a Relu's output holds many) skip their rows of B, which the GEMM's panels cannot, since
+    hardware prefetchers fetch a panel's skipped lines anyway, while a skipped row of B is
+    a whole stretch of memory nobody reads. ``rows`` (int32, k elements) receives the
+    indices of the row's other elements (a NaN is one). y accumulates
+    ``SPARSE_ROWS`` rows of B a step, in k's order, each sum a chain of multiply-adds from
+    zero as the GEMM's lone row computes it, so the same bits but for the sign of a zero sum.
+    B's elements are finite (the caller's condition), so no skipped 0 * inf was a NaN."""
+    b = kb.b
+    lanes = kb.target.f32_lanes if kb.target is not None else 4
+    wasm = kb.target is not None and kb.target.is_wasm
+    vt = _vec(lanes)
+    chunk = SPARSE_UNROLL * lanes
+
+    def nonzero(kk: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+        b.store(b.trunc(kk, I32), rows.ptr(vals[0]))
+        keep = b.fcmp_unordered("!=", a.load(kb, i64(0), kk), ir.Constant(F32, 0.0))
+        return [kb.add(vals[0], b.zext(keep, I64))]
+
+    count = kb.carry(i64(0), i64(k), [i64(0)], nonzero, "nz", plain=True)[0]
+
+    def columns(body: Callable[[ir.Value, int, ir.Value | None], None],
+                scalar: Callable[[ir.Value], None]) -> None:
+        """body(j, vectors, mask) over y's columns: chunks of SPARSE_UNROLL vectors, then
+        single vectors, then the last columns under a mask (natively) or one by one."""
+        if n // chunk:
+            with kb.loop(i64(n // chunk), "sc", plain=True) as c:
+                body(kb.mul(c, i64(chunk)), SPARSE_UNROLL, None)
+        for v in range(n % chunk // lanes):
+            body(i64(n // chunk * chunk + v * lanes), 1, None)
+        last = n // lanes * lanes
+        if n % lanes and not wasm:
+            body(i64(last), 1, lanes_below(b, i64(n - last), lanes))
+        elif n % lanes:
+            with kb.loop(i64(n - last), "st", plain=True) as c:
+                scalar(kb.add(i64(last), c))
+
+    def vload(ptr: ir.Value, mask: ir.Value | None) -> ir.Value:
+        if mask is None:
+            return b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4)
+        return masked_load(b, ptr, mask, vt)
+
+    def vstore(v: ir.Value, ptr: ir.Value, mask: ir.Value | None) -> None:
+        if mask is None:
+            b.store(v, b.bitcast(ptr, vt.as_pointer()), align=4)
+        else:
+            masked_store(b, v, ptr, mask)
+
+    def at(ptr: ir.Value, j: ir.Value) -> ir.Value:
+        """ptr + j elements; on wasm32 through an opaque value, so that the vectors' offsets
+        from it stay the loads' offset immediates (:func:`kernel.pinned`)."""
+        p = b.gep(ptr, [j], inbounds=True, source_etype=F32)
+        return pinned(b, p) if wasm else p
+
+    y0 = y.ptr(i64(0))
+    zero = ir.Constant(vt, [0.0] * lanes)
+    columns(lambda j, vecs, mask: [vstore(zero, b.gep(at(y0, j), [i64(u * lanes)], source_etype=F32), mask)
+                                   for u in range(vecs)],
+            lambda j: y.store(j, ir.Constant(F32, 0.0)))
+
+    def add_rows(first: ir.Value, count_rows: int) -> None:
+        """y += the rows of B listed from rows[first], count_rows of them."""
+        idx = [b.zext(b.load(rows.ptr(kb.add(first, i64(t))), typ=I32), I64) for t in range(count_rows)]
+        xs = [a.load(kb, i64(0), r) for r in idx]
+        ss = [splat(b, x, lanes) for x in xs]
+        starts = [bt.ptr(kb.mul(r, i64(n))) for r in idx]
+
+        def body(j: ir.Value, vecs: int, mask: ir.Value | None) -> None:
+            yp = at(y0, j)
+            rps = [at(p, j) for p in starts]
+            for u in range(vecs):
+                off = i64(u * lanes)
+                ptr = b.gep(yp, [off], inbounds=True, source_etype=F32)
+                v = vload(ptr, mask)
+                for s, rp in zip(ss, rps):
+                    v = mac(b, v, s, vload(b.gep(rp, [off], inbounds=True, source_etype=F32), mask))
+                vstore(v, ptr, mask)
+
+        def scalar(j: ir.Value) -> None:
+            v = y.load(j)
+            for x, r in zip(xs, idx):
+                v = mac(b, v, x, bt.load(kb.add(kb.mul(r, i64(n)), j)))
+            y.store(j, v)
+
+        columns(body, scalar)
+
+    groups = b.udiv(count, i64(SPARSE_ROWS))
+    with kb.loop(groups, "sg") as g:
+        add_rows(kb.mul(g, i64(SPARSE_ROWS)), SPARSE_ROWS)
+    with kb.loop(b.sub(count, kb.mul(groups, i64(SPARSE_ROWS))), "sr") as r:
+        add_rows(kb.add(kb.mul(groups, i64(SPARSE_ROWS)), r), 1)
+    if epilogue is None:
+        return
+
+    def finish(j: ir.Value, vecs: int, mask: ir.Value | None) -> None:
+        for u in range(vecs):
+            ju = kb.add(j, i64(u * lanes))
+            ptr = y.ptr(ju)
+            vstore(epilogue(kb, i64(0), ju, vload(ptr, mask), *([mask] if mask is not None else [])), ptr, mask)
+
+    columns(finish, lambda j: y.store(j, epilogue(kb, i64(0), j, y.load(j))))

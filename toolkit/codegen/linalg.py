@@ -233,12 +233,31 @@ def _broadcast_mat(kb: KernelBuilder, c: Tensor) -> Mat:
 # ----------------------------------------------------------------------------- float32 GEMM
 
 
+def _static_dims(bt: Tensor) -> tuple[int, int]:
+    """(n, k) of a constant [K, N] B."""
+    return bt.dim(1).constant, bt.dim(0).constant
+
+
+def _lone_or_gemm(kb: KernelBuilder, m: ir.Value, lone: Callable[[], None], gemm: Callable[[], None]) -> None:
+    """``lone()`` when the product has one row (known now or at run time), else ``gemm()``."""
+    if isinstance(m, ir.Constant):
+        lone() if m.constant == 1 else gemm()
+        return
+    with kb.b.if_else(kb.b.icmp_signed("==", m, i64(1))) as (yes, no):
+        with yes:
+            lone()
+        with no:
+            gemm()
+
+
 def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 MatMul through the GEMM microkernel (:mod:`.gemm`), b of rank >= 2.
-    ``params``: (the tile, whether b arrives packed, the fused ops). Tensors: a, b (packed
-    [P, K, NR] when constant), the fused ops' operands, y. With a packed b (which has no
-    batch dims), a's batch dims and rows are one [batch * M, K] matrix."""
-    tile, packed, post = params
+    ``params``: (the tile, how a constant b arrives: "panels" (packed [P, K, NR]), "rows"
+    (row-major [K, N], for :func:`.gemm.sparse_row`) or "" (b is no constant), the fused
+    ops). Tensors: a, b, the fused ops' operands, [with "rows": the int32 [K] scratch of
+    the nonzero rows], y. With a constant b (which has no batch dims), a's batch dims and
+    rows are one [batch * M, K] matrix."""
+    tile, b_form, post = params
     operands = [kb.tensor(2 + e, FLOAT32, types[2 + e][1]) for e in range(F.post_operands(post))]
 
     def epilogue_at(y_base: ir.Value, n: ir.Value):
@@ -254,11 +273,18 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     y = kb.tensor(len(types) - 1, FLOAT32, out_shape)
     ra = len(a_shape)
     k = a.dim(ra - 1)
-    if packed:
+    if b_form:
         m = a.numel(0, ra - 1)
         n = y.dim(len(out_shape) - 1)
-        G.gemm(kb, tile, G.View(a, i64(0), k, i64(1)), G.Packed(bt, i64(0)), y, i64(0), m, n, k,
-               epilogue_at(i64(0), n), inline_epilogue=F.cheap(post))
+        av = G.View(a, i64(0), k, i64(1))
+        if b_form == "panels":
+            G.gemm(kb, tile, av, G.Packed(bt, i64(0)), y, i64(0), m, n, k, epilogue_at(i64(0), n),
+                   inline_epilogue=F.cheap(post))
+            return
+        rows = kb.tensor(len(types) - 2, *types[-2])
+        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, av, bt, y, *_static_dims(bt), rows, epilogue_at(i64(0), n)),
+                      lambda: G.gemm(kb, tile, av, G.View(bt, i64(0), n, i64(1), in_place=True), y, i64(0), m, n, k,
+                                     epilogue_at(i64(0), n), inline_epilogue=F.cheap(post)))
         return
     rb = len(b_shape)
     m = a.dim(ra - 2) if ra >= 2 else i64(1)
@@ -280,21 +306,24 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
 
 def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 Gemm through the GEMM microkernel. ``params``: (the Gemm op, whether c is
-    given, the tile, whether b arrives packed). Tensors: a, b, [c], the fused ops' operands,
-    y. alpha, beta * c and the op's fused ops are the kernel's epilogue, applied as each
-    element is stored."""
-    op, has_c, tile, packed = params
+    given, the tile, how a constant b arrives: as for :func:`build_matmul_f32`). Tensors:
+    a, b, [c], the fused ops' operands, [the nonzero rows' scratch], y. alpha, beta * c and
+    the op's fused ops are the kernel's epilogue, applied as each element is stored."""
+    op, has_c, tile, b_form = params
     args = iter(enumerate(types))
     a = kb.tensor(*_flat(next(args)))
     bt = kb.tensor(*_flat(next(args)))
     c = kb.tensor(*_flat(next(args))) if has_c else None
     operands = [kb.tensor(*_flat(next(args))) for _ in range(F.post_operands(op.post))]
+    rows = kb.tensor(*_flat(next(args))) if b_form == "rows" else None
     y = kb.tensor(*_flat(next(args)))
     m, n = y.dim(0), y.dim(1)
     k = a.dim(0) if op.trans_a else a.dim(1)
     av = G.View(a, i64(0), i64(1), m) if op.trans_a else G.View(a, i64(0), k, i64(1))
-    if packed:
+    if b_form == "panels":
         bsrc = G.Packed(bt, i64(0))
+    elif b_form == "rows":
+        bsrc = G.View(bt, i64(0), n, i64(1), in_place=True)
     else:
         bsrc = G.View(bt, i64(0), i64(1), k) if op.trans_b else G.View(bt, i64(0), n, i64(1))
     cm = None if c is None else _broadcast_mat(kb, c)
@@ -331,6 +360,12 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
 
     # C read as whole vectors or a splat, not lane by lane, is cheap enough for the registers
     vector_c = cm is None or (isinstance(cm.cs, ir.Constant) and cm.cs.constant in (0, 1))
-    G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k,
-           epilogue if op.alpha != 1.0 or cm is not None or op.post else None,
-           inline_epilogue=vector_c and F.cheap(op.post))
+    used = epilogue if op.alpha != 1.0 or cm is not None or op.post else None
+
+    def gemm() -> None:
+        G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k, used, inline_epilogue=vector_c and F.cheap(op.post))
+
+    if rows is None:
+        gemm()
+    else:
+        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, av, bt, y, *_static_dims(bt), rows, used), gemm)

@@ -9,16 +9,62 @@ other dtypes run plain loops, a run-time transposed B staged in a scratch buffer
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from math import prod
 from typing import ClassVar
+
+import numpy as np
 
 from ..codegen import gemm as G
 from ..codegen import linalg as L
 from ..ir.dtypes import FLOAT32, FLOATS, INT32, INT64, UINT32, UINT64
+from ..ir.dims import Dim
 from ..ir.graph import Graph, Node, Value
 from .base import CoreOp, InferContext, replace_node
 
 MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
+
+
+def _relu_output(v: Value) -> bool:
+    """Whether ``v`` is made by a Relu: an elementwise relu, or a kernel whose fused ops end
+    with one."""
+    node = v.producer
+    if node is None:
+        return False
+    post = getattr(node.op, "post", ())
+    last = post[-1].op if post else node.op
+    return getattr(last, "fn", None) == "relu"
+
+
+def b_form(lw, a: Value, b: Value, rows: Sequence[Dim]) -> str:
+    """How the float32 GEMM reads B: "" (B is not a constant matrix: the kernel packs it),
+    "panels" (packed at compile time, :func:`.gemm.pack_b`) or "rows" (kept row-major for
+    :func:`.gemm.sparse_row`, which skips the rows of B that a lone row of A's zeros would
+    multiply). "rows" when A is a Relu's output (at batch 1, a ReLU MLP's hidden layers: about
+    half zeros), its ``rows`` (the dims making M) may multiply to 1, B has at least a chunk of
+    columns (:data:`.gemm.SPARSE_UNROLL` vectors) and only finite elements (a skipped 0 * inf
+    would have been a NaN). With more rows than one, the kernel packs such a B a block at a
+    time, as a run-time B."""
+    if b.const is None or b.rank != 2:
+        return ""
+    if not _relu_output(a) or (all(isinstance(d, int) for d in rows) and prod(rows) != 1):
+        return "panels"
+    if b.shape[1] < G.SPARSE_UNROLL * lw.target.f32_lanes or not np.isfinite(b.const).all():
+        return "panels"
+    return "rows"
+
+
+def _b_reg(lw, form: str, b: Value, tile: G.GemmTile):
+    """B's register in ``form`` (:func:`b_form`)."""
+    if form == "panels":
+        return lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
+    return lw.tensor(b.name)
+
+
+def _rows_scratch(lw, form: str, b: Value) -> list:
+    """The nonzero rows' scratch of :func:`.gemm.sparse_row`, when B is read as rows."""
+    return [lw.scratch("nonzero rows", INT32, (b.shape[0],))] if form == "rows" else []
 
 
 @dataclass(frozen=True)
@@ -59,13 +105,10 @@ class MatMul(CoreOp):
             return
         tile = G.tile_for(lw.target)
         extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-        if b.const is not None and b.rank == 2:
-            bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
-            lw.call(L.build_matmul_f32, (tile, True, self.post),
-                    [lw.tensor(a.name), bp] + extra + [lw.alloc(node.outputs[0])])
-            return
-        lw.call(L.build_matmul_f32, (tile, False, self.post),
-                [lw.tensor(a.name), lw.tensor(b.name)] + extra + [lw.alloc(node.outputs[0])])
+        form = b_form(lw, a, b, a.shape[:-1])
+        lw.call(L.build_matmul_f32, (tile, form, self.post),
+                [lw.tensor(a.name), _b_reg(lw, form, b, tile)] + extra + _rows_scratch(lw, form, b)
+                + [lw.alloc(node.outputs[0])])
 
 
 @dataclass(frozen=True)
@@ -120,13 +163,11 @@ class Gemm(CoreOp):
             tile = G.tile_for(lw.target)
             c = [lw.tensor(node.inputs[2])] if has_c else []
             c += [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            if b.const is not None and not self.trans_b:
-                bp = lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
-                regs = [lw.tensor(node.inputs[0]), bp] + c
-            else:
-                regs = [lw.tensor(node.inputs[0]), lw.tensor(b.name)] + c
-            lw.call(L.build_gemm_f32, (self, has_c, tile, b.const is not None and not self.trans_b),
-                    regs + [lw.alloc(node.outputs[0])])
+            a = lw.value(node.inputs[0])
+            form = b_form(lw, a, b, a.shape[1:] if self.trans_a else a.shape[:1]) if not self.trans_b else ""
+            b_reg = _b_reg(lw, form, b, tile) if form else lw.tensor(b.name)
+            lw.call(L.build_gemm_f32, (self, has_c, tile, form),
+                    [lw.tensor(a.name), b_reg] + c + _rows_scratch(lw, form, b) + [lw.alloc(node.outputs[0])])
             return
         regs = [lw.tensor(i) for i in node.inputs[:3] if i]
         if self.trans_b:
