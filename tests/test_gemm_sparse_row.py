@@ -85,7 +85,8 @@ def test_gemm_fused(target):
 
 
 def test_gemm_trans_a_and_batched_matmul(target):
-    """A transposed A ([K, 1]) and a MatMul whose batch dims and rows multiply to one."""
+    """A transposed A ([K, 1]), a 1-D A, and a MatMul whose batch dims and rows multiply to
+    one."""
     rng = np.random.default_rng(6)
     k, n = 90, 70
     w = rng.uniform(-1, 1, (k, n)).astype(F32)
@@ -97,6 +98,13 @@ def test_gemm_trans_a_and_batched_matmul(target):
     for m in (1, 4):
         x = _relu_input(rng, (k, m), 0.5)
         _check(mod.run({"x": x})["y"], x.T, w, k, c)
+    vector = make_model([N("Relu", ["x"], ["r"]), N("MatMul", ["r", "w"], ["y"])], [vinfo("x", F32, [k])],
+                        [vinfo("y", F32, None)], [const("w", w)])
+    assert _routes(vector, target)
+    x = _relu_input(rng, (k,), 0.5)
+    y = build(vector, target).run({"x": x})["y"]
+    assert y.shape == (n,)
+    _check(y, x, w, k)
     batched = _matmul(k, n, w, rows=("b", "s"))
     assert _routes(batched, target)
     mod = build(batched, target)
