@@ -816,14 +816,15 @@ SPARSE_UNROLL = 4  # vectors of y per step of the column loop
 def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int, rows: Tensor,
                epilogue: Epilogue | None = None) -> None:
     """``y[0, j] = epilogue(0, j, sum over k with a[0, k] != 0 of a[0, k] * b[k, j])`` for one
-    row of a and a constant B stored row-major [k, n] (:func:`sparse_rows`): the row's zeros
-    (a Relu's output holds many) skip their rows of B, which the GEMM's panels cannot, since
-    hardware prefetchers fetch a panel's skipped lines anyway, while a skipped row of B is
-    a whole stretch of memory nobody reads. ``rows`` (int32, k elements) receives the
-    indices of the row's other elements (a NaN is one). y accumulates
-    ``SPARSE_ROWS`` rows of B a step, in k's order, each sum a chain of multiply-adds from
-    zero as the GEMM's lone row computes it, so the same bits but for the sign of a zero sum.
-    B's elements are finite (the caller's condition), so no skipped 0 * inf was a NaN."""
+    row of a and a constant B stored row-major [k, n] (chosen by
+    :func:`toolkit.ops.linalg.b_form`): the row's zeros (a Relu's output holds many) skip
+    their rows of B, which the GEMM's panels cannot, since hardware prefetchers fetch a
+    panel's skipped lines anyway, while a skipped row of B is a whole stretch of memory
+    nobody reads. ``rows`` (int32, k elements) receives the indices of the row's other
+    elements (a NaN is one). y accumulates ``SPARSE_ROWS`` rows of B a step, in k's order,
+    each sum a chain of multiply-adds from zero as the GEMM's lone row computes it on wasm32
+    (all of k in one block), so there the same bits but for the sign of a zero sum. B's
+    elements are finite (the caller's condition), so no skipped 0 * inf was a NaN."""
     b = kb.b
     lanes = kb.target.f32_lanes if kb.target is not None else 4
     wasm = kb.target is not None and kb.target.is_wasm
