@@ -672,10 +672,8 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
             lanes of ``mask`` when one is given."""
             at = kb.add(y_base, kb.add(kb.mul(i, pixels), j))
             v = epilogue(kb, i, j, v, mask)
-            if mask is not None:
-                G.masked_store(b, v, y.ptr(at), mask)
-            elif isinstance(v.type, ir.VectorType):
-                b.store(v, b.bitcast(y.ptr(at), vt.as_pointer()), align=4)
+            if isinstance(v.type, ir.VectorType):
+                G.vector_store(b, v, y.ptr(at), mask)
             else:
                 y.store(at, v)
 
@@ -947,10 +945,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                 v = acc[j * vecs + u]
                 if done_below is not None and not one_pass:
                     v = b.select(_lanes_from(kb, col, done_below, lanes), v, _load_lanes(kb, y, at, lanes))
-                if mask is None:
-                    b.store(v, y.ptr(at), align=4)
-                else:
-                    G.masked_store(b, v, y.ptr(at), mask)
+                G.vector_store(b, v, y.ptr(at), mask)
 
     def row_end(r: _Row, oc: ir.Value, ocb: int) -> None:
         """The columns after the whole tiles, or all of a row narrower than one tile."""

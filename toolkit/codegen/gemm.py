@@ -386,6 +386,21 @@ def masked_load(b: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, vt: ir.VectorTyp
     return b.call(fn, [ptr, ir.Constant(ir.IntType(32), 4), mask, ir.Constant(vt, [0.0] * vt.count)])
 
 
+def vector_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, mask: ir.Value | None = None) -> ir.Value:
+    """The vector at ``ptr``; with ``mask``, only its lanes (:func:`masked_load`)."""
+    if mask is not None:
+        return masked_load(b, ptr, mask, vt)
+    return b.load(ptr, typ=vt, align=4)
+
+
+def vector_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, mask: ir.Value | None = None) -> None:
+    """Store ``v`` at ``ptr``; with ``mask``, only its lanes (:func:`masked_store`)."""
+    if mask is not None:
+        masked_store(b, v, ptr, mask)
+    else:
+        b.store(v, ptr, align=4)
+
+
 def masked_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, mask: ir.Value) -> None:
     """Store the lanes of ``v`` where ``mask`` is set; the other lanes' memory is untouched."""
     vt = v.type
@@ -424,9 +439,7 @@ def load_like(kb: KernelBuilder, t: Tensor, at: ir.Value, like: ir.Value, mask: 
     (:func:`masked_load`, natively)."""
     if not isinstance(like.type, ir.VectorType):
         return t.load(at)
-    if mask is not None:
-        return masked_load(kb.b, t.ptr(at), mask, like.type)
-    return kb.b.load(t.ptr(at), typ=like.type, align=4)
+    return vector_load(kb.b, t.ptr(at), like.type, mask)
 
 
 def _vec(lanes: int) -> ir.VectorType:
@@ -813,7 +826,7 @@ SPARSE_ROWS = 4  # rows of B a step of the lone sparse row adds into y
 SPARSE_UNROLL = 4  # vectors of y per step of the column loop
 
 
-def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int, rows: Tensor,
+def sparse_row(kb: KernelBuilder, tile: GemmTile, a: View, bt: Tensor, y: Tensor, n: int, k: int, rows: Tensor,
                epilogue: Epilogue | None = None) -> None:
     """``y[0, j] = epilogue(0, j, sum over k with a[0, k] != 0 of a[0, k] * b[k, j])`` for one
     row of a and a constant B stored row-major [k, n] (chosen by
@@ -826,7 +839,7 @@ def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int
     (all of k in one block), so there the same bits but for the sign of a zero sum. B's
     elements are finite (the caller's condition), so no skipped 0 * inf was a NaN."""
     b = kb.b
-    lanes = kb.target.f32_lanes if kb.target is not None else 4
+    lanes = tile.lanes
     wasm = kb.target is not None and kb.target.is_wasm
     vt = _vec(lanes)
     chunk = SPARSE_UNROLL * lanes
@@ -854,17 +867,6 @@ def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int
             with kb.loop(i64(n - last), "st", plain=True) as c:
                 scalar(kb.add(i64(last), c))
 
-    def vload(ptr: ir.Value, mask: ir.Value | None) -> ir.Value:
-        if mask is None:
-            return b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4)
-        return masked_load(b, ptr, mask, vt)
-
-    def vstore(v: ir.Value, ptr: ir.Value, mask: ir.Value | None) -> None:
-        if mask is None:
-            b.store(v, b.bitcast(ptr, vt.as_pointer()), align=4)
-        else:
-            masked_store(b, v, ptr, mask)
-
     def at(ptr: ir.Value, j: ir.Value) -> ir.Value:
         """ptr + j elements; on wasm32 through an opaque value, so that the vectors' offsets
         from it stay the loads' offset immediates (:func:`kernel.pinned`)."""
@@ -873,7 +875,7 @@ def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int
 
     y0 = y.ptr(i64(0))
     zero = ir.Constant(vt, [0.0] * lanes)
-    columns(lambda j, vecs, mask: [vstore(zero, b.gep(at(y0, j), [i64(u * lanes)], source_etype=F32), mask)
+    columns(lambda j, vecs, mask: [vector_store(b, zero, b.gep(at(y0, j), [i64(u * lanes)], source_etype=F32), mask)
                                    for u in range(vecs)],
             lambda j: y.store(j, ir.Constant(F32, 0.0)))
 
@@ -890,10 +892,10 @@ def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int
             for u in range(vecs):
                 off = i64(u * lanes)
                 ptr = b.gep(yp, [off], inbounds=True, source_etype=F32)
-                v = vload(ptr, mask)
+                v = vector_load(b, ptr, vt, mask)
                 for s, rp in zip(ss, rps):
-                    v = mac(b, v, s, vload(b.gep(rp, [off], inbounds=True, source_etype=F32), mask))
-                vstore(v, ptr, mask)
+                    v = mac(b, v, s, vector_load(b, b.gep(rp, [off], inbounds=True, source_etype=F32), vt, mask))
+                vector_store(b, v, ptr, mask)
 
         def scalar(j: ir.Value) -> None:
             v = y.load(j)
@@ -915,6 +917,6 @@ def sparse_row(kb: KernelBuilder, a: View, bt: Tensor, y: Tensor, n: int, k: int
         for u in range(vecs):
             ju = kb.add(j, i64(u * lanes))
             ptr = y.ptr(ju)
-            vstore(epilogue(kb, i64(0), ju, vload(ptr, mask), *([mask] if mask is not None else [])), ptr, mask)
+            vector_store(b, epilogue(kb, i64(0), ju, vector_load(b, ptr, vt, mask), mask), ptr, mask)
 
     columns(finish, lambda j: y.store(j, epilogue(kb, i64(0), j, y.load(j))))

@@ -282,7 +282,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
                    inline_epilogue=F.cheap(post))
             return
         rows = kb.tensor(len(types) - 2, *types[-2])
-        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, av, bt, y, *_static_dims(bt), rows, epilogue_at(i64(0), n)),
+        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, tile, av, bt, y, *_static_dims(bt), rows, epilogue_at(i64(0), n)),
                       lambda: G.gemm(kb, tile, av, G.View(bt, i64(0), n, i64(1), in_place=True), y, i64(0), m, n, k,
                                      epilogue_at(i64(0), n), inline_epilogue=F.cheap(post)))
         return
@@ -368,4 +368,4 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
     if rows is None:
         gemm()
     else:
-        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, av, bt, y, *_static_dims(bt), rows, used), gemm)
+        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, tile, av, bt, y, *_static_dims(bt), rows, used), gemm)

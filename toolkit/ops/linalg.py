@@ -4,8 +4,9 @@ MatMul follows numpy (1-D operands, broadcast batch dims); the shared inner dim 
 equal at compile time or checked at run time, naming both dims. A constant B with
 ``trans_b`` is transposed at compile time (a simplification). float32 products run the
 GEMM microkernel (:mod:`toolkit.codegen.gemm`), with a constant 2-D B packed into panels at
-compile time (:meth:`Lowerer.derived_const`) and any other packed inside the kernel; the
-other dtypes run plain loops, a run-time transposed B staged in a scratch buffer.
+compile time (:meth:`Lowerer.derived_const`), or kept row-major after a Relu (:func:`b_form`),
+and any other packed inside the kernel; the other dtypes run plain loops, a run-time
+transposed B staged in a scratch buffer.
 """
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def b_form(lw, a: Value, b: Value, rows: Sequence[Dim]) -> str:
     multiply). "rows" when A is a Relu's output (at batch 1, a ReLU MLP's hidden layers: about
     half zeros), its ``rows`` (the dims making M) may multiply to 1, B has at least a chunk of
     columns (:data:`.gemm.SPARSE_UNROLL` vectors) and only finite elements (a skipped 0 * inf
-    would have been a NaN). With more rows than one, the kernel packs such a B a block at a
-    time, as a run-time B."""
+    would have been a NaN). With more rows than one, the GEMM reads such a B in place natively
+    (when N is a multiple of its panels' width) and otherwise packs it a block at a time, as
+    a run-time B."""
     if b.const is None or b.rank != 2:
         return ""
     if not _relu_output(a) or (all(isinstance(d, int) for d in rows) and prod(rows) != 1):
@@ -165,9 +167,9 @@ class Gemm(CoreOp):
             c += [lw.tensor(i) for i in node.inputs[self.operands_at:]]
             a = lw.value(node.inputs[0])
             form = b_form(lw, a, b, a.shape[1:] if self.trans_a else a.shape[:1]) if not self.trans_b else ""
-            b_reg = _b_reg(lw, form, b, tile) if form else lw.tensor(b.name)
             lw.call(L.build_gemm_f32, (self, has_c, tile, form),
-                    [lw.tensor(a.name), b_reg] + c + _rows_scratch(lw, form, b) + [lw.alloc(node.outputs[0])])
+                    [lw.tensor(a.name), _b_reg(lw, form, b, tile)] + c + _rows_scratch(lw, form, b)
+                    + [lw.alloc(node.outputs[0])])
             return
         regs = [lw.tensor(i) for i in node.inputs[:3] if i]
         if self.trans_b:
