@@ -13,7 +13,7 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen.gemm import GemmTile, pack_b
-from util import RELAXED, build, const, make_model, vinfo
+from util import RELAXED, assert_sums_close, build, const, make_model, vinfo
 
 F32 = np.float32
 
@@ -32,11 +32,6 @@ def _rand(rng, shape):
     return rng.uniform(-1, 1, shape).astype(F32)
 
 
-def _check(got, want, k):
-    # float32 sums of k products of numbers in [-1, 1], against float64
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(k, 1) ** 0.5 * 4)
-
-
 @pytest.mark.parametrize("k,n", [(1, 1), (5, 7), (16, 8), (33, 16), (KC, 17), (KC + 1, 40), (600, 67), (40, 300)])
 def test_constant_b(target, k, n):
     """A constant [k, n] B with a symbolic M: 0, 1, fewer rows than either tile, whole tiles
@@ -49,7 +44,7 @@ def test_constant_b(target, k, n):
         a = _rand(rng, (m, k))
         y = mod.run({"a": a})["y"]
         assert y.shape == (m, n)
-        _check(y, a.astype(np.float64) @ w, k)
+        assert_sums_close(y, a.astype(np.float64) @ w, k)
 
 
 @pytest.mark.parametrize("k,n", [(KC + 1, 40), (600, 67), (2 * KC, 32)])
@@ -62,7 +57,7 @@ def test_lone_row(target, k, n):
                            [vinfo("a", F32, [1, k])], [vinfo("y", F32, None)], [const("w", w), const("c", c)]), target)
     for _ in range(2):
         a = _rand(rng, (1, k))
-        _check(mod.run({"a": a})["y"], np.maximum(a.astype(np.float64) @ w.T + c, 0), k)
+        assert_sums_close(mod.run({"a": a})["y"], np.maximum(a.astype(np.float64) @ w.T + c, 0), k)
 
 
 def test_runtime_b(target):
@@ -75,7 +70,7 @@ def test_runtime_b(target):
         a, b = _rand(rng, (m, k)), _rand(rng, (k, n))
         y = mod.run({"a": a, "b": b})["y"]
         assert y.shape == (m, n)
-        _check(y, a.astype(np.float64) @ b, k)
+        assert_sums_close(y, a.astype(np.float64) @ b, k)
 
 
 def test_batched_broadcast(target):
@@ -86,12 +81,12 @@ def test_batched_broadcast(target):
                            [vinfo("y", F32, None)]), target)
     for p, q, m, k, n in [(2, 3, 5, 9, 17), (1, 2, 1, 300, 8), (3, 1, 7, 4, 1)]:
         a, b = _rand(rng, (p, 1, m, k)), _rand(rng, (q, k, n))
-        _check(mod.run({"a": a, "b": b})["y"], np.matmul(a.astype(np.float64), b), k)
+        assert_sums_close(mod.run({"a": a, "b": b})["y"], np.matmul(a.astype(np.float64), b), k)
     w = _rand(rng, (3, 20, 9))
     mod = build(make_model([N("MatMul", ["v", "w"], ["y"])], [vinfo("v", F32, ["k"])], [vinfo("y", F32, None)],
                            [const("w", w)]), target, binds={"k": 20})
     v = _rand(rng, (20,))
-    _check(mod.run({"v": v})["y"], np.matmul(v.astype(np.float64), w), 20)
+    assert_sums_close(mod.run({"v": v})["y"], np.matmul(v.astype(np.float64), w), 20)
 
 
 @pytest.mark.parametrize("ta,tb,const_b", [(0, 0, False), (1, 0, False), (0, 1, False), (1, 1, False),
@@ -117,7 +112,7 @@ def test_gemm_transposes(target, ta, tb, const_b):
         a = _rand(rng, (k, m) if ta else (m, k))
         feeds = {"a": a} if const_b else {"a": a, "b": b}
         aa = a.T if ta else a
-        _check(mod.run(feeds)["y"], 0.75 * (aa.astype(np.float64) @ bb) - 2.0 * c, k)
+        assert_sums_close(mod.run(feeds)["y"], 0.75 * (aa.astype(np.float64) @ bb) - 2.0 * c, k)
 
 
 def test_pack_b_layout():

@@ -99,6 +99,12 @@ def check_model(model: onnx.ModelProto, target: str, feeds_list: Sequence[Mappin
     return m
 
 
+def assert_sums_close(got: np.ndarray, want: np.ndarray, k: int) -> None:
+    """float32 sums of ``k`` products of numbers in [-1, 1] (a GEMM's), against ``want``
+    computed in float64."""
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(k, 1) ** 0.5 * 4)
+
+
 def rand(rng: np.random.Generator, shape, dtype=np.float32, lo=-3, hi=3) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
