@@ -663,6 +663,10 @@ export class Model {
   #io = 0;
   /** Per input, its buffer's address and capacity: asked for again only when it must grow. */
   #buffers = [];
+  /** #heap()'s views, with the buffer they view. */
+  #views = null;
+  /** The inputs' names, for run's check of the feeds. */
+  #inputNames;
 
   /**
    * Use loadModel(); this checks the metadata against the program and creates the model's
@@ -681,6 +685,7 @@ export class Model {
     this.metadata = metadata;
     this.target = metadata.target;
     Object.assign(this, tensorInfos(metadata));
+    this.#inputNames = new Set(this.inputs.map((i) => i.name));
     const version = this.#call('sw_format_version');
     if (version >>> 16 !== metadata.format_version[0] || (version & 0xffff) !== metadata.format_version[1]) {
       throw new ModelError(`${label}: the module's code is format ${version >>> 16}.${version & 0xffff} but its `
@@ -777,50 +782,77 @@ export class Model {
     if (feeds === null || typeof feeds !== 'object') {
       throw new TypeError('run: feeds must be an object {name: {data, shape}}');
     }
-    const names = this.inputs.map((i) => i.name);
-    const unknown = Object.keys(feeds).filter((k) => !names.includes(k));
-    if (unknown.length) {
-      throw new ModelError(`unknown input(s) ${unknown.sort().join(', ')}; the model takes ${names.join(', ')}`,
-        STATUS.INVALID_INPUT);
+    const inputs = this.inputs;
+    const keys = Object.keys(feeds);
+    for (let j = 0; j < keys.length; j++) {
+      if (!this.#inputNames.has(keys[j])) {
+        const names = inputs.map((i) => i.name);
+        const unknown = keys.filter((k) => !names.includes(k));
+        throw new ModelError(`unknown input(s) ${unknown.sort().join(', ')}; the model takes ${names.join(', ')}`,
+          STATUS.INVALID_INPUT);
+      }
     }
-    this.inputs.forEach((info, index) => {
+    for (let i = 0; i < inputs.length; i++) {
+      const info = inputs[i];
       if (!Object.hasOwn(feeds, info.name)) {
         throw new ModelError(`input '${info.name}' is missing`, STATUS.INVALID_INPUT);
       }
-      this.#setInput(index, info, feeds[info.name]);
-    });
+      this.#setInput(i, info, feeds[info.name]);
+    }
     this.#check(this.#call(this.#io ? 'sw_run_io' : 'sw_run', this.#ctx));
     const result = {};
-    const memory = this.#memory();
-    this.outputs.forEach((info, i) => {
-      const desc = this.#io ? this.#io + (this.inputs.length + i) * TENSOR_LAYOUT.size
+    const outputs = this.outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      const info = outputs[i];
+      const desc = this.#io ? this.#io + (inputs.length + i) * TENSOR_LAYOUT.size
         : this.#call('sw_output_tensor', this.#ctx, i) >>> 0;
-      // a DataView needs no alignment and states the byte order (wasm is little-endian)
-      const view = new DataView(memory, desc, TENSOR_LAYOUT.size);
-      const code = view.getInt32(TENSOR_LAYOUT.dtype, true);
-      if (!desc || (this.#io && !code && !view.getUint32(TENSOR_LAYOUT.data, true))) {
+      const { buffer, i32 } = this.#heap();
+      const at = desc >>> 2;
+      const code = i32[at + (TENSOR_LAYOUT.dtype >>> 2)];
+      const ptr = i32[at + (TENSOR_LAYOUT.data >>> 2)] >>> 0;
+      if (!desc || (this.#io && !code && !ptr)) {
         throw new Error(`output '${info.name}' was not produced (a symwasm bug)`);
       }
       const dtype = CODE_DTYPES[code];
       if (!dtype) throw new Error(`output '${info.name}': dtype code ${code} is unknown (a symwasm bug)`);
-      const rank = view.getInt32(TENSOR_LAYOUT.rank, true);
+      const rank = i32[at + (TENSOR_LAYOUT.rank >>> 2)];
       if (!(rank >= 0 && rank <= MAX_RANK)) throw new Error(`output '${info.name}': rank ${rank} (a symwasm bug)`);
-      const shape = Array.from({ length: rank }, (_, a) => Number(view.getBigInt64(TENSOR_LAYOUT.shape + 8 * a, true)));
-      const ptr = view.getUint32(TENSOR_LAYOUT.data, true);
-      const count = shape.reduce((a, b) => a * b, 1);
-      const nbytes = count * DTYPES[dtype].size;
-      if (shape.some((d) => d < 0) || ptr + nbytes > memory.byteLength) {
+      // int64 dims as two 32-bit halves: no BigInt per dim
+      const shape = new Array(rank);
+      let count = 1;
+      let negative = false;
+      for (let a = 0, s = at + (TENSOR_LAYOUT.shape >>> 2); a < rank; a++, s += 2) {
+        shape[a] = i32[s + 1] * 4294967296 + (i32[s] >>> 0);
+        count *= shape[a];
+        negative ||= shape[a] < 0;
+      }
+      const { array, size } = DTYPES[dtype];
+      const nbytes = count * size;
+      if (negative || ptr + nbytes > buffer.byteLength) {
         throw new Error(`output '${info.name}': its ${nbytes} bytes at ${ptr} lie outside the module's memory `
           + '(a symwasm bug)');
       }
       if (dtype === 'string') {
         result[info.name] = { data: this.#readStrings(ptr, count), shape, dtype };
-        return;
+        continue;
       }
-      // slice() copies, so the result survives the next run; the copy is also aligned
-      result[info.name] = { data: new DTYPES[dtype].array(memory.slice(ptr, ptr + nbytes)), shape, dtype };
-    });
+      // slice() copies, so the result survives the next run. A typed array's slice() of a few
+      // elements took 40 ns in Node against 380 for the ArrayBuffer's; data the VM did not align
+      // to its elements is copied as bytes, which aligns the copy
+      const data = ptr % size === 0 ? new array(buffer, ptr, count).slice()
+        : new array(buffer.slice(ptr, ptr + nbytes));
+      result[info.name] = { data, shape, dtype };
+    }
     return result;
+  }
+
+  /** Int32 and byte views of the module's memory, made again after it grows (which detaches them). */
+  #heap() {
+    const buffer = this.#exports.memory.buffer;
+    if (this.#views?.buffer !== buffer) {
+      this.#views = { buffer, u8: new Uint8Array(buffer), i32: new Int32Array(buffer) };
+    }
+    return this.#views;
   }
 
   /** n string elements {address, length} at ptr, decoded from UTF-8. */
@@ -894,15 +926,22 @@ export class Model {
     } else {
       this.#writeData(index, dtype, data);
     }
-    // a DataView needs no 8-byte alignment and states the byte order (wasm is little-endian)
     if (this.#io) {
-      // format 3.5: the io table's entry; sw_run_io declares the input
-      const view = new DataView(this.#memory(), this.#io + index * TENSOR_LAYOUT.size, TENSOR_LAYOUT.size);
-      view.setInt32(TENSOR_LAYOUT.dtype, DTYPES[dtype].code, true);
-      view.setInt32(TENSOR_LAYOUT.rank, shape.length, true);
-      for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(TENSOR_LAYOUT.shape + a * 8, BigInt(shape[a] ?? 0), true);
+      // format 3.5: the io table's entry (8-byte aligned); sw_run_io declares the input. The
+      // dims as two 32-bit halves (wasm is little-endian): a BigInt per dim cost more than the run
+      // of a small model
+      const { i32 } = this.#heap();
+      const at = (this.#io + index * TENSOR_LAYOUT.size) >>> 2;
+      i32[at + (TENSOR_LAYOUT.dtype >>> 2)] = DTYPES[dtype].code;
+      i32[at + (TENSOR_LAYOUT.rank >>> 2)] = shape.length;
+      for (let a = 0, s = at + (TENSOR_LAYOUT.shape >>> 2); a < MAX_RANK; a++, s += 2) {
+        const d = a < shape.length ? shape[a] : 0;
+        i32[s] = d >>> 0;
+        i32[s + 1] = Math.floor(d / 4294967296);
+      }
       return;
     }
+    // a DataView needs no 8-byte alignment and states the byte order (wasm is little-endian)
     const shapePtr = this.#call('sw_shape_buffer', this.#ctx) >>> 0;
     const view = new DataView(this.#memory(), shapePtr, MAX_RANK * 8);
     for (let a = 0; a < MAX_RANK; a++) view.setBigInt64(a * 8, BigInt(shape[a] ?? 0), true);
@@ -922,12 +961,12 @@ export class Model {
 
   #writeData(index, dtype, data) {
     const ptr = this.#inputBuffer(index, data.byteLength);
-    const dst = new Uint8Array(this.#memory(), ptr, data.byteLength);
+    const { u8 } = this.#heap();
     if (dtype === 'bool') {
       // the VM's bool is exactly 0 or 1, as numpy guarantees; a Uint8Array may hold any byte
-      for (let i = 0; i < data.length; i++) dst[i] = data[i] ? 1 : 0;
+      for (let i = 0; i < data.length; i++) u8[ptr + i] = data[i] ? 1 : 0;
     } else {
-      dst.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      u8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), ptr);
     }
   }
 
