@@ -60,6 +60,26 @@ def test_lone_row(target, k, n):
         assert_sums_close(mod.run({"a": a})["y"], np.maximum(a.astype(np.float64) @ w.T + c, 0), k)
 
 
+@pytest.mark.parametrize("k", [2, 3, 6, 7, 9, 1021])
+def test_narrow_lone_row(target, k):
+    """A row against one panel or less of B (a classifier's 10 columns) sums k in
+    interleaved chains (2 on wasm32, 4 natively) added at the end, then the k the chains did
+    not share: every k modulo 8, a fixed M = 1 with Gemm's bias, and a symbolic M whose last
+    row is a tile of its own."""
+    rng = np.random.default_rng(k)
+    for n in (10, 3):
+        w, c = _rand(rng, (n, k)), _rand(rng, (n,))
+        fixed = build(make_model([N("Gemm", ["a", "w", "c"], ["y"], transB=1)], [vinfo("a", F32, [1, k])],
+                                 [vinfo("y", F32, None)], [const("w", w), const("c", c)]), target)
+        a = _rand(rng, (1, k))
+        assert_sums_close(fixed.run({"a": a})["y"], a.astype(np.float64) @ w.T + c, k)
+        rows = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])],
+                                [vinfo("y", F32, None)], [const("w", w.T.copy())]), target)
+        for m in (1, 3, 13):
+            a = _rand(rng, (m, k))
+            assert_sums_close(rows.run({"a": a})["y"], a.astype(np.float64) @ w.T, k)
+
+
 def test_runtime_b(target):
     """Every dim symbolic, B an input: packed a block at a time inside the kernel."""
     mod = build(make_model([N("MatMul", ["a", "b"], ["y"])], [vinfo("a", F32, ["m", "k"]), vinfo("b", F32, ["k", "n"])],

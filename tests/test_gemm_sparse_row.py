@@ -155,8 +155,8 @@ def test_routing(target):
 
 @pytest.mark.parametrize("target", ("wasm32", RELAXED))
 def test_same_bits_as_the_gemm_row(target):
-    """On wasm32 the GEMM's lone row sums all of k in one chain per column, as the sparse row
-    does over the nonzero rows: the same model fed the Relu's output directly (no Relu, so
+    """On wasm32 the GEMM's lone row against two panels or more sums all of k in one chain
+    per column, as the sparse row does over the nonzero rows: the same model fed the Relu's output directly (no Relu, so
     panels) gives the same bits."""
     rng = np.random.default_rng(9)
     k, n = 700, 96

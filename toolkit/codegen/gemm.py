@@ -17,7 +17,8 @@ multiply-adds (fused on hosts with FMA). The rows after the last whole tile run 
 tile of exactly that many rows (when M is symbolic, as tiles of the powers of two that sum to
 that many: :func:`rest_tiles`); fewer rows than a tile, with B packed, run a row at a time
 against several panels at once, so the M = 1 case has ``ROW_ACCUMULATORS`` accumulators too
-(against that many vectors of panels); the last, partial panel computes all its ``NR``
+(against that many vectors of panels; a row against fewer vectors, a narrow B, sums k in
+interleaved chains instead); the last, partial panel computes all its ``NR``
 columns (the padding is zero) and stores only the columns that exist (natively through
 masks, on wasm32 through a small buffer). No path falls back to scalar products.
 
@@ -659,7 +660,25 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         # plain: LLVM would unroll the k loop natively (not on wasm32), which cost bert2's
         # native emission 12% more time and measured no faster (gemm_1024 the same; bert2 at
         # one token 0.90 -> 0.84x and cnn n1 1.14 -> 1.07x onnxruntime's time without it)
-        acc = kb.carry(i64(0), kn, [zero] * (rows * w), step, "k", plain=True)
+        # a lone row against fewer vectors of B than ROW_ACCUMULATORS (a classifier's 10
+        # columns: one panel) sums k in interleaved chains, added together at the end, so the
+        # multiply-adds do not wait out each other's latency: 1024 x 10 at batch 1 took 0.9 us
+        # in Node as one chain per vector (1024 dependent multiply-adds)
+        chains = ROW_ACCUMULATORS // w if rows == 1 and not settled and koffs is None else 1
+        chains = 1 << (max(chains, 1).bit_length() - 1)  # a power of two, for the pairwise sum
+        if chains > 1:
+            def chained(kq: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                return [s for c in range(chains)
+                        for s in step(kb.add(kb.mul(kq, i64(chains)), i64(c)), acc[c * w:(c + 1) * w])]
+
+            whole = b.udiv(kn, i64(chains))
+            acc = kb.carry(i64(0), whole, [zero] * (chains * w), chained, "kq", plain=True)
+            while len(acc) > w:  # the halves added pairwise
+                half = len(acc) // 2
+                acc = [b.fadd(acc[v], acc[half + v]) for v in range(half)]
+            acc = kb.carry(kb.mul(whole, i64(chains)), kn, acc, step, "k", plain=True)
+        else:
+            acc = kb.carry(i64(0), kn, [zero] * (rows * w), step, "k", plain=True)
 
         def plus_old(s: ir.Value, old) -> ir.Value:
             """s, plus the partial sums of earlier k blocks unless this is the first."""
@@ -836,7 +855,8 @@ def sparse_row(kb: KernelBuilder, tile: GemmTile, a: View, bt: Tensor, y: Tensor
     nobody reads. ``rows`` (int32, k elements) receives the indices of the row's other
     elements (a NaN is one). y accumulates ``SPARSE_ROWS`` rows of B a step, in k's order,
     each sum a chain of multiply-adds from zero as the GEMM's lone row computes it on wasm32
-    (all of k in one block), so there the same bits but for the sign of a zero sum. B's
+    (all of k in one block) against two panels or more, so there the same bits but for the
+    sign of a zero sum. B's
     elements are finite (the caller's condition), so no skipped 0 * inf was a NaN."""
     b = kb.b
     lanes = tile.lanes
