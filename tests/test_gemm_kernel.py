@@ -80,6 +80,29 @@ def test_narrow_lone_row(target, k):
             assert_sums_close(rows.run({"a": a})["y"], a.astype(np.float64) @ w.T, k)
 
 
+@pytest.mark.parametrize("n", [5, 183])
+def test_equal_columns_equal_sums(target, n):
+    """Every column of a row is summed in the same order, whichever path computes it: a B
+    whose columns are all equal gives equal columns bit for bit, with A's elements spread
+    over six decades so that another order would round differently. 183 columns make panel
+    groups, a lone whole panel and a partial one on every tile (wasm32 16 wide in pairs,
+    AVX2 16 in fours, AVX-512 32 in fours); 5 are one partial panel."""
+    rng = np.random.default_rng(n)
+    k = 1000
+    col = _rand(rng, (k, 1))
+    w = np.repeat(col, n, axis=1)
+    fixed = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, [1, k])], [vinfo("y", F32, None)],
+                             [const("w", w)]), target)
+    rows = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])], [vinfo("y", F32, None)],
+                            [const("w", w)]), target)
+    for mod, ms in ((fixed, (1,)), (rows, (1, 2, 3, 13))):
+        for m in ms:
+            a = (rng.standard_normal((m, k)) * 10.0 ** rng.uniform(-3, 3, (m, k))).astype(F32)
+            y = mod.run({"a": a})["y"]
+            np.testing.assert_array_equal(y, np.repeat(y[:, :1], n, axis=1))
+            assert_sums_close(y, a.astype(np.float64) @ w, k)
+
+
 def test_runtime_b(target):
     """Every dim symbolic, B an input: packed a block at a time inside the kernel."""
     mod = build(make_model([N("MatMul", ["a", "b"], ["y"])], [vinfo("a", F32, ["m", "k"]), vinfo("b", F32, ["k", "n"])],

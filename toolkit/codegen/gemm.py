@@ -527,6 +527,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     lone = wasm and isinstance(bsrc, Packed) and (m.constant == 1 if isinstance(m, ir.Constant) else None)
     one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc or lone is True
     direct = isinstance(bsrc, Im2col) and bsrc.direct(kb, tile, k)
+    one_panel = isinstance(n, ir.Constant) and n.constant <= nr
     # natively, a row-major B that asks for it is read where it lies, without packing: with N a
     # multiple of NR no panel reads past its row. Rows a page apart share their L1 sets, so the
     # tiles read B from L2, which the tiles' multiply-adds outpace less than a pass that packs
@@ -660,11 +661,13 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         # plain: LLVM would unroll the k loop natively (not on wasm32), which cost bert2's
         # native emission 12% more time and measured no faster (gemm_1024 the same; bert2 at
         # one token 0.90 -> 0.84x and cnn n1 1.14 -> 1.07x onnxruntime's time without it)
-        # a lone row against fewer vectors of B than ROW_ACCUMULATORS (a classifier's 10
-        # columns: one panel) sums k in interleaved chains, added together at the end, so the
-        # multiply-adds do not wait out each other's latency: 1024 x 10 at batch 1 took 0.9 us
-        # in Node as one chain per vector (1024 dependent multiply-adds)
-        chains = ROW_ACCUMULATORS // w if rows == 1 and not settled and koffs is None else 1
+        # a row against a B of one panel or less (a classifier's 10 columns) sums k in
+        # interleaved chains, added together at the end, so the multiply-adds do not wait out
+        # each other's latency: 1024 x 10 at batch 1 took 0.9 us in Node as one chain per
+        # vector (1024 dependent multiply-adds). Only when the panel is all of B: every column
+        # of a row is then summed in the same order, as across panels elsewhere (a softmax
+        # over 1000 equal logits of 1e5 came out uneven when its partial panel alone chained)
+        chains = ROW_ACCUMULATORS // w if rows == 1 and one_panel and not settled and koffs is None else 1
         chains = 1 << (max(chains, 1).bit_length() - 1)  # a power of two, for the pairwise sum
         if chains > 1:
             # on wasm32 each chain's multiply-adds settle before the next chain's loads, as a
