@@ -17,10 +17,10 @@ multiply-adds (fused on hosts with FMA). The rows after the last whole tile run 
 tile of exactly that many rows (when M is symbolic, as tiles of the powers of two that sum to
 that many: :func:`rest_tiles`); fewer rows than a tile, with B packed, run a row at a time
 against several panels at once, so the M = 1 case has ``ROW_ACCUMULATORS`` accumulators too
-(against that many vectors of panels; a row against fewer vectors, a narrow B, sums k in
-interleaved chains instead); the last, partial panel computes all its ``NR``
-columns (the padding is zero) and stores only the columns that exist (natively through
-masks, on wasm32 through a small buffer). No path falls back to scalar products.
+(against that many vectors of panels; against a B of one panel or less, as interleaved
+chains of k); the last, partial panel computes all its ``NR`` columns (the padding is zero)
+and stores only the columns that exist (natively through masks, on wasm32 through a small
+buffer). No path falls back to scalar products.
 
 A lone row of a Relu's output against a constant B runs :func:`sparse_row` instead, where
 the product keeps B row-major: the row's zeros skip whole rows of B, which at batch 1 is most
@@ -869,8 +869,8 @@ def sparse_row(kb: KernelBuilder, tile: GemmTile, a: View, bt: Tensor, y: Tensor
     elements (a NaN is one). y accumulates ``SPARSE_ROWS`` rows of B a step, in k's order,
     each sum a chain of multiply-adds from zero as the GEMM's lone row computes it on wasm32
     (all of k in one block) against two panels or more, so there the same bits but for the
-    sign of a zero sum. B's
-    elements are finite (the caller's condition), so no skipped 0 * inf was a NaN."""
+    sign of a zero sum. B's elements are finite (the caller's condition), so no skipped 0 *
+    inf was a NaN."""
     b = kb.b
     lanes = tile.lanes
     wasm = kb.target is not None and kb.target.is_wasm
