@@ -618,7 +618,19 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         # before the next panel's loads (kernel.settle), else Cranelift holds all the panels'
         # vectors at once and spills an accumulator (8 + 8 + 1 values for 16 registers)
         settled = wasm and rows == 1 and len(ps) > 1
-        never = pinned(b, ir.Constant(I32, -1)) if settled else None
+        # a row against a B of one panel or less (a classifier's 10 columns) sums k in
+        # interleaved chains, added together at the end, so the multiply-adds do not wait out
+        # each other's latency: 1024 x 10 at batch 1 took 0.9 us in Node as one chain per
+        # vector (1024 dependent multiply-adds). Only when the panel is all of B: every column
+        # of a row is then summed in the same order, as across panels elsewhere (a softmax
+        # over 1000 equal logits of 1e5 came out uneven when its partial panel alone chained)
+        chains = ROW_ACCUMULATORS // w if rows == 1 and one_panel and not settled and koffs is None else 1
+        chains = 1 << (max(chains, 1).bit_length() - 1)  # a power of two, for the pairwise sum
+        never = pinned(b, ir.Constant(I32, -1)) if wasm and (settled or chains > 1) else None
+
+        def never_at(i: ir.Value) -> ir.Value:
+            """settle's branch condition: never true, but LLVM cannot tell (from loop index i)."""
+            return b.icmp_signed("==", b.trunc(i, I32), never)
 
         def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
             # row kk of the panel: packed, NR floats a row; in place, at its offset
@@ -649,8 +661,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
                     for v, at_v in enumerate(mine):
                         acc[at_v] = mac(b, acc[at_v], s, vload(rp, i64(v * lanes), inbounds=True))
                     if q < len(rows_at) - 1:  # this panel's sums, and the broadcast (else rebuilt after the join)
-                        never_now = b.icmp_signed("==", b.trunc(kk, I32), never)
-                        *acc[mine.start:mine.stop], s = settle(kb, never_now, acc[mine.start:mine.stop] + [s])
+                        *acc[mine.start:mine.stop], s = settle(kb, never_at(kk), acc[mine.start:mine.stop] + [s])
                 return acc
             for r in range(rows):
                 s = splat(b, xs[r], lanes)
@@ -661,26 +672,16 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
         # plain: LLVM would unroll the k loop natively (not on wasm32), which cost bert2's
         # native emission 12% more time and measured no faster (gemm_1024 the same; bert2 at
         # one token 0.90 -> 0.84x and cnn n1 1.14 -> 1.07x onnxruntime's time without it)
-        # a row against a B of one panel or less (a classifier's 10 columns) sums k in
-        # interleaved chains, added together at the end, so the multiply-adds do not wait out
-        # each other's latency: 1024 x 10 at batch 1 took 0.9 us in Node as one chain per
-        # vector (1024 dependent multiply-adds). Only when the panel is all of B: every column
-        # of a row is then summed in the same order, as across panels elsewhere (a softmax
-        # over 1000 equal logits of 1e5 came out uneven when its partial panel alone chained)
-        chains = ROW_ACCUMULATORS // w if rows == 1 and one_panel and not settled and koffs is None else 1
-        chains = 1 << (max(chains, 1).bit_length() - 1)  # a power of two, for the pairwise sum
         if chains > 1:
             # on wasm32 each chain's multiply-adds settle before the next chain's loads, as a
             # panel group's do: else Cranelift spilled, and a Relu + 1024 x 10 Gemm under
             # wasmtime took 10.4 us against 9.8 as one chain (9.6 settled)
-            never_c = pinned(b, ir.Constant(I32, -1)) if wasm else None
-
             def chained(kq: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
                 out = []
                 for c in range(chains):
                     part = step(kb.add(kb.mul(kq, i64(chains)), i64(c)), acc[c * w:(c + 1) * w])
                     if wasm and c < chains - 1:
-                        part = settle(kb, b.icmp_signed("==", b.trunc(kq, I32), never_c), part)
+                        part = settle(kb, never_at(kq), part)
                     out += part
                 return out
 
