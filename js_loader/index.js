@@ -61,6 +61,19 @@ function arrayName(data) {
   return data.constructor.name.replace(/^Big/, '').replace(/Array$/, '').toLowerCase();
 }
 
+/** The int64 at i32[at] as a Number, from its two 32-bit halves (wasm is little-endian): a
+ * BigInt per dim, through a DataView, cost more than the run of a small model. Dims are safe
+ * integers. */
+function getInt64(i32, at) {
+  return i32[at + 1] * 4294967296 + (i32[at] >>> 0);
+}
+
+/** Store the safe integer d as the int64 at i32[at] (the inverse of getInt64). */
+function setInt64(i32, at, d) {
+  i32[at] = d >>> 0;
+  i32[at + 1] = Math.floor(d / 4294967296);
+}
+
 const isNode = typeof process !== 'undefined' && typeof process.versions?.node === 'string';
 
 /** Strings that name something fetch() can load in Node; any other string there is a path. */
@@ -817,12 +830,11 @@ export class Model {
       if (!dtype) throw new Error(`output '${info.name}': dtype code ${code} is unknown (a symwasm bug)`);
       const rank = i32[at + (TENSOR_LAYOUT.rank >>> 2)];
       if (!(rank >= 0 && rank <= MAX_RANK)) throw new Error(`output '${info.name}': rank ${rank} (a symwasm bug)`);
-      // int64 dims as two 32-bit halves: no BigInt per dim
       const shape = new Array(rank);
       let count = 1;
       let negative = false;
       for (let a = 0, s = at + (TENSOR_LAYOUT.shape >>> 2); a < rank; a++, s += 2) {
-        shape[a] = i32[s + 1] * 4294967296 + (i32[s] >>> 0);
+        shape[a] = getInt64(i32, s);
         count *= shape[a];
         negative ||= shape[a] < 0;
       }
@@ -927,17 +939,13 @@ export class Model {
       this.#writeData(index, dtype, data);
     }
     if (this.#io) {
-      // format 3.5: the io table's entry (8-byte aligned); sw_run_io declares the input. The
-      // dims as two 32-bit halves (wasm is little-endian): a BigInt per dim cost more than the run
-      // of a small model
+      // format 3.5: the io table's entry (8-byte aligned); sw_run_io declares the input
       const { i32 } = this.#heap();
       const at = (this.#io + index * TENSOR_LAYOUT.size) >>> 2;
       i32[at + (TENSOR_LAYOUT.dtype >>> 2)] = DTYPES[dtype].code;
       i32[at + (TENSOR_LAYOUT.rank >>> 2)] = shape.length;
       for (let a = 0, s = at + (TENSOR_LAYOUT.shape >>> 2); a < MAX_RANK; a++, s += 2) {
-        const d = a < shape.length ? shape[a] : 0;
-        i32[s] = d >>> 0;
-        i32[s + 1] = Math.floor(d / 4294967296);
+        setInt64(i32, s, a < shape.length ? shape[a] : 0);
       }
       return;
     }
