@@ -32,14 +32,19 @@ def _rand(rng, shape):
     return rng.uniform(-1, 1, shape).astype(F32)
 
 
+def _const_matmul(w, m="m"):
+    """a [m, K] @ the constant w [K, N]; m a symbol or a fixed row count."""
+    return make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, [m, w.shape[0]])], [vinfo("y", F32, None)],
+                      [const("w", w)])
+
+
 @pytest.mark.parametrize("k,n", [(1, 1), (5, 7), (16, 8), (33, 16), (KC, 17), (KC + 1, 40), (600, 67), (40, 300)])
 def test_constant_b(target, k, n):
     """A constant [k, n] B with a symbolic M: 0, 1, fewer rows than either tile, whole tiles
     and leftovers, more than one cache block of rows."""
     rng = np.random.default_rng(k * 100 + n)
     w = _rand(rng, (k, n))
-    mod = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])], [vinfo("y", F32, None)],
-                           [const("w", w)]), target)
+    mod = build(_const_matmul(w), target)
     for m in (0, 1, 2, 3, 5, 6, 7, 10, 11, 12, 13, 25, 100):
         a = _rand(rng, (m, k))
         y = mod.run({"a": a})["y"]
@@ -73,8 +78,7 @@ def test_narrow_lone_row(target, k):
                                  [vinfo("y", F32, None)], [const("w", w), const("c", c)]), target)
         a = _rand(rng, (1, k))
         assert_sums_close(fixed.run({"a": a})["y"], a.astype(np.float64) @ w.T + c, k)
-        rows = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])],
-                                [vinfo("y", F32, None)], [const("w", w.T.copy())]), target)
+        rows = build(_const_matmul(w.T.copy()), target)
         for m in (1, 3, 13):
             a = _rand(rng, (m, k))
             assert_sums_close(rows.run({"a": a})["y"], a.astype(np.float64) @ w.T, k)
@@ -91,10 +95,7 @@ def test_equal_columns_equal_sums(target, n):
     k = 1000
     col = _rand(rng, (k, 1))
     w = np.repeat(col, n, axis=1)
-    fixed = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, [1, k])], [vinfo("y", F32, None)],
-                             [const("w", w)]), target)
-    rows = build(make_model([N("MatMul", ["a", "w"], ["y"])], [vinfo("a", F32, ["m", k])], [vinfo("y", F32, None)],
-                            [const("w", w)]), target)
+    fixed, rows = build(_const_matmul(w, 1), target), build(_const_matmul(w), target)
     for mod, ms in ((fixed, (1,)), (rows, (1, 2, 3, 13))):
         for m in ms:
             a = (rng.standard_normal((m, k)) * 10.0 ** rng.uniform(-3, 3, (m, k))).astype(F32)
