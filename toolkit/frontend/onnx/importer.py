@@ -22,7 +22,7 @@ from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, 
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
 from .ops import sequence
-from .translate import Entry, TranslateContext, ident, registry, version_in_effect
+from .translate import CONTRIB, Entry, TranslateContext, ident, registry, version_in_effect
 
 PREVIEW = "ai.onnx.preview"
 MIN_OPSET = 7
@@ -238,7 +238,7 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     """Translate one node; returns the op version in effect."""
     name = n.name or f"{n.op_type}_{index}"
     label = f"node '{name}' ({n.op_type})"
-    if n.domain not in ("", "ai.onnx", PREVIEW):
+    if n.domain not in ("", "ai.onnx", PREVIEW, CONTRIB):
         raise CompileError(f"{label}: ops of domain '{n.domain}' are not supported")
     for i in n.input:
         if i and i not in graph.values:
@@ -255,6 +255,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
                            f"and sequence ops read optionals and sequences)")
     if n.domain == PREVIEW:
         return _import_preview(graph, reg, n, name, label, opset)
+    if n.domain == CONTRIB:
+        return _import_contrib(graph, reg, n, name, label)
     version = version_in_effect(n.op_type, opset)
     entry = reg.lookup(n.op_type, version) if version is not None else None
     if held and n.op_type == "Identity" and entry is not None:  # Identity's own translation takes tensors
@@ -274,6 +276,13 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
                            f"supported; symwasm implements versions {', '.join(map(str, known))}")
     _check_arity(n, opset, label)
     ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, opset, label))
+    _translate(graph, entry, ctx, n, label)
+    if entry.foldable:
+        _fold(graph, ctx, n, opset)
+    return version
+
+
+def _translate(graph: Graph, entry: Entry, ctx: TranslateContext, n: onnx.NodeProto, label: str) -> None:
     try:
         entry.translate(ctx)
     except CompileError:
@@ -283,9 +292,25 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     for o in n.output:
         if o and o not in graph.values:
             raise CompileError(f"{label}: output '{o}' was not inferred")
-    if entry.foldable:
-        _fold(graph, ctx, n, opset)
-    return version
+
+
+def _import_contrib(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str) -> int:
+    """An op of onnxruntime's contrib domain (every one is at version 1). onnx knows no schema
+    for them: attributes are read as given, and each translation supplies its defaults and
+    checks its inputs. They are never folded with onnx.reference, which does not know them."""
+    entry = reg.lookup(n.op_type, 1, CONTRIB)
+    if entry is None:
+        raise CompileError(f"{label}: unsupported op '{n.op_type}' of domain '{CONTRIB}'; symwasm implements these "
+                           f"of it: {', '.join(reg.ops(CONTRIB))}")
+    attrs = {}
+    for a in n.attribute:
+        try:
+            attrs[a.name] = _attr_value(a)
+        except Exception as e:  # noqa: BLE001 - a corrupt tensor or graph attribute in any form
+            raise CompileError(f"{label}: attribute '{a.name}' cannot be read ({e})") from None
+    ctx = TranslateContext(graph, n, name, 1, attrs)
+    _translate(graph, entry, ctx, n, label)
+    return 1
 
 
 def _import_preview(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str, opset: int) -> int:

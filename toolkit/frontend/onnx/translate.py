@@ -32,20 +32,29 @@ class Entry:
 
 
 class Registry:
+    """Translations by (domain, op type): the default domain's, and those of the
+    ``com.microsoft`` ops that onnxruntime's tools write into shipped models (:data:`CONTRIB`)."""
+
     def __init__(self) -> None:
-        self._entries: dict[str, list[Entry]] = {}
+        self._entries: dict[tuple[str, str], list[Entry]] = {}
 
-    def add(self, op_type: str, versions: Sequence[int], translate: Translation, foldable: bool = True) -> None:
-        self._entries.setdefault(op_type, []).append(Entry(op_type, tuple(versions), translate, foldable))
+    def add(self, op_type: str, versions: Sequence[int], translate: Translation, foldable: bool = True,
+            domain: str = "") -> None:
+        self._entries.setdefault((domain, op_type), []).append(Entry(op_type, tuple(versions), translate, foldable))
 
-    def lookup(self, op_type: str, version: int) -> Entry | None:
-        return next((e for e in self._entries.get(op_type, ()) if version in e.versions), None)
+    def lookup(self, op_type: str, version: int, domain: str = "") -> Entry | None:
+        return next((e for e in self._entries.get((domain, op_type), ()) if version in e.versions), None)
 
-    def versions(self, op_type: str) -> list[int]:
-        return sorted(v for e in self._entries.get(op_type, ()) for v in e.versions)
+    def versions(self, op_type: str, domain: str = "") -> list[int]:
+        return sorted(v for e in self._entries.get((domain, op_type), ()) for v in e.versions)
 
-    def ops(self) -> list[str]:
-        return sorted(self._entries)
+    def ops(self, domain: str = "") -> list[str]:
+        return sorted(op for d, op in self._entries if d == domain)
+
+
+# onnxruntime's contrib domain: its quantizer and transformer optimizer write these ops into
+# models; onnx has no schemas for them, so their translations give their own attribute defaults
+CONTRIB = "com.microsoft"
 
 
 _REGISTRY: Registry | None = None
@@ -54,12 +63,12 @@ _REGISTRY: Registry | None = None
 def registry() -> Registry:
     global _REGISTRY
     if _REGISTRY is None:
-        from .ops import (constant, control, conv, data_dependent, elementwise, indexing, layout, misc, nn, quant,
-                          random, reduce, rnn, select, sequence, shape, signal, tensor, text)
+        from .ops import (constant, contrib_nn, contrib_quant, control, conv, data_dependent, elementwise, indexing,
+                          layout, misc, nn, quant, random, reduce, rnn, select, sequence, shape, signal, tensor, text)
 
         r = Registry()
         for family in (constant, control, elementwise, shape, tensor, indexing, reduce, nn, conv, data_dependent,
-                       select, layout, rnn, quant, misc, signal, random, sequence, text):
+                       select, layout, rnn, quant, misc, signal, random, sequence, text, contrib_nn, contrib_quant):
             family.register(r)
         _REGISTRY = r
     return _REGISTRY
