@@ -22,6 +22,8 @@ EPILOG = """examples:
   symwasm run model.wasm --input x=x.npy --save-dir out/
   symwasm run model.wasm --random n=4      (random inputs, symbol n bound to 4)
   symwasm run model.wasm --random n=4 --benchmark 200   (load, first-run and steady-state times)
+  symwasm diff model.onnx --bind batch=1,seq=16   (symwasm against onnxruntime: run this first)
+  symwasm diff model.onnx --inputs x.npz --nodes   (names the first node that diverges)
 """
 
 COMPILER_EXTRA = "symwasm[compiler]"
@@ -403,6 +405,46 @@ def kernel_signature_text(sigs: list[int], at: int, ntensors: int) -> list[str]:
     return out
 
 
+def cmd_diff(args) -> int:
+    try:
+        from .diff import DiffError, diff_model
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] in ("toolkit", "wasm_runtime"):
+            raise
+        print(f"error: symwasm diff needs the compiler's packages, and this installation lacks them "
+              f"(no module named '{e.name}'): pip install '{COMPILER_EXTRA}'", file=sys.stderr)
+        return 2
+    try:
+        binds = _parse_binds(args.bind, "--bind")
+    except SystemExit as e:  # (its message is the error line; a usage error exits with 2 here)
+        print(e, file=sys.stderr)
+        return 2
+    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        result = diff_model(args.model, target=args.target, binds=binds,
+                            inputs=args.inputs, seed=args.seed, reference=args.reference, rtol=args.rtol,
+                            atol=args.atol, nodes=args.nodes, cpu=args.cpu, progress=progress)
+    except DiffError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        for line in result.lines():
+            print(line)
+    return 0 if result.ok else 1
+
+
+def _tolerance(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"expected a tolerance >= 0, got '{text}'")
+    return x
+
+
 def _positive(text: str) -> int:
     try:
         n = int(text)
@@ -488,6 +530,40 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--bind", type=lambda t: _parse_binds([t], "--bind"), metavar="SYMBOL=VALUE[,...]",
                    help="print the memory the plan needs for these symbol values, e.g. --bind batch=1,seq=128")
     i.set_defaults(fn=cmd_inspect)
+
+    d = sub.add_parser("diff", help="compare symwasm's results with a reference's (run this first when a "
+                       "model misbehaves)", description="Run an ONNX model through symwasm and through a "
+                       "reference (onnxruntime when it is installed, else onnx.reference) on the same inputs and "
+                       "compare every output: shape, dtype, largest absolute and relative error, and a verdict. "
+                       "Exit status 0 when everything matches, 1 when something diverges, 2 when the diff "
+                       "cannot run (bad usage, inputs that do not fit, a model that does not compile).")
+    d.add_argument("model", help="the .onnx file")
+    d.add_argument("--target", choices=("wasm32", "native"), default="wasm32",
+                   help="compile for wasm32 (default) or this host's CPU, as compile does")
+    d.add_argument("--cpu", metavar="NAME", help="with --target native: the CPU the code is for, as compile takes it")
+    d.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
+                   help="fix symbolic dims at compile time, as compile does; random inputs take their "
+                        "symbolic dims from these values (every symbol of the inputs needs one)")
+    d.add_argument("--inputs", metavar="FILE.npz",
+                   help="the inputs, one array per input name (np.savez(path, x=..., mask=...)); "
+                        "default: random values of the declared shapes")
+    d.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    d.add_argument("--reference", choices=("auto", "ort", "onnx"), default="auto",
+                   help="ort: onnxruntime (its graph optimizations off); onnx: onnx.reference; auto "
+                        "(default): onnxruntime if it is installed, else onnx.reference")
+    d.add_argument("--rtol", type=_tolerance, metavar="X",
+                   help="relative tolerance of float values (default 1e-4; 1e-2 for 16-bit floats)")
+    d.add_argument("--atol", type=_tolerance, metavar="X",
+                   help="absolute tolerance of float values (default 1e-5; 1e-3 for 16-bit floats); "
+                        "a float agrees when |symwasm - reference| <= atol + rtol * |reference|; other "
+                        "dtypes must be equal")
+    d.add_argument("--nodes", action="store_true",
+                   help="compare every intermediate value too (a copy of the model returns each node's "
+                        "tensor outputs), and name the first node whose result diverges while its inputs "
+                        "agree: its op, its output's shapes and errors, and what its inputs held")
+    d.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    d.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    d.set_defaults(fn=cmd_diff)
     return ap
 
 
