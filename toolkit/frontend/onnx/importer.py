@@ -22,7 +22,7 @@ from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, 
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
 from .ops import sequence
-from .translate import CONTRIB, Entry, TranslateContext, ident, registry, version_in_effect
+from .translate import CONTRIB, ORT_DEFAULT_DOMAIN, Entry, TranslateContext, ident, registry, version_in_effect
 
 PREVIEW = "ai.onnx.preview"
 MIN_OPSET = 7
@@ -183,10 +183,9 @@ def import_model(model, binds: Mapping[str, int] | None = None,
                                f"give it a shape with named dims)")
         shape = []
         for axis, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value"):
-                if d.dim_value < 0:
-                    raise CompileError(f"malformed ONNX model: input '{inp.name}' dim {axis} is {d.dim_value}; "
-                                       f"a dim cannot be negative")
+            # several exporters write an unknown dim as dim_value -1; onnxruntime reads any
+            # negative dim_value as unknown, and so does symwasm (a fresh symbol, below)
+            if d.HasField("dim_value") and d.dim_value >= 0:
                 shape.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param:
                 if d.dim_param in binds:
@@ -258,6 +257,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     if n.domain == CONTRIB:
         return _import_contrib(graph, reg, n, name, label)
     version = version_in_effect(n.op_type, opset)
+    if version is None and n.op_type in ORT_DEFAULT_DOMAIN:
+        return _import_contrib(graph, reg, n, name, label)
     entry = reg.lookup(n.op_type, version) if version is not None else None
     if held and n.op_type == "Identity" and entry is not None:  # Identity's own translation takes tensors
         entry = Entry("Identity", entry.versions, sequence.identity, foldable=False)

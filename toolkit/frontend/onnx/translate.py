@@ -55,6 +55,9 @@ class Registry:
 # onnxruntime's contrib domain: its quantizer and transformer optimizer write these ops into
 # models; onnx has no schemas for them, so their translations give their own attribute defaults
 CONTRIB = "com.microsoft"
+# ops onnxruntime defines in the default domain, where onnx has no schema for them (its
+# transformer optimizer writes SimplifiedLayerNormalization there): read as contrib ops
+ORT_DEFAULT_DOMAIN = frozenset({"SimplifiedLayerNormalization"})
 
 
 _REGISTRY: Registry | None = None

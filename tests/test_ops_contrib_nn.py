@@ -1,0 +1,227 @@
+"""onnxruntime's transformer-fusion contrib ops (com.microsoft) on both targets against
+onnxruntime's CPU kernels: each model compiled once and run at two or more bindings of its
+symbolic dims (batch, seq)."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from toolkit.compiler import compile_model
+from toolkit.ir.graph import CompileError
+from util import _TMP, check_model, const, ort_reference, rand, vinfo
+
+F32 = np.float32
+I32 = np.int32
+I64 = np.int64
+MS = "com.microsoft"
+SEQS = [dict(b=2, s=5), dict(b=1, s=1), dict(b=3, s=17)]
+
+
+def ms_model(nodes, inputs, outputs, initializers=(), opset=17):
+    g = helper.make_graph(list(nodes), "test", list(inputs), list(outputs), initializer=list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    return m
+
+
+def node(op, inputs, outputs, domain=MS, **attrs):
+    return helper.make_node(op, inputs, outputs, name="n", domain=domain, **attrs)
+
+
+def shape_of(shape, binding):
+    return [binding.get(d, d) for d in shape]
+
+
+def check(model, target, feeds, rtol=1e-5, atol=1e-5):
+    return check_model(model, target, feeds, rtol=rtol, atol=atol, ref=ort_reference)
+
+
+def run_op(op, inputs, target, outputs=("y",), initializers=(), bindings=SEQS, seed=0, rtol=1e-5, atol=1e-5,
+           domain=MS, out_types=None, **attrs):
+    """One ``op`` node; ``inputs``: (name, dtype, symbolic shape) graph inputs (a name "" is
+    an absent optional input), then the initializers."""
+    rng = np.random.default_rng(seed)
+    names = [n for n, _, _ in inputs] + [i.name for i in initializers]
+    model = ms_model([node(op, names, list(outputs), domain, **attrs)],
+                     [vinfo(n, dt, list(s)) for n, dt, s in inputs if n],
+                     [vinfo(o, (out_types or {}).get(o, F32), None) for o in outputs if o], initializers)
+    feeds = [{n: rand(rng, shape_of(s, b), dt) for n, dt, s in inputs if n} for b in bindings]
+    return check(model, target, feeds, rtol, atol)
+
+
+def weight(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(F32)
+
+
+# ----------------------------------------------------------------------------- Gelu family, BiasAdd
+
+
+def test_gelu(target):
+    run_op("Gelu", [("x", F32, ["b", "s", 8])], target)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_fast_gelu(with_bias, target):
+    rng = np.random.default_rng(1)
+    inits = [const("bias", weight(rng, 8))] if with_bias else []
+    run_op("FastGelu", [("x", F32, ["b", "s", 8])], target, initializers=inits)
+
+
+def test_bias_gelu(target):
+    run_op("BiasGelu", [("x", F32, ["b", "s", 12])], target, initializers=[const("bias", weight(np.random.default_rng(2), 12))])
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0, -0.5])
+def test_quick_gelu(alpha, target):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    run_op("QuickGelu", [("x", F32, ["b", "s", 7])], target, **attrs)
+
+
+def test_bias_add(target):
+    """onnxruntime has BiasAdd for CUDA and ROCm only: numpy is the reference."""
+    rng = np.random.default_rng(3)
+    model = ms_model([node("BiasAdd", ["x", "bias", "skip"], ["y"])],
+                     [vinfo("x", F32, ["b", "s", 8]), vinfo("bias", F32, [8]), vinfo("skip", F32, ["b", "s", 8])],
+                     [vinfo("y", F32, None)])
+    feeds = [{"x": rand(rng, (b, s, 8)), "bias": rand(rng, (8,)), "skip": rand(rng, (b, s, 8))}
+             for b, s in [(2, 5), (1, 1), (3, 17)]]
+    check_model(model, target, feeds, rtol=1e-6, atol=1e-6, ref=lambda m, f: {"y": f["x"] + f["bias"] + f["skip"]})
+
+
+# ----------------------------------------------------------------------------- FusedMatMul
+
+FUSED_MATMUL = [
+    # (a shape, b shape, attributes)
+    (["b", "s", 6], [6, 5], {}),
+    (["b", "s", 6], [5, 6], dict(transB=1, alpha=0.125)),
+    (["b", 6, "s"], ["b", 6, 4], dict(transA=1)),
+    (["b", 6, "s"], ["b", 5, 6], dict(transA=1, transB=1, alpha=-2.0)),
+    (["s", "b", 6], ["b", 6, 3], dict(transBatchA=1)),
+    (["s", "b", 6], ["b", 3, 6], dict(transBatchA=1, transB=1)),
+    (["b", "s", 6], [6, "b", 4], dict(transBatchB=1)),
+    (["b", "s", 6], [4, "b", 6], dict(transBatchB=1, transB=1, alpha=0.5)),
+    ([6, "b", "s"], ["b", 6, 2], dict(transBatchA=1, transA=1)),
+    ([2, "s", 3, 6], [6, "s", 3, 4], dict(transBatchA=1, transBatchB=1)),
+]
+
+
+@pytest.mark.parametrize("a_shape,b_shape,attrs", FUSED_MATMUL,
+                         ids=[",".join(f"{k}={v}" for k, v in a.items()) or "plain" for _, _, a in FUSED_MATMUL])
+def test_fused_matmul(a_shape, b_shape, attrs, target):
+    run_op("FusedMatMul", [("a", F32, a_shape), ("b", F32, b_shape)], target, **attrs)
+
+
+# ----------------------------------------------------------------------------- layer norms
+
+HIDDEN = 16
+
+
+@pytest.mark.parametrize("beta,bias", [(True, True), (False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("outputs", [("y",), ("y", "mean", "inv_std", "sum"), ("y", "", "", "sum"), ("y", "mean")])
+def test_skip_layer_norm(beta, bias, outputs, target):
+    rng = np.random.default_rng(3)
+    inits = [const("gamma", weight(rng, HIDDEN)), const("beta", weight(rng, HIDDEN)), const("bias", weight(rng, HIDDEN))]
+    names = ["x", "skip", "gamma", "beta" if beta else "", "bias" if bias else ""]
+    model = ms_model([node("SkipLayerNormalization", names, list(outputs), epsilon=1e-5)],
+                     [vinfo("x", F32, ["b", "s", HIDDEN]), vinfo("skip", F32, ["b", "s", HIDDEN])],
+                     [vinfo(o, F32, None) for o in outputs if o], inits)
+    check(model, target, [{"x": rand(rng, (b["b"], b["s"], HIDDEN)), "skip": rand(rng, (b["b"], b["s"], HIDDEN))}
+                          for b in SEQS])
+
+
+@pytest.mark.parametrize("skip_shape", [["s", HIDDEN], [1, "s", HIDDEN]])
+def test_skip_layer_norm_broadcast_skip(skip_shape, target):
+    """skip shared by the batch, as onnxruntime allows; epsilon its default."""
+    rng = np.random.default_rng(4)
+    run_op("SkipLayerNormalization", [("x", F32, ["b", "s", HIDDEN]), ("skip", F32, skip_shape)], target,
+           initializers=[const("gamma", weight(rng, HIDDEN)), const("beta", weight(rng, HIDDEN))])
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("outputs", [("y",), ("y", "mean", "inv_std", "sum"), ("y", "", "inv_std")])
+def test_skip_simplified_layer_norm(bias, outputs, target):
+    rng = np.random.default_rng(5)
+    inits = [const("gamma", weight(rng, HIDDEN))] + ([const("bias", weight(rng, HIDDEN))] if bias else [])
+    run_op("SkipSimplifiedLayerNormalization", [("x", F32, ["b", "s", HIDDEN]), ("skip", F32, ["b", "s", HIDDEN])],
+           target, outputs=outputs, initializers=inits, epsilon=1e-6)
+
+
+@pytest.mark.parametrize("axis,outputs", [(None, ("y",)), (-1, ("y", "inv_std")), (1, ("y", "inv_std")),
+                                          (2, ("y", "inv_std"))])
+def test_simplified_layer_norm(axis, outputs, target):
+    """onnxruntime's RMS norm, written into the default domain (it has no com.microsoft one)."""
+    rng = np.random.default_rng(6)
+    x_shape = ["b", "s", HIDDEN]
+    scale_shape = {None: [HIDDEN], -1: [HIDDEN], 2: [HIDDEN], 1: [1, HIDDEN]}[axis]
+    attrs = {} if axis is None else {"axis": axis, "epsilon": 1e-3}
+    run_op("SimplifiedLayerNormalization", [("x", F32, x_shape)], target, outputs=outputs, domain="",
+           initializers=[const("scale", weight(rng, *scale_shape))],
+           bindings=[dict(b=2, s=5), dict(b=1, s=1), dict(b=3, s=17)] if axis != 1 else [dict(b=2, s=1), dict(b=3, s=1)],
+           **attrs)
+
+
+# ----------------------------------------------------------------------------- EmbedLayerNormalization
+
+VOCAB, POSITIONS, SEGMENTS = 30, 24, 2
+
+
+def _embed_model(segments: bool, mask: bool, position_ids: str | None, outputs, rng):
+    inits = [const("word", weight(rng, VOCAB, HIDDEN)), const("pos", weight(rng, POSITIONS, HIDDEN)),
+             const("seg", weight(rng, SEGMENTS, HIDDEN)), const("gamma", weight(rng, HIDDEN)),
+             const("beta", weight(rng, HIDDEN))]
+    names = ["ids", "segs" if segments else "", "word", "pos", "seg" if segments else "", "gamma", "beta",
+             "mask" if mask else "", "pos_ids" if position_ids else ""]
+    while not names[-1]:
+        names.pop()
+    inputs = [vinfo("ids", I32, ["b", "s"])]
+    if segments:
+        inputs.append(vinfo("segs", I32, ["b", "s"]))
+    if mask:
+        inputs.append(vinfo("mask", I32, ["b", "s"]))
+    if position_ids:
+        inputs.append(vinfo("pos_ids", I32, ["b" if position_ids == "batch" else 1, "s"]))
+    outs = [vinfo(o, I32 if o == "mask_index" else F32, None) for o in outputs if o]
+    return ms_model([node("EmbedLayerNormalization", names, list(outputs), epsilon=1e-5)], inputs, outs, inits)
+
+
+def _embed_feeds(rng, b, s, segments, mask, position_ids):
+    feeds = {"ids": rng.integers(0, VOCAB, (b, s)).astype(I32)}
+    if segments:
+        feeds["segs"] = rng.integers(0, SEGMENTS, (b, s)).astype(I32)
+    if mask:
+        feeds["mask"] = rng.integers(0, 3, (b, s)).astype(I32)  # 2 counts as masked too
+    if position_ids:
+        feeds["pos_ids"] = rng.integers(0, POSITIONS, (b if position_ids == "batch" else 1, s)).astype(I32)
+    return feeds
+
+
+@pytest.mark.parametrize("segments,mask,position_ids,outputs", [
+    (True, True, None, ("y", "mask_index")),
+    (False, False, None, ("y", "mask_index")),
+    (True, False, None, ("y", "mask_index", "sum")),
+    (False, True, "batch", ("y", "mask_index", "sum")),
+    (True, True, "shared", ("y", "", "sum")),
+])
+def test_embed_layer_norm(segments, mask, position_ids, outputs, target):
+    rng = np.random.default_rng(7)
+    model = _embed_model(segments, mask, position_ids, outputs, rng)
+    check(model, target, [_embed_feeds(rng, b, s, segments, mask, position_ids) for b, s in [(2, 5), (1, 1), (3, 24)]])
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def _refused(model, match):
+    with pytest.raises(CompileError, match=match):
+        compile_model(model, _TMP / "refused.wasm")
+
+
+def test_fused_matmul_trans_batch_rank2_refused():
+    model = ms_model([node("FusedMatMul", ["a", "b"], ["y"], transBatchA=1)],
+                     [vinfo("a", F32, ["s", 6]), vinfo("b", F32, [6, 4])], [vinfo("y", F32, None)])
+    _refused(model, r"node 'n' \(FusedMatMul\): transBatchA needs an input of rank 3 or more")
+
+
+def test_simplified_layer_norm_stash_type_refused():
+    model = ms_model([node("SimplifiedLayerNormalization", ["x", "g"], ["y"], domain="", stash_type=0)],
+                     [vinfo("x", F32, ["s", 4]), vinfo("g", F32, [4])], [vinfo("y", F32, None)])
+    _refused(model, r"node 'n' \(SimplifiedLayerNormalization\): stash_type 0 is not supported")
