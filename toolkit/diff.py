@@ -12,6 +12,7 @@ diff asks for it.
 from __future__ import annotations
 
 import tempfile
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
@@ -559,6 +560,10 @@ def diff_model(model, target: str = "wasm32", binds: Mapping[str, int] | None = 
         raise DiffError(f"linking {label} failed (a symwasm bug): {e}") from None
     except ValueError as e:  # an unknown target or CPU
         raise DiffError(str(e)) from None
+    except Exception as e:  # noqa: BLE001 - a compiler crash: a diff still ends in one line, with where it was
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        raise DiffError(f"symwasm crashed compiling {label} (a symwasm bug): {type(e).__name__}: {e} "
+                        f"(at {Path(tb.filename).name}:{tb.lineno})") from None
 
     say(f"running the reference ({'onnxruntime' if which == 'ort' else 'onnx.reference'})")
     ref_label, want = run_reference(which, run_model, feeds)
