@@ -131,7 +131,7 @@ class DiffResult:
     target: str
     reference: str  # "onnxruntime 1.32.0", "onnx.reference (onnx 1.19.0)"
     inputs: dict[str, Summary]
-    inputs_from: str  # "x.npz", or "random (seed 0)"
+    inputs_from: str  # the .npz, "given" (arrays passed in), or "random, seed 0"
     binds: dict[str, int]
     outputs: list[Comparison]
     nodes: NodeReport | None = None
@@ -154,9 +154,10 @@ class DiffResult:
     def lines(self) -> list[str]:
         """The report as text: a header, a table of the outputs, the verdict, and with
         ``nodes`` the first diverging node."""
-        binds = f", {', '.join(f'{k}={v}' for k, v in self.binds.items())}" if self.binds else ""
-        out = [f"{self.model}: symwasm ({self.target}) against {self.reference}; inputs {self.inputs_from}{binds}"]
-        out.append("  inputs: " + ", ".join(f"{k} {s.dtype}{_shape_text(s.shape)}" for k, s in self.inputs.items()))
+        binds = "".join(f", {k}={v}" for k, v in self.binds.items())
+        out = [f"{self.model}: symwasm ({self.target}{binds}) against {self.reference}"]
+        out.append(f"  inputs ({self.inputs_from}): "
+                   + ", ".join(f"{k} {s.dtype}{_shape_text(s.shape)}" for k, s in self.inputs.items()))
         if self.run_error:
             out.append(f"DIVERGES: symwasm's run failed where the reference's did not: {self.run_error}")
             return out
@@ -527,11 +528,11 @@ def diff_model(model, target: str = "wasm32", binds: Mapping[str, int] | None = 
     label = str(model) if isinstance(model, (str, Path)) else f"model '{proto.graph.name}'"
     specs = input_specs(proto)
     if inputs is None:
-        feeds, inputs_from = random_inputs(specs, binds, seed, index_bounds(proto)), f"random (seed {seed})"
+        feeds, inputs_from = random_inputs(specs, binds, seed, index_bounds(proto)), f"random, seed {seed}"
     elif isinstance(inputs, Mapping):
         feeds, inputs_from = dict(inputs), "given"
     else:
-        feeds, inputs_from = read_inputs(inputs, specs), f"from {inputs}"
+        feeds, inputs_from = read_inputs(inputs, specs), str(inputs)
     which = reference_name(reference)
 
     skipped: dict[str, str] = {}
@@ -566,7 +567,10 @@ def diff_model(model, target: str = "wasm32", binds: Mapping[str, int] | None = 
                         f"(at {Path(tb.filename).name}:{tb.lineno})") from None
 
     say(f"running the reference ({'onnxruntime' if which == 'ort' else 'onnx.reference'})")
-    ref_label, want = run_reference(which, run_model, feeds)
+    try:
+        ref_label, want = run_reference(which, run_model, feeds)
+    except DiffError as e:
+        raise DiffError(f"{e}; symwasm's run failed too: {run_error}" if run_error else str(e)) from None
     r32, a32 = tolerance_for(np.dtype(np.float32), rtol, atol)
     wider = " (wider for 16- and 8-bit floats)" if rtol is None or atol is None else ""
     tolerance = f"rtol {r32:g}, atol {a32:g}{wider}"
