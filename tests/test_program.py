@@ -55,6 +55,20 @@ def test_verifier_rejects_a_slot_read_before_it_is_defined():
         prog.verify()
 
 
+def test_verifier_rejects_a_write_to_a_constant_slot():
+    """A constant slot is shared by every use of its value; a builtin that writes one (as
+    RESHAPE's in-place resolution once did, turning the constant 0 into the batch) is a bug."""
+    def entry(p, b):
+        zero = p.new_slot("0", init=0, const=True)
+        return [_ins("INPUT", 0, p.regs[0]), _ins("DIM", p.slots[0], p.regs[0], 0),
+                _ins("RESHAPE", "m", [p.slots[0]], [zero]), _ins("RETURN")]
+
+    prog = _program_with({"entry": entry}, slots=1, regs=1)
+    prog.inputs.append((FLOAT32, 1, "x"))
+    with pytest.raises(CompileError, match=r"RESHAPE .*\$1<0> holds the constant 0 and is written"):
+        prog.verify()
+
+
 def _diamond(define_in_else: bool):
     """entry: s1 := DIM; branch on it to 'else'; 'then' defines s0; 'else' may; join reads s0."""
     def entry(p, b):

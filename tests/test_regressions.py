@@ -1,5 +1,6 @@
 """Failures found by review and fuzzing, pinned as plain regression tests."""
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -166,3 +167,26 @@ def test_constant_attributes_keep_their_rank(attr, value, target):
     m = make_model([helper.make_node("Constant", [], ["c"], **{attr: value})], [vinfo("x", np.float32, [1])],
                    [vinfo("c", np.float32 if "float" in attr else np.int64, None)])
     assert_outputs_match(build(m, target).run({"x": np.ones(1, np.float32)}), reference(m, {}))
+
+
+def test_reshape_resolved_at_run_time_leaves_its_target_alone(target):
+    """Reshape's run-time builtin resolves 0 and -1 in place; its target here is the constant
+    0 and a dim (m - 1, which may be negative, so resolved at run time). Resolved in the shared
+    slots, the constant 0 became the batch: the target came out [n, m - 1] and every later 0
+    with it (shared/regressions/reshape_zero_trunk, a Paddle2ONNX recognizer)."""
+    m = make_model([helper.make_node("Slice", ["x", "one", "big", "one"], ["y"]),
+                    helper.make_node("Shape", ["x"], ["s"]),
+                    helper.make_node("Slice", ["s", "one", "two"], ["s1"]),
+                    helper.make_node("Sub", ["s1", "one"], ["m1"]),
+                    helper.make_node("Cast", ["zero32"], ["zero64"], to=onnx.TensorProto.INT64),
+                    helper.make_node("Concat", ["zero64", "m1"], ["t"], axis=0),
+                    helper.make_node("Reshape", ["y", "t"], ["r"]),
+                    helper.make_node("Shape", ["r"], ["rs"])],
+                   [vinfo("x", np.float32, ["n", "m"])],
+                   [vinfo("t", np.int64, None), vinfo("r", np.float32, None), vinfo("rs", np.int64, None)],
+                   [const("one", np.array([1])), const("two", np.array([2])), const("big", np.array([1 << 40])),
+                    const("zero32", np.array([0], np.int32))])
+    mod = build(m, target)
+    for n, k in ((1, 5), (3, 4)):
+        feeds = {"x": np.random.default_rng(n).random((n, k), dtype=np.float32)}
+        assert_outputs_match(mod.run(feeds), reference(m, feeds))

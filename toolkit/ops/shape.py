@@ -269,7 +269,7 @@ class Reshape(View):
             if self.allowzero:
                 slots = _resolve_allowzero(lw, x, slots, msg)
             else:
-                lw.reshape_target([lw.slot(d) for d in x.shape], slots, msg)
+                slots = lw.reshape_target([lw.slot(d) for d in x.shape], slots, msg)
             for d, s in zip(out.shape, slots):
                 lw.define(d, s)
         lw.view(out.name, x.name)

@@ -41,12 +41,13 @@ class Reg:
 
 
 class Slot:
-    """An int64 of the shape heap. ``init`` not None: a constant, preset before a run."""
+    """An int64 of the shape heap. ``init`` not None: preset to it before a run; ``const``:
+    it holds that value for the whole run (shared by every use of the value: never written)."""
 
-    __slots__ = ("id", "name", "init")
+    __slots__ = ("id", "name", "init", "const")
 
-    def __init__(self, id: int, name: str | None = None, init: int | None = None):
-        self.id, self.name, self.init = id, name, init
+    def __init__(self, id: int, name: str | None = None, init: int | None = None, const: bool = False):
+        self.id, self.name, self.init, self.const = id, name, init, const
 
     def __repr__(self) -> str:
         return f"${self.id}" + (f"<{self.name}>" if self.name else "")
@@ -163,8 +164,8 @@ class Program:
         self.regs.append(r)
         return r
 
-    def new_slot(self, name: str | None = None, init: int | None = None) -> Slot:
-        s = Slot(len(self.slots), name, init)
+    def new_slot(self, name: str | None = None, init: int | None = None, const: bool = False) -> Slot:
+        s = Slot(len(self.slots), name, init, const)
         self.slots.append(s)
         return s
 
@@ -255,6 +256,13 @@ class Program:
         for i, block in enumerate(self.blocks):
             have = set(preset if i == 0 or not preds[i] else frozenset.intersection(*[out[p] for p in preds[i]]))
             for ins in block.instrs:
+                # a constant slot is shared by every use of its value: had RESHAPE resolved the
+                # constant 0 in place, 0 would read as the batch everywhere after
+                # (reshape_zero_trunk). A CALL's scalars are inputs to most kernels; the few that
+                # write theirs are given result slots, which the lowerer's call sites choose
+                for s in ins.slots("def", "usedef") if ins.name != "CALL" else ():
+                    if s.const:
+                        bad(block, ins, f"{s!r} holds the constant {s.init} and is written")
                 for v in ins.regs("use", "usedef") + ins.slots("use", "usedef"):
                     if v not in have:
                         bad(block, ins, f"{v!r} is read before it is defined")

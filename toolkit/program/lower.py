@@ -112,7 +112,7 @@ class Lowerer:
 
     def const_slot(self, v: int) -> Slot:
         if v not in self._const_slots:
-            self._const_slots[v] = self.prog.new_slot(str(v), init=v)
+            self._const_slots[v] = self.prog.new_slot(str(v), init=v, const=True)
         return self._const_slots[v]
 
     def define(self, d: Dim, slot: Slot) -> None:
@@ -208,10 +208,16 @@ class Lowerer:
         if not isinstance(d, int) and D.bounds(d)[0] < 0:
             self.check_le(self.const_slot(0), self.slot(d), msg)
 
-    def reshape_target(self, input_dims: Sequence[Slot], target: Sequence[Slot], msg: str) -> None:
-        """Resolve ONNX Reshape's 0 (copy the input dim) and -1 (infer) in the ``target``
-        slots, in place, against the input's dims; fails with ``msg`` and the reason."""
-        self._emit("RESHAPE", msg, list(input_dims), list(target))
+    def reshape_target(self, input_dims: Sequence[Slot], target: Sequence[Slot], msg: str) -> list[Slot]:
+        """Fresh slots holding the ``target`` with ONNX Reshape's 0 (copy the input dim) and -1
+        (infer) resolved against the input's dims; fails with ``msg`` and the reason. The
+        builtin resolves in place, so it works on copies: a target's slots may be shared with
+        other values (the constant 0, a symbol such as the batch), which it must not change."""
+        out = [self.new_slot() for _ in target]
+        for o, t in zip(out, target):
+            self.assign(o, t)
+        self._emit("RESHAPE", msg, list(input_dims), out)
+        return out
 
     def slice_dim(self, dim: Slot, start: Slot, end: Slot, step: Slot, msg: str,
                   name: str | None = None) -> tuple[Slot, Slot]:
