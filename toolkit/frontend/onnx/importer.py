@@ -38,6 +38,11 @@ MAX_OPSET = onnx.defs.onnx_opset_version()
 NOT_AT_BOUNDARY = ("sequences and optionals are not supported as a model's inputs or outputs: symwasm's VM carries "
                    "tensors only, and each element of a sequence has its own shape (inside a model they are "
                    "supported where their structure is known at compile time)")
+# dim_params that exporters write for "unknown", not as a name: TensorFlow's "?" and
+# "None", "-1" as text. Each occurrence is its own unknown dim (a fresh symbol), as
+# onnxruntime reads them, never one shared dim: paddle2onnx writes "?" for an image's height
+# and width alike
+ANONYMOUS_DIMS = frozenset({"", "?", "None", "-1"})
 # the model's opset imports of the other domains, by domain, while it is imported: subgraphs
 # are imported from translations (If, Loop) that see only the graph
 _DOMAIN_OPSETS: ContextVar[dict[str, int]] = ContextVar("domain_opsets", default={})
@@ -156,7 +161,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     # the model's own dim names first, so no generated name (x_dim0_0) can take one of them
     for inp in g.input:
         for d in inp.type.tensor_type.shape.dim:
-            if d.dim_param and d.dim_param not in binds and d.dim_param not in graph.scope.symbols:
+            if d.dim_param not in ANONYMOUS_DIMS and d.dim_param not in binds and d.dim_param not in graph.scope.symbols:
                 lo, hi = ranges.pop(d.dim_param, (None, None))
                 if lo is not None and hi is not None and lo > hi:
                     raise CompileError(f"--range {d.dim_param}: the minimum {lo} exceeds the maximum {hi}")
@@ -187,7 +192,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
             # negative dim_value as unknown, and so does symwasm (a fresh symbol, below)
             if d.HasField("dim_value") and d.dim_value >= 0:
                 shape.append(int(d.dim_value))
-            elif d.HasField("dim_param") and d.dim_param:
+            elif d.HasField("dim_param") and d.dim_param not in ANONYMOUS_DIMS:
                 if d.dim_param in binds:
                     unused_binds.discard(d.dim_param)
                     shape.append(int(binds[d.dim_param]))
@@ -220,6 +225,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         graph.notes.append("older op versions read in their own form (no conversion): "
                            + ", ".join(f"{k} x{v}" for k, v in sorted(old.items())))
 
+    _note_contradicting_info(graph, g)
     for out in g.output:
         if out.name not in graph.values:
             raise CompileError(f"graph output '{out.name}' is not produced by any node")
@@ -231,6 +237,32 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         del graph.values[name]
     _adopt_output_names(graph, g)
     return graph
+
+
+def _note_contradicting_info(graph: Graph, g: onnx.GraphProto) -> None:
+    """Exporters' value_info and output types are hints, sometimes stale (a dim fixed at
+    export that the graph computes, a rank from before a rewrite): symwasm's inference wins,
+    and each contradiction is noted for ``inspect``. Only what provably differs is noted: a
+    dtype, a rank, or two static dims that are not equal."""
+    for info in list(g.value_info) + list(g.output):
+        v = graph.values.get(info.name)
+        tt = info.type.tensor_type if info.type.WhichOneof("value") == "tensor_type" else None
+        if v is None or tt is None:
+            continue
+        said = DTYPE_BY_CODE.get(tt.elem_type)
+        why = None
+        if tt.elem_type and said is not None and said != v.dtype:
+            why = f"dtype {said.name}"
+        elif tt.HasField("shape") and len(tt.shape.dim) != v.rank:
+            why = f"rank {len(tt.shape.dim)}"
+        elif tt.HasField("shape"):
+            for axis, (d, mine) in enumerate(zip(tt.shape.dim, v.shape)):
+                if d.HasField("dim_value") and d.dim_value >= 0 and isinstance(mine, int) and d.dim_value != mine:
+                    why = f"dim {axis} = {d.dim_value}"
+                    break
+        if why is not None:
+            graph.notes.append(f"the model's type of '{info.name}' says {why}; symwasm infers "
+                               f"{v.describe()} and uses that")
 
 
 def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -> int:

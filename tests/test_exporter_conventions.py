@@ -1,0 +1,92 @@
+"""What exporters write that is legal and must compile as onnxruntime reads it (issue 34,
+item 3): negative dim_values and anonymous dim_params as unknown dims, value_info that
+contradicts inference (inference wins; inspect notes it), opset imports of domains no node
+uses, and weights in an external data file. Each model runs at two bindings on both targets
+against onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+import wasm_runtime
+from toolkit.compiler import compile_model
+from toolkit.frontend.onnx.importer import import_model
+from util import _TMP, assert_outputs_match, build, const, make_model, ort_reference, vinfo
+
+
+def _run_both(model, target, feeds_list):
+    mod = build(model, target)
+    for feeds in feeds_list:
+        assert_outputs_match(mod.run(feeds), ort_reference(model, feeds))
+    return mod
+
+
+def _relu_sum(shape):
+    """y = Relu(x) + x summed over axis 1: every dim of x is read."""
+    return make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("ReduceSum", ["r", "ax"], ["y"])],
+                      [vinfo("x", np.float32, shape)], [vinfo("y", np.float32, None)], [const("ax", np.array([1]))])
+
+
+def test_negative_dim_values_are_unknown_dims(target):
+    """dim_value -1 (and any negative value) is an unknown dim, as onnxruntime reads it."""
+    m = _relu_sum([-1, 3, -5])
+    rng = np.random.default_rng(0)
+    _run_both(m, target, [{"x": rng.standard_normal((n, 3, k), dtype=np.float32)} for n, k in ((1, 2), (4, 7))])
+
+
+def test_anonymous_dim_params_are_separate_unknown_dims(target):
+    """'?' for both height and width (paddle2onnx, TensorFlow) are two unknown dims, not one
+    dim named '?': an image of 5 x 9 runs."""
+    m = _relu_sum(["N", 3, "?", "?"])
+    g = import_model(m)
+    h, w = g.values["x"].shape[2:]
+    assert h is not w and "?" not in g.scope.symbols
+    rng = np.random.default_rng(1)
+    _run_both(m, target, [{"x": rng.standard_normal(s, dtype=np.float32)} for s in ((1, 3, 5, 9), (2, 3, 4, 4))])
+
+
+def test_value_info_that_contradicts_inference_is_noted_and_overruled(target):
+    """A stale value_info (rank and dims from before a rewrite) and a wrong output dim: the
+    graph's own inference decides, and each contradiction is a note for inspect."""
+    m = make_model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["b"])],
+                   [vinfo("x", np.float32, ["n", 3])], [vinfo("b", np.float32, ["n", 4])])
+    m.graph.value_info.append(vinfo("a", np.float32, [7, 9, 2]))
+    notes = import_model(m).notes
+    assert "the model's type of 'a' says rank 3; symwasm infers float32(n, 3) and uses that" in notes
+    assert "the model's type of 'b' says dim 1 = 4; symwasm infers float32(n, 3) and uses that" in notes
+    rng = np.random.default_rng(2)
+    # onnxruntime refuses the contradicting output type itself, so the reference is numpy's
+    mod = build(m, target)
+    for n in (1, 5):
+        x = rng.standard_normal((n, 3), dtype=np.float32)
+        np.testing.assert_array_equal(mod.run({"x": x})["b"], -np.maximum(x, 0))
+
+
+def test_opset_imports_of_unused_domains_are_ignored(target):
+    m = _relu_sum(["n", 2])
+    m.opset_import.extend([helper.make_opsetid(d, v) for d, v in
+                           (("ai.onnx.ml", 3), ("com.microsoft", 1), ("ai.onnx.training", 1), ("org.pytorch.aten", 1))])
+    rng = np.random.default_rng(3)
+    _run_both(m, target, [{"x": rng.standard_normal((n, 2), dtype=np.float32)} for n in (1, 6)])
+
+
+def test_weights_in_an_external_data_file(target):
+    """A model saved with its weights in m.onnx.data beside it (as exporters save models over
+    2 GB) compiles from its path."""
+    rng = np.random.default_rng(4)
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vinfo("x", np.float32, ["n", 64])],
+                   [vinfo("y", np.float32, None)], [const("w", rng.standard_normal((64, 32), dtype=np.float32))])
+    folder = _TMP / f"external_{target}"
+    folder.mkdir()
+    saved = onnx.ModelProto()
+    saved.CopyFrom(m)  # saving moves the weights out of the proto it is given
+    onnx.save_model(saved, folder / "m.onnx", save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    on_disk = onnx.load(folder / "m.onnx", load_external_data=False)
+    assert on_disk.graph.initializer[0].data_location == onnx.TensorProto.EXTERNAL
+    out = folder / ("m.so" if target == "native" else "m.wasm")
+    compile_model(folder / "m.onnx", out, target=target)
+    mod = wasm_runtime.load(out)
+    for n in (1, 3):
+        feeds = {"x": rng.standard_normal((n, 64), dtype=np.float32)}
+        assert_outputs_match(mod.run(feeds), ort_reference(m, feeds), rtol=1e-5, atol=1e-5)
