@@ -13,7 +13,7 @@ from onnx import helper
 
 from conftest import ROOT
 from toolkit import cli
-from toolkit.diff import DiffError, diff_model
+from toolkit.diff import DiffError, DiffResult, compare, diff_model
 from toolkit.ops import elementwise
 from util import const, make_model, vinfo
 
@@ -138,6 +138,13 @@ def test_usage_errors(model_file, tmp_path, capsys):
     code, _, err = run_cli(capsys, "diff", model_file, "--inputs", tmp_path / "wide.npz")
     assert code == 2 and "input 'x' dim 1 is 5, the model declares 4 (n, 4)" in err
 
+    code, _, err = run_cli(capsys, "diff", model_file, "--bind", "n=2,batch=3")
+    assert code == 2 and "--bind names batch, which no input dim uses (the inputs' symbols: n)" in err
+
+    np.save(tmp_path / "x.npy", np.zeros((2, 4), np.float32))
+    code, _, err = run_cli(capsys, "diff", model_file, "--inputs", tmp_path / "x.npy")
+    assert code == 2 and "not a .npz archive" in err
+
     code, _, err = run_cli(capsys, "diff", model_file, "--bind", "n=two")
     assert code == 2 and "--bind n: 'two' is not an integer" in err
 
@@ -178,3 +185,33 @@ def test_random_inputs_need_a_name_or_size():
     m = make_model([N("Relu", ["x"], ["y"])], [vinfo("x", np.float32, [None, 2])], [vinfo("y", np.float32, None)])
     with pytest.raises(DiffError, match=r"input 'x' dim 0 has neither a size nor a name.*--inputs FILE.npz"):
         diff_model(m)
+
+
+def test_compare_verdicts():
+    """compare's verdict is numpy's allclose (NaN equal to NaN) at the given tolerances, its
+    max abs error numpy's; other dtypes compare exactly; shape and dtype mismatches diverge;
+    16-bit floats get wider default tolerances; the JSON of an infinite error is valid JSON."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal(1000).astype(np.float32)
+    for scale in (1e-7, 1e-5, 1e-3):
+        g = (w + scale * rng.standard_normal(1000)).astype(np.float32)
+        g[3] = w[3] = np.nan
+        c = compare("v", g, w, 1e-4, 1e-5)
+        assert c.ok == np.allclose(g, w, rtol=1e-4, atol=1e-5, equal_nan=True)
+        assert c.max_abs == pytest.approx(np.nanmax(np.abs(g.astype(np.float64) - w)))
+        assert c.max_rel == pytest.approx(np.nanmax(np.abs(g.astype(np.float64) - w) / np.abs(w)))
+    g = w.copy()
+    g[7] = np.nan
+    c = compare("v", g, w)
+    assert not c.ok and c.max_abs == np.inf and c.why == "1 of 1000 elements beyond tolerance"
+    report = DiffResult("m.onnx", "wasm32", "onnxruntime", {}, "given", {}, [c]).to_json()
+    assert json.loads(json.dumps(report, allow_nan=False))["outputs"][0]["max_abs"] == "inf"
+    ints = rng.integers(0, 5, 10)
+    assert compare("i", ints, ints).ok and not compare("i", ints + (ints == 0), ints).ok
+    assert compare("s", ints.reshape(2, 5), ints).why == "shape"
+    assert compare("d", ints.astype(np.int32), ints).why == "dtype"
+    half = w.astype(np.float16)
+    assert compare("h", (half.astype(np.float32) * (1 + 2e-3)).astype(np.float16), half).ok
+    assert not compare("f", w * (1 + 2e-3), w).ok
+    words = np.array(["a", "b"], dtype=object)
+    assert compare("t", words, np.array(["a", "b"])).ok and not compare("t", words, np.array(["a", "c"])).ok

@@ -144,12 +144,14 @@ class DiffResult:
             (self.nodes is None or self.nodes.diverging_nodes == 0)
 
     def to_json(self) -> dict:
-        return {"model": self.model, "target": self.target, "reference": self.reference,
+        """The result as JSON values; an infinite or NaN error or statistic is the string
+        "inf", "-inf" or "nan" (JSON has no such numbers)."""
+        return _json_numbers({"model": self.model, "target": self.target, "reference": self.reference,
                 "binds": self.binds, "inputs_from": self.inputs_from,
                 "inputs": {k: s.__dict__ | {"shape": list(s.shape)} for k, s in self.inputs.items()},
                 "tolerance": self.tolerance, "ok": self.ok, "run_error": self.run_error or None,
                 "outputs": [c.to_json() for c in self.outputs],
-                "nodes": self.nodes.to_json() if self.nodes else None}
+                "nodes": self.nodes.to_json() if self.nodes else None})
 
     def lines(self) -> list[str]:
         """The report as text: a header, a table of the outputs, the verdict, and with
@@ -185,7 +187,8 @@ class DiffResult:
             return out
         f = n.first
         c = f.value
-        out.append(f"{n.diverging_nodes} node{'s' * (n.diverging_nodes != 1)} diverge; the first whose inputs "
+        many = n.diverging_nodes != 1
+        out.append(f"{n.diverging_nodes} node{'s diverge' if many else ' diverges'}; the first whose inputs "
                    f"agree is node {f.index} '{f.node}' ({f.op}), output '{c.name}':")
         out.append(f"  symwasm:   {c.got_dtype}{_shape_text(c.got_shape)}")
         out.append(f"  reference: {c.want_dtype}{_shape_text(c.want_shape)}")
@@ -196,6 +199,16 @@ class DiffResult:
         if f.unchecked:
             out.append(f"  not compared (not exposed): {', '.join(f.unchecked)}")
         return out
+
+
+def _json_numbers(x):
+    if isinstance(x, float) and not np.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _json_numbers(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_numbers(v) for v in x]
+    return x
 
 
 def _num(x: float | None) -> str:
@@ -254,11 +267,12 @@ def read_inputs(path: str | Path, specs: list[InputSpec]) -> dict[str, np.ndarra
     """Inputs from a .npz whose names are the model's input names; each must have the
     declared dtype, rank and fixed dims."""
     try:
-        with np.load(path, allow_pickle=False) as f:
-            if not hasattr(f, "files"):
-                raise DiffError(f"--inputs {path}: not a .npz archive (np.savez writes one, keyed by input name)")
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):
+            raise DiffError(f"--inputs {path}: not a .npz archive (np.savez writes one, an array per input name)")
+        with f:
             feeds = {k: f[k] for k in f.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise DiffError(f"--inputs {path}: cannot read it: {e}") from None
     names = [s.name for s in specs]
     missing = [n for n in names if n not in feeds]
@@ -425,7 +439,8 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float | None = N
     with np.errstate(invalid="ignore", divide="ignore"):
         err = np.where(same, 0.0, np.abs(g - w))
         err = np.where(np.isnan(err), np.inf, err)  # NaN against a number, or infinities of opposite signs
-        rel = np.where(w != 0, err / np.abs(w), 0.0)
+        # over the reference's nonzero numbers; where it is NaN or infinite, as large as err
+        rel = np.where(np.isfinite(w), np.where(w != 0, err / np.abs(w), 0.0), err)
     c.max_abs = float(err.max()) if err.size else 0.0
     c.max_rel = float(rel.max()) if rel.size else 0.0
     if _is_float(want.dtype):
@@ -527,6 +542,11 @@ def diff_model(model, target: str = "wasm32", binds: Mapping[str, int] | None = 
     proto = load(model)
     label = str(model) if isinstance(model, (str, Path)) else f"model '{proto.graph.name}'"
     specs = input_specs(proto)
+    symbols = {d for s in specs for d in s.shape if isinstance(d, str)}
+    unknown = [name for name in binds if name not in symbols]
+    if unknown:
+        raise DiffError(f"--bind names {', '.join(unknown)}, which no input dim uses (the inputs' symbols: "
+                        f"{', '.join(sorted(symbols)) or 'none'})")
     if inputs is None:
         feeds, inputs_from = random_inputs(specs, binds, seed, index_bounds(proto)), f"random, seed {seed}"
     elif isinstance(inputs, Mapping):
