@@ -114,6 +114,20 @@ def test_untyped_contrib_value(target, tmp_path):
     assert r.ok and r.nodes.compared == 2 and not r.nodes.skipped, r.lines()
 
 
+def test_failed_run_diverges(target, model_file, monkeypatch, capsys):
+    """symwasm's run failing where the reference's does not is a divergence (exit 1), said in
+    one line with the module's message."""
+    import wasm_runtime
+
+    def fail(self, inputs, timeout=None):
+        raise wasm_runtime.ModelError("node 'minus_x2' (Sub): out of memory")
+
+    monkeypatch.setattr(wasm_runtime.Model, "run", fail)
+    code, out, _ = run_cli(capsys, "diff", model_file, "--bind", "n=2", "-q", "--target", target)
+    assert code == 1
+    assert "DIVERGES: symwasm's run failed where the reference's did not: node 'minus_x2' (Sub): out of memory" in out
+
+
 def run_cli(capsys, *args):
     code = cli.main([str(a) for a in args])
     out = capsys.readouterr()
@@ -208,8 +222,8 @@ def test_compare_verdicts():
     assert json.loads(json.dumps(report, allow_nan=False))["outputs"][0]["max_abs"] == "inf"
     ints = rng.integers(0, 5, 10)
     assert compare("i", ints, ints).ok and not compare("i", ints + (ints == 0), ints).ok
-    assert compare("s", ints.reshape(2, 5), ints).why == "shape"
-    assert compare("d", ints.astype(np.int32), ints).why == "dtype"
+    assert compare("s", ints.reshape(2, 5), ints).why == "shapes differ"
+    assert compare("d", ints.astype(np.int32), ints).why == "dtypes differ"
     half = w.astype(np.float16)
     assert compare("h", (half.astype(np.float32) * (1 + 2e-3)).astype(np.float16), half).ok
     assert not compare("f", w * (1 + 2e-3), w).ok

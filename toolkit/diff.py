@@ -423,12 +423,12 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float | None = N
     r, a = tolerance_for(want.dtype, rtol, atol)
     c = Comparison(name, tuple(got.shape), _dtype_name(got), tuple(want.shape), _dtype_name(want), r, a)
     if got.shape != want.shape:
-        c.ok, c.why = False, "shape"
+        c.ok, c.why = False, "shapes differ"
         return c
     text = got.dtype.kind in "OUS", want.dtype.kind in "OUS"
     if any(text):
         if not all(text):
-            c.ok, c.why = False, "dtype"
+            c.ok, c.why = False, "dtypes differ"
             return c
         differ = int(np.count_nonzero(got.astype(object) != want.astype(object)))
         if differ:
@@ -450,7 +450,7 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float | None = N
         bad = int(np.count_nonzero(~same))
         what = "elements differ"
     if got.dtype != want.dtype:
-        c.ok, c.why = False, "dtype" + (f", {bad} of {got.size} {what}" if bad else "")
+        c.ok, c.why = False, "dtypes differ" + (f", {bad} of {got.size} {what}" if bad else "")
     elif bad:
         c.ok, c.why = False, f"{bad} of {got.size} {what}"
     return c
