@@ -404,15 +404,15 @@ def run_reference(which: str, model: onnx.ModelProto, feeds: Mapping[str, np.nda
     return label, out
 
 
-def tolerance_for(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
-    """The tolerances for a value: as given, else the default for its float width."""
-    width = dtype.itemsize if dtype.kind == "f" or dtype.name.startswith(("float", "bfloat")) else 4
-    d_rtol, d_atol = DEFAULT_TOLERANCE.get(width, DEFAULT_TOLERANCE[4])
-    return (d_rtol if rtol is None else rtol), (d_atol if atol is None else atol)
-
-
 def _is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype.name.startswith(("float", "bfloat"))  # (ml_dtypes' kind is "V")
+
+
+def tolerance_for(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """The tolerances for a value: as given, else the default for its float width."""
+    width = dtype.itemsize if _is_float(dtype) else 4
+    d_rtol, d_atol = DEFAULT_TOLERANCE.get(width, DEFAULT_TOLERANCE[4])
+    return (d_rtol if rtol is None else rtol), (d_atol if atol is None else atol)
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float | None = None,
@@ -507,7 +507,7 @@ def first_divergence(model: onnx.ModelProto, compared: Mapping[str, Comparison],
         diverging += 1
         if first is not None:
             continue
-        reads = [i for i in node.input if i]
+        reads = list(dict.fromkeys(i for i in node.input if i))  # (Mul(x, x) reads x once)
         reads += sorted(n for n in _subgraph_reads(node) if n in compared and n not in reads)
         if any(i in compared and not compared[i].ok for i in reads):
             continue
