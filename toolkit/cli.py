@@ -458,7 +458,8 @@ def _positive(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="symwasm", description="Compile ONNX models with symbolic dims into self-contained "
-        "WebAssembly modules (or native libraries), run them, and inspect them.",
+        "WebAssembly modules (or native libraries), run them, inspect them, and compare their results with a "
+        "reference (diff).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
