@@ -141,13 +141,75 @@ def test_a_branch_not_taken_costs_nothing(target):
     np.testing.assert_array_equal(mod.run({"c": np.array(True), "x": x, "huge": huge})["y"], -x)
 
 
-def test_if_branches_of_different_ranks_fail_at_compile_time():
+def test_if_branches_of_different_ranks_leaving_the_graph_fail_at_compile_time():
+    """Nothing after the If brings its output back to one rank: the graph's output would
+    have a rank known only from data."""
     m = make_model([_if("c", ["y"], [helper.make_node("Relu", ["x"], ["t"])], ["t"],
                         [helper.make_node("Flatten", ["x"], ["e"], axis=0)], ["e"], name="pick")],
                    [vinfo("c", BOOL, []), vinfo("x", F32, ["n", 2, 2])], [vinfo("y", F32, None)])
     with pytest.raises(CompileError, match=r"node 'pick' \(If\): output 0 \('y'\) has rank 3 in the then branch "
-                                           r"\('t'\) and 2 in the else branch"):
+                                           r"\('t'\) and 2 in the else branch \('e'\); symwasm needs the ranks of the "
+                                           r"values that leave a graph to be known at compile time"):
         lower_model(m)
+
+
+def _squeeze_if(x: str, cond: str, out: str, k: int) -> list:
+    """torch's ``if cond: x = x.squeeze(1)`` on ``x``, then ``out`` := x if its rank is 2
+    else the sum over axis 1 (the rank tested again through Size(Shape(x)))."""
+    return [
+        _if(cond, [f"r{k}"], [helper.make_node("Squeeze", [x, "axes1"], [f"sq{k}"])], [f"sq{k}"],
+            [helper.make_node("Identity", [x], [f"id{k}"])], [f"id{k}"], name=f"squeeze_if{k}"),
+        helper.make_node("Shape", [f"r{k}"], [f"rs{k}"]),
+        helper.make_node("Size", [f"rs{k}"], [f"rank{k}"]),
+        helper.make_node("Equal", [f"rank{k}", "two"], [f"two{k}"]),
+        _if(f"two{k}", [out], [helper.make_node("Identity", [f"r{k}"], [f"o1_{k}"])], [f"o1_{k}"],
+            [helper.make_node("ReduceSum", [f"r{k}", "axes1"], [f"o2_{k}"], keepdims=0)], [f"o2_{k}"],
+            name=f"rank_is_two{k}"),
+    ]
+
+
+_RANK_CONSTS = [const("one", np.array(1)), const("two", np.array(2)), const("axes1", np.array([1]))]
+
+
+def test_code_after_a_rank_polymorphic_if_is_specialized_per_branch(target):
+    """The code after an If whose branches yield rank 2 and rank 3 (squeeze when dim 1 is 1)
+    is copied into both, where the rank test folds; a node that does not read the If's output
+    (Neg) stays outside. Both paths from one module, against onnxruntime
+    (shared/regressions/if_rank)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["d"]),
+             helper.make_node("Equal", ["d", "one"], ["unit"])]
+    nodes += _squeeze_if("x", "unit", "y", 0) + [helper.make_node("Neg", ["x"], ["nx"]),
+                                                 helper.make_node("Mul", ["y", "y"], ["yy"])]
+    m = make_model(nodes, [vinfo("x", F32, ["b", "c", "t"])], [vinfo("yy", F32, None), vinfo("nx", F32, None)],
+                   _RANK_CONSTS)
+    graph, _, _ = lower_model(m)
+    assert [n.source for n in graph.nodes].count("Neg") == 1
+    rng = np.random.default_rng(0)
+    check_model(m, target, [{"x": rng.standard_normal(s, dtype=F32)} for s in ((2, 1, 5), (2, 3, 5), (1, 1, 7))],
+                ref=ort_reference)
+
+
+def test_rank_polymorphic_ifs_in_a_row_stop_at_the_bound():
+    """Each specialization copies what follows into both branches, so k such Ifs in a row on
+    independent conditions take 2**k - 1 of them; past MAX_SPECIALIZATIONS in one model the
+    compiler stops, naming the If."""
+    from toolkit.frontend.onnx.importer import MAX_SPECIALIZATIONS
+
+    def model(k):
+        nodes, prev = [], "x"
+        for i in range(k):
+            nodes += _squeeze_if(prev, f"c{i}", f"y{i}", i)
+            nodes.append(helper.make_node("Unsqueeze", [f"y{i}", "axes1"], [f"x{i + 1}"]))
+            prev = f"x{i + 1}"
+        return make_model(nodes, [vinfo("x", F32, ["b", 1, "t"])] + [vinfo(f"c{i}", BOOL, []) for i in range(k)],
+                          [vinfo(prev, F32, None)], _RANK_CONSTS)
+
+    assert 2 ** 3 - 1 <= MAX_SPECIALIZATIONS < 2 ** 4 - 1
+    lower_model(model(3))
+    with pytest.raises(CompileError, match=rf"node 'squeeze_if\d' \(If\): output 0 \('r\d@(then|else)'\) has rank 2 "
+                                           rf"in the then branch .*the code after {MAX_SPECIALIZATIONS} such Ifs was "
+                                           rf"already specialized"):
+        lower_model(model(4))
 
 
 def test_if_condition_must_be_bool():

@@ -210,13 +210,14 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     old: dict[str, int] = {}
     token = _DOMAIN_OPSETS.set({o.domain: o.version for o in proto.opset_import})
     weights = _WEIGHTS.set(weight_names(g))
+    specialized = _SPECIALIZED.set([0])
     try:
-        for index, n in enumerate(g.node):
-            version = _import_node(graph, reg, n, index, opset)
+        for n, version in _import_nodes(graph, reg, list(g.node), [o.name for o in g.output], opset):
             known = reg.versions(n.op_type)  # none: the node was expanded from its ONNX function
             if known and version < max(known) and version < 13 and n.domain in ("", "ai.onnx"):
                 old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
     finally:
+        _SPECIALIZED.reset(specialized)
         _WEIGHTS.reset(weights)
         _DOMAIN_OPSETS.reset(token)
     if converted_from is not None:
@@ -237,6 +238,91 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         del graph.values[name]
     _adopt_output_names(graph, g)
     return graph
+
+
+# how many times one model's code may be specialized after rank-polymorphic Ifs: each
+# specialization copies what follows the If into both branches, so n of them in a row
+# would copy it 2**n times
+MAX_SPECIALIZATIONS = 8
+_SPECIALIZED: ContextVar[list[int]] = ContextVar("specialized")  # per model being imported
+
+
+def _import_nodes(graph: Graph, reg, nodes: list[onnx.NodeProto], leaving: list[str], opset: int):
+    """Import ``nodes`` in order, yielding each with its op version. ``leaving``: the names
+    that leave this graph (its outputs). An If whose branches yield different ranks is
+    replaced by :func:`specialize_after_if`'s rewrite and the import goes on from there."""
+    from .ops.control import RankPolymorphicIf
+
+    index = 0
+    while index < len(nodes):
+        n = nodes[index]
+        names = set(graph.values)
+        try:
+            yield n, _import_node(graph, reg, n, index, opset)
+        except RankPolymorphicIf as e:
+            for name in set(graph.values) - names:  # what the branches' import left
+                del graph.values[name]
+            nodes[index:] = specialize_after_if(nodes[index], nodes[index + 1:], leaving, e)
+            continue
+        index += 1
+
+
+def specialize_after_if(node: onnx.NodeProto, after: list[onnx.NodeProto], leaving: list[str],
+                        why: CompileError) -> list[onnx.NodeProto]:
+    """Nodes that replace a rank-polymorphic If ``node`` and the nodes ``after`` it. Torch and
+    spox write ``if x.dim() == 3: x = x.squeeze(1)``, then test the rank again
+    (``Size(Shape(x))``); symwasm's values have one rank each, so the code after the If that
+    reads its outputs is copied into both branches, where each rank is known and such tests
+    fold. The nodes that do not read them come first, unchanged; the new If yields the
+    values of ``leaving`` that the copied code computes. Refused when nothing after the If
+    reads its outputs (a graph output whose rank depends on data) and past
+    :data:`MAX_SPECIALIZATIONS`."""
+    produced = set(node.output)
+    copied, kept = [], []
+    for n in after:
+        if produced & _reads(n):
+            copied.append(n)
+            produced.update(o for o in n.output if o)
+        else:
+            kept.append(n)
+    out = [x for x in leaving if x in produced]
+    if not copied:
+        raise CompileError(f"{why}; symwasm needs the ranks of the values that leave a graph to be known at "
+                           f"compile time, and nothing after the If brings them back to one rank")
+    count = _SPECIALIZED.get()
+    count[0] += 1
+    if count[0] > MAX_SPECIALIZATIONS:
+        raise CompileError(f"{why}; the code after {MAX_SPECIALIZATIONS} such Ifs was already specialized "
+                           f"into their branches, and symwasm stops there (each doubles that code)")
+    attrs = {a.name: a.g for a in node.attribute}
+    name = node.name or "If"
+    branches = {}
+    for which in ("then", "else"):
+        body = onnx.GraphProto()
+        body.CopyFrom(attrs[f"{which}_branch"])
+        body.name = f"{name}/{which}"
+        yields = [o.name for o in body.output]
+        body.node.extend(onnx.helper.make_node("Identity", [y], [o], name=f"{name}/{which}/{o}")
+                         for y, o in zip(yields, node.output) if o)
+        body.node.extend(copied)
+        del body.output[:]
+        body.output.extend(onnx.ValueInfoProto(name=o) for o in out)
+        # the names the copy defines are its own in each branch
+        _rename_in(body, {x: f"{x}@{which}" for x in produced})
+        branches[f"{which}_branch"] = body
+    merged = onnx.helper.make_node("If", [node.input[0]], out, name=f"{name}/specialized", **branches)
+    return kept + [merged]
+
+
+def _reads(n: onnx.NodeProto) -> set[str]:
+    """Every name ``n`` reads, inside its subgraphs too (a subgraph's own names included:
+    they cannot be an enclosing graph's)."""
+    names = {i for i in n.input if i}
+    for a in n.attribute:
+        for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            for m in g.node:
+                names |= _reads(m)
+    return names
 
 
 def _note_contradicting_info(graph: Graph, g: onnx.GraphProto) -> None:
@@ -549,8 +635,8 @@ def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: 
     outer_nodes = graph.nodes
     graph.nodes = region.nodes
     try:
-        for index, n in enumerate(gp.node):
-            _import_node(graph, registry(), n, index, graph.opset)
+        for _ in _import_nodes(graph, registry(), list(gp.node), region.outputs, graph.opset):
+            pass
     finally:
         region.nodes = graph.nodes
         graph.nodes = outer_nodes

@@ -16,7 +16,7 @@ import numpy as np
 from ....ir import dims as D
 from ....abi import MAX_RANK
 from ....ir.dtypes import BOOL, INT64
-from ....ir.graph import Check, Node, Region, Value, captures
+from ....ir.graph import Check, CompileError, Node, Region, Value, captures
 from ....ops.base import Checks, run_infer
 from ....ops.control import If, Loop
 from ....ops.elementwise import Elementwise
@@ -25,6 +25,12 @@ from ....ops.shape import Identity, ShapeOf
 from ..translate import TranslateContext, ident
 
 VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
+
+
+class RankPolymorphicIf(CompileError):
+    """An If whose branches yield values of different ranks. The importer then specializes
+    the code after it into each branch (:func:`..importer.specialize_after_if`); raised
+    past that, the values that leave the graph still differ in rank."""
 
 
 def _import(ctx: TranslateContext, gp, bound: list[Value]) -> Region:
@@ -65,8 +71,8 @@ def if_(ctx: TranslateContext) -> None:
             ctx.fail(f"output {k} ('{name}') is {va.dtype} in the then branch ('{a}') and {vb.dtype} in the "
                      f"else branch ('{b}')")
         if va.rank != vb.rank:
-            ctx.fail(f"output {k} ('{name}') has rank {va.rank} in the then branch ('{a}') and {vb.rank} in the "
-                     f"else branch ('{b}'); symwasm needs the branches to agree on the rank")
+            raise RankPolymorphicIf(f"{ctx.label()}: output {k} ('{name}') has rank {va.rank} in the then branch "
+                                    f"('{a}') and {vb.rank} in the else branch ('{b}')")
         shape = []
         for axis, (da, db) in enumerate(zip(va.shape, vb.shape)):
             if da == db and _outer(da, local):
