@@ -225,3 +225,93 @@ def test_simplified_layer_norm_stash_type_refused():
     model = ms_model([node("SimplifiedLayerNormalization", ["x", "g"], ["y"], domain="", stash_type=0)],
                      [vinfo("x", F32, ["s", 4]), vinfo("g", F32, [4])], [vinfo("y", F32, None)])
     _refused(model, r"node 'n' \(SimplifiedLayerNormalization\): stash_type 0 is not supported")
+
+
+# ----------------------------------------------------------------------------- RotaryEmbedding
+
+MAX_POS = 40
+
+
+def _rotary_caches(rng, half):
+    angles = rng.uniform(0, 6.3, (MAX_POS, half))
+    return const("cos", np.cos(angles).astype(F32)), const("sin", np.sin(angles).astype(F32))
+
+
+ROTARY = [
+    # (input shape, position_ids form, attributes, cos half width)
+    (["b", "s", 32], "batch", {}, 4),  # 4 heads of 8, all rotated
+    (["b", "s", 32], "batch", dict(interleaved=1), 4),
+    (["b", "s", 32], "offset", {}, 4),
+    (["b", "s", 32], "offset", dict(interleaved=1), 4),
+    (["b", "s", 32], "batch", dict(num_heads=2, rotary_embedding_dim=6), 3),  # heads of 16, 6 rotated
+    (["b", "s", 32], "batch", dict(num_heads=2, rotary_embedding_dim=6, interleaved=1), 3),
+    (["b", 2, "s", 16], "batch", {}, 8),
+    (["b", 2, "s", 16], "offset", dict(interleaved=1), 8),
+    (["b", 3, "s", 16], "batch", dict(num_heads=3, rotary_embedding_dim=4), 2),
+    (["b", 3, "s", 16], "offset", dict(num_heads=3, rotary_embedding_dim=4, interleaved=1), 2),
+]
+
+
+@pytest.mark.parametrize("x_shape,positions,attrs,half", ROTARY,
+                         ids=[f"{len(x)}d-{p}-" + (",".join(f"{k}={v}" for k, v in a.items()) or "plain")
+                              for x, p, a, _ in ROTARY])
+def test_rotary_embedding(x_shape, positions, attrs, half, target):
+    rng = np.random.default_rng(8)
+    cos, sin = _rotary_caches(rng, half)
+    pos_shape = ["b", "s"] if positions == "batch" else [1]
+    model = ms_model([node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], **attrs)],
+                     [vinfo("x", F32, x_shape), vinfo("pos", I64, pos_shape)], [vinfo("y", F32, None)], [cos, sin])
+    feeds = []
+    for b in [dict(b=2, s=5), dict(b=1, s=1), dict(b=3, s=17)]:
+        s = b["s"]
+        pos = (rng.integers(0, MAX_POS, (b["b"], s)) if positions == "batch"
+               else rng.integers(0, MAX_POS - s + 1, (1,)))
+        feeds.append({"x": rand(rng, shape_of(x_shape, b)), "pos": pos.astype(I64)})
+    check(model, target, feeds)
+
+
+# ----------------------------------------------------------------------------- FusedConv
+
+FUSED_CONV = [
+    ("Relu", None), ("Tanh", None), ("Sigmoid", None), ("LeakyRelu", [0.2]), ("Clip", [-0.5, 1.5]),
+    ("HardSigmoid", [0.3, 0.4]),
+]
+
+
+# each activation with bias and Z (a Conv compiles slowly: the other forms with Relu only)
+FUSED_CONV_CASES = [(a, p, True, True) for a, p in FUSED_CONV] + [("Relu", None, True, False),
+                                                                   ("Relu", None, False, True)]
+
+
+@pytest.mark.parametrize("activation,params,with_bias,with_sum", FUSED_CONV_CASES,
+                         ids=[f"{a}-bias{int(b)}-z{int(z)}" for a, _, b, z in FUSED_CONV_CASES])
+def test_fused_conv(activation, params, with_bias, with_sum, target):
+    rng = np.random.default_rng(9)
+    attrs = dict(activation=activation, pads=[1, 1, 1, 1], strides=[1, 1])
+    if params is not None:
+        attrs["activation_params"] = params
+    inits = [const("w", weight(rng, 6, 4, 3, 3, scale=0.3))] + ([const("bias", weight(rng, 6))] if with_bias else [])
+    names = ["x", "w", "bias" if with_bias else ""] + (["z"] if with_sum else [])
+    inputs = [vinfo("x", F32, ["b", 4, "h", "w"])] + ([vinfo("z", F32, ["b", 6, "h", "w"])] if with_sum else [])
+    model = ms_model([node("FusedConv", names, ["y"], **attrs)], inputs, [vinfo("y", F32, None)], inits)
+    feeds = []
+    for b, h, w in [(1, 5, 7), (2, 1, 3), (3, 9, 4)]:
+        f = {"x": rand(rng, (b, 4, h, w))}
+        if with_sum:
+            f["z"] = rand(rng, (b, 6, h, w))
+        feeds.append(f)
+    check(model, target, feeds)
+
+
+def test_fused_conv_unsupported_activation_refused():
+    model = ms_model([node("FusedConv", ["x", "w"], ["y"], activation="Gelu")],
+                     [vinfo("x", F32, ["b", 2, "h", "w"]), vinfo("w", F32, [3, 2, 1, 1])], [vinfo("y", F32, None)])
+    _refused(model, r"node 'n' \(FusedConv\): activation 'Gelu' is not supported \(supported: Relu, Tanh")
+
+
+def test_rotary_packed_batching_refused():
+    rng = np.random.default_rng(10)
+    model = ms_model([node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], is_packed_batching=1)],
+                     [vinfo("x", F32, ["b", "s", 8]), vinfo("pos", I64, ["b", "s"])], [vinfo("y", F32, None)],
+                     _rotary_caches(rng, 4))
+    _refused(model, r"node 'n' \(RotaryEmbedding\): is_packed_batching=1 .* is not supported")

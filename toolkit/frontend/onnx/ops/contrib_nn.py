@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.dtypes import FLOAT32, INT32
+from ....ir.dtypes import FLOAT32, INT32, INT64
+from ....ops.conv import Conv
 from ....ops.datadep import Range
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
-from ....ops.movement import Gather, Transpose
+from ....ops.movement import BIG, Concat, Gather, Slice, Transpose
 from ....ops.reduce import LayerNorm, Reduce
-from ....ops.shape import Fill, ShapeOf
+from ....ops.shape import Fill, ShapeOf, Unsqueeze, ViewAs
 from ..translate import CONTRIB, Registry, TranslateContext
+from .conv import conv_window
 
 # onnxruntime's attribute defaults (contrib_defs.cc)
 SKIP_LAYER_NORM_EPSILON = 1e-12  # SkipLayerNormalization, SkipSimplifiedLayerNormalization
@@ -244,11 +246,148 @@ def embed_layer_norm(ctx: TranslateContext) -> None:
         ctx.emit(Fill(0, INT32), [batch], [mask_index])
 
 
+# ----------------------------------------------------------------------------- RotaryEmbedding
+
+
+def _slice_last(ctx: TranslateContext, x: str, start: int, end: int, what: str) -> str:
+    """x[..., start:end]."""
+    out = ctx.tmp(what)
+    ctx.emit(Slice((-1,)), [x, ctx.constant("start", np.array([start], np.int64)),
+                            ctx.constant("end", np.array([end], np.int64))], [out])
+    return out
+
+
+def _static(ctx: TranslateContext, d, what: str) -> int:
+    if not isinstance(d, int):
+        ctx.fail(f"{what} is {d}; it must be known at compile time")
+    return d
+
+
+def _rotary_tables(ctx: TranslateContext, x4: str, head_axis: int) -> tuple[str, str]:
+    """cos and sin rows for each token of ``x4`` (batch, seq, heads, head) or (batch,
+    heads, seq, head), shaped to broadcast over it (a heads axis of 1 at ``head_axis``).
+    position_ids (input 1) is (batch, seq), a row per token, or one offset for the whole
+    batch: then token s takes row offset + s."""
+    pos = ctx.value(1)
+    if pos.dtype != INT64:
+        ctx.fail(f"position_ids '{pos.name}' has dtype {pos.dtype}; it must be int64")
+    if pos.rank == 2:
+        ids, shaped = pos.name, lambda rows: _unsqueezed(ctx, rows, head_axis)
+    elif pos.rank == 1 and pos.shape[0] == 1:
+        seq_axis = 1 if head_axis == 2 else 2
+        ids = _positions(ctx, x4, seq_axis, pos.name)
+        # rows (seq, half) broadcast over (batch, heads, seq, half) as they are
+        shaped = (lambda rows: _unsqueezed(ctx, rows, 1)) if head_axis == 2 else (lambda rows: rows)
+    else:
+        ctx.fail(f"position_ids '{pos.name}' is {pos.describe()}; it must be (batch, seq) or (1) (an offset)")
+    return shaped(_lookup(ctx, 2, ids, "cos")), shaped(_lookup(ctx, 3, ids, "sin"))
+
+
+def _unsqueezed(ctx: TranslateContext, x: str, axis: int) -> str:
+    out = ctx.tmp("unsqueezed")
+    ctx.emit(Unsqueeze((axis,)), [x], [out])
+    return out
+
+
+def _rotated(ctx: TranslateContext, x1: str, x2: str, cos: str, sin: str) -> tuple[str, str]:
+    """(x1 cos - x2 sin, x2 cos + x1 sin)."""
+    first = _ew(ctx, "sub", [_ew(ctx, "mul", [x1, cos]), _ew(ctx, "mul", [x2, sin])])
+    second = _ew(ctx, "add", [_ew(ctx, "mul", [x2, cos]), _ew(ctx, "mul", [x1, sin])])
+    return first, second
+
+
+def rotary_embedding(ctx: TranslateContext) -> None:
+    """Inputs: input (batch, seq, hidden) or (batch, heads, seq, head), position_ids,
+    cos_cache and sin_cache (positions, rotary_embedding_dim / 2); the first
+    rotary_embedding_dim elements of each head rotated by pairs: halves (x[i], x[i + dim/2])
+    or, with interleaved, neighbours (x[2i], x[2i + 1]); the rest of the head passes."""
+    _require_float32(ctx, 0)
+    if int(ctx.attr("is_packed_batching", 0)) != 0:
+        ctx.fail("is_packed_batching=1 (packed sequences without padding) is not supported")
+    if float(ctx.attr("scale", 1.0)) != 1.0:
+        ctx.fail(f"scale {ctx.attr('scale')} is not supported (only 1.0)")
+    x, cos = ctx.value(0), ctx.value(2)
+    num_heads, rot = int(ctx.attr("num_heads", 0)), int(ctx.attr("rotary_embedding_dim", 0))
+    half = _static(ctx, cos.shape[1], f"cos_cache '{cos.name}' dim 1")
+    if rot == 0:
+        rot = 2 * half
+    elif rot != 2 * half:
+        ctx.fail(f"rotary_embedding_dim {rot} is not twice cos_cache '{cos.name}' dim 1 ({half})")
+    elif num_heads <= 0:
+        ctx.fail("num_heads is required with rotary_embedding_dim (as onnxruntime requires)")
+    if x.rank == 3:
+        hidden = _static(ctx, x.shape[2], f"input '{x.name}' dim 2")
+        heads = num_heads if num_heads > 0 else hidden // rot
+        if heads <= 0 or hidden % heads:
+            ctx.fail(f"input '{x.name}' hidden size {hidden} is not a multiple of {heads} heads")
+        head = hidden // heads
+        x4, head_axis = ctx.tmp("heads"), 2
+        ctx.emit(ViewAs((x.shape[0], x.shape[1], heads, head)), [x.name], [x4])
+    elif x.rank == 4:
+        head = _static(ctx, x.shape[3], f"input '{x.name}' dim 3")
+        x4, head_axis = x.name, 1
+    else:
+        ctx.fail(f"input '{x.name}' is {x.describe()}; it must be (batch, seq, hidden) or (batch, heads, seq, head)")
+    if rot > head or rot % 2:
+        ctx.fail(f"rotary_embedding_dim {rot} must be even and at most the head size {head}")
+    cos_rows, sin_rows = _rotary_tables(ctx, x4, head_axis)
+    if not ctx.attr("interleaved", 0):
+        rotated = list(_rotated(ctx, _slice_last(ctx, x4, 0, half, "x1"), _slice_last(ctx, x4, half, rot, "x2"),
+                                cos_rows, sin_rows))
+    else:
+        # neighbours as (.., half, 2): x1 = [.., 0], x2 = [.., 1]
+        pairs = ctx.tmp("pairs")
+        shape4 = ctx.graph.values[x4].shape
+        ctx.emit(ViewAs(tuple(shape4[:3]) + (half, 2)), [_slice_last(ctx, x4, 0, rot, "x_rot") if rot < head else x4],
+                 [pairs])
+        first, second = _rotated(ctx, _slice_last(ctx, pairs, 0, 1, "x1"), _slice_last(ctx, pairs, 1, 2, "x2"),
+                                 _unsqueezed(ctx, cos_rows, -1), _unsqueezed(ctx, sin_rows, -1))
+        joined = ctx.tmp("joined")
+        ctx.emit(Concat(-1), [first, second], [joined])
+        flat = ctx.tmp("rotated")
+        ctx.emit(ViewAs(tuple(shape4[:3]) + (rot,)), [joined], [flat])
+        rotated = [flat]
+    if rot < head:
+        rotated.append(_slice_last(ctx, x4, rot, BIG, "passed"))
+    whole = ctx.tmp("whole")
+    ctx.emit(Concat(-1), rotated, [whole])
+    ctx.emit(ViewAs(x.shape), [whole], ctx.outputs[:1])
+
+
+# ----------------------------------------------------------------------------- FusedConv
+
+# FusedConv's activations: the elementwise function and how many activation_params it reads
+CONV_ACTIVATIONS = {"Relu": ("relu", 0), "Tanh": ("tanh", 0), "Sigmoid": ("sigmoid", 0),
+                    "LeakyRelu": ("leaky_relu", 1), "Clip": ("clip", 2), "HardSigmoid": ("hard_sigmoid", 2)}
+
+
+def fused_conv(ctx: TranslateContext) -> None:
+    """Inputs: X, W, [B], [Z]: activation(Conv(X, W, B) + Z)."""
+    activation = ctx.attr("activation")
+    if activation not in CONV_ACTIVATIONS:
+        ctx.fail(f"activation {activation!r} is not supported (supported: {', '.join(CONV_ACTIVATIONS)})")
+    fn, n_params = CONV_ACTIVATIONS[activation]
+    params = tuple(float(p) for p in ctx.attr("activation_params", ()))
+    if len(params) != n_params:
+        ctx.fail(f"activation {activation} takes {n_params} activation_params, got {len(params)}")
+    conv = ctx.tmp("conv")
+    ctx.emit(Conv(conv_window(ctx), int(ctx.attr("group", 1))), ctx.inputs[:3] if ctx.has(2) else ctx.inputs[:2],
+             [conv])
+    if ctx.has(3):
+        conv = _ew(ctx, "add", [conv, ctx.inputs[3]])
+    if fn == "clip":
+        bounds = [_scalar(ctx, what, p, conv) for what, p in zip(("min", "max"), params)]
+        _ew(ctx, "clip", [conv] + bounds, ctx.outputs[0], (True, True))
+    else:
+        _ew(ctx, fn, [conv], ctx.outputs[0], params)
+
+
 def register(r: Registry) -> None:
     for op, fn in (("Gelu", gelu), ("BiasGelu", bias_gelu), ("FastGelu", fast_gelu), ("QuickGelu", quick_gelu),
                    ("BiasAdd", bias_add), ("FusedMatMul", fused_matmul),
                    ("SkipLayerNormalization", skip_layer_norm),
                    ("SkipSimplifiedLayerNormalization", skip_simplified_layer_norm),
                    ("SimplifiedLayerNormalization", simplified_layer_norm),
-                   ("EmbedLayerNormalization", embed_layer_norm)):
+                   ("EmbedLayerNormalization", embed_layer_norm), ("RotaryEmbedding", rotary_embedding),
+                   ("FusedConv", fused_conv)):
         r.add(op, (1,), fn, foldable=False, domain=CONTRIB)
