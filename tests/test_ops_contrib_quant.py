@@ -90,9 +90,9 @@ def _parameters(op, dtype) -> dict:
 def test_qlinear_binary_every_pair(target, op, dtype):
     # parameters at run time (scalars: onnxruntime's shape inference refuses 1-D ones here);
     # every pair of values at 48 random scale sets: the fused multiply-adds of QLinearAdd
-    # (and the rounding of its fixed part) and QLinearMul's float32 multiplier decide the
-    # values within float32 rounding of a tie, a few in a million, which another order of
-    # roundings gets wrong
+    # (and the rounding of its fixed part) and QLinearMul's zero point added in float32
+    # before rounding decide the values within float32 rounding of a tie, a few in a
+    # million, which another order of roundings gets wrong
     model = _binary_model(op, dtype, ["n", "m"], ["n", "m"])
     a, b = all_pairs(dtype)
     feeds = [{"a": a, "b": b, **_parameters(op, dtype)} for _ in range(48)]
@@ -182,3 +182,148 @@ def test_qlinear_binary_refusals():
                       [vinfo("a", U8, [4]), vinfo("b", I8, [4]), vinfo("s", F32, [])], [vinfo("y", U8, None)])
     with pytest.raises(CompileError, match=r"A and B differ in dtype"):
         build(g, "native")
+
+
+# ----------------------------------------------------------------------------- QLinearSigmoid, QLinearLeakyRelu
+
+
+def _activation(op, dtype, constant: bool, ratio=None, **attrs):
+    names = ["x", "xs", "xz", "ys", "yz"]
+    params = {"xs": scale(0.01, 0.08), "xz": zp(dtype), "ys": scale(1 / 300, 1 / 200), "yz": zp(dtype)}
+    if op == "QLinearLeakyRelu":
+        params["ys"] = scale(0.005, 0.05) if ratio is None else np.asarray(params["xs"] * F32(ratio), F32)
+    ins = [vinfo("x", dtype, ["n", "m"])]
+    inits = []
+    if constant:
+        inits = [const(k, v) for k, v in params.items()]
+    else:
+        ins += [vinfo(k, v.dtype, []) for k, v in params.items()]
+    model = contrib_model([ms_node(op, names, ["y"], **attrs)], ins, [vinfo("y", dtype, None)], inits)
+    return model, ({} if constant else params)
+
+
+def _every_value(dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.arange(info.min, info.max + 1).astype(dtype).reshape(16, 16)
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_qlinear_sigmoid(target, dtype):
+    # every input value, parameters constant and at run time. onnxruntime maps each value
+    # through a table built with MLAS's own sigmoid approximation; where sigmoid(x) / y_scale
+    # lies within float32 rounding of a tie between two steps, the two approximations may
+    # round to neighbouring steps, so one step is allowed (and no more)
+    for constant in (True, False):
+        for _ in range(4):
+            model, params = _activation("QLinearSigmoid", dtype, constant)
+            check(model, target, [{"x": _every_value(dtype), **params}, {"x": q(dtype, (3, 5)), **params}], steps=1)
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_qlinear_leaky_relu(target, dtype):
+    # exact: dequantized, a float32 multiply by alpha (default 0.01), divided by y_scale;
+    # y_scale twice x_scale puts half the non-negative values on ties
+    for constant, ratio, attrs in ((True, None, {"alpha": 0.2}), (False, None, {}), (False, 2.0, {"alpha": 0.01}),
+                                   (True, 2.0, {})):
+        for _ in range(3):
+            model, params = _activation("QLinearLeakyRelu", dtype, constant, ratio, **attrs)
+            check(model, target, [{"x": _every_value(dtype), **params}, {"x": q(dtype, (1, 7)), **params}])
+
+
+# ----------------------------------------------------------------------------- QLinearConcat
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_qlinear_concat(target, dtype):
+    # three inputs: one at the output's own scale and zero point (the same values, copied),
+    # one at constant other ones, one at run-time ones; concatenated along the symbolic axis 1
+    ys, yz = scale(0.02, 0.05), zp(dtype)
+    inits = [const("ys", ys), const("yz", yz), const("s1", scale()), const("z1", zp(dtype))]
+    names = ["ys", "yz", "x0", "ys", "yz", "x1", "s1", "z1", "x2", "s2", "z2"]
+    ins = [vinfo("x0", dtype, ["n", 2]), vinfo("x1", dtype, ["n", "k"]), vinfo("x2", dtype, ["n", 3]),
+           vinfo("s2", F32, []), vinfo("z2", dtype, [])]
+    model = contrib_model([ms_node("QLinearConcat", names, ["y"], axis=1)], ins, [vinfo("y", dtype, None)], inits)
+    feeds = [{"x0": q(dtype, (n, 2)), "x1": q(dtype, (n, k)), "x2": q(dtype, (n, 3)), "s2": scale(0.01, 0.2),
+              "z2": zp(dtype)} for n, k in ((256, 4), (5, 1), (1, 0))]
+    check(model, target, feeds)
+
+
+def test_qlinear_concat_refusals():
+    ins = [vinfo("x", U8, [2]), vinfo("s", F32, []), vinfo("z", U8, [])]
+    bad = contrib_model([ms_node("QLinearConcat", ["s", "z", "x", "s"], ["y"], axis=0)], ins, [vinfo("y", U8, None)])
+    with pytest.raises(CompileError, match=r"QLinearConcat\): has 4 inputs"):
+        build(bad, "native")
+    no_axis = contrib_model([ms_node("QLinearConcat", ["s", "z", "x", "s", "z"], ["y"])], ins, [vinfo("y", U8, None)])
+    with pytest.raises(CompileError, match=r"attribute 'axis' is required"):
+        build(no_axis, "native")
+
+
+# ----------------------------------------------------------------------------- pooling
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_global_average_pool(target, dtype, channels_last):
+    # symbolic spatial dims (the image size found at run time) and fixed ones (a constant
+    # multiplier); parameters at run time and constant
+    shape = ["n", "h", "w", 3] if channels_last else ["n", 3, "h", "w"]
+    names = ["x", "xs", "xz", "ys", "yz"]
+    runtime = [vinfo("xs", F32, []), vinfo("xz", dtype, []), vinfo("ys", F32, []), vinfo("yz", dtype, [])]
+    model = contrib_model([ms_node("QLinearGlobalAveragePool", names, ["y"], channels_last=channels_last)],
+                          [vinfo("x", dtype, shape)] + runtime, [vinfo("y", dtype, None)])
+
+    def feeds(n, h, w, ratio=None):
+        dims = {"n": n, "h": h, "w": w}
+        f = {"x": q(dtype, tuple(dims.get(d, d) for d in shape)), "xs": scale(), "xz": zp(dtype),
+             "ys": scale(0.001, 0.01), "yz": zp(dtype)}
+        if ratio is not None:  # x_scale / (y_scale * image size) a float32 rounding of ratio
+            f["xs"] = np.asarray(np.float64(f["ys"]) * h * w * ratio, F32)
+        return f
+
+    # each sum times a multiplier near 0.5 or 0.25 lies at or next to a tie, where the
+    # float32 rounding of x_scale / (y_scale * image size), in that order, decides
+    ties = [feeds(64, h, w, r) for h, w in ((3, 1), (5, 3), (7, 7)) for r in (0.5, 0.25, 1.5) for _ in range(3)]
+    check(model, target, [feeds(n, h, w) for n, h, w in ((2, 7, 9), (1, 1, 1), (3, 32, 32), (2, 5, 3))] + ties)
+    fixed = ["x", "xs", "xz", "ys", "yz"]
+    static = [2, 6, 5, 3] if channels_last else [2, 3, 6, 5]
+    params = {"xs": scale(), "xz": zp(dtype), "ys": scale(0.001, 0.01), "yz": zp(dtype)}
+    model = contrib_model([ms_node("QLinearGlobalAveragePool", fixed, ["y"], channels_last=channels_last)],
+                          [vinfo("x", dtype, static)], [vinfo("y", dtype, None)],
+                          [const(k, v) for k, v in params.items()])
+    check(model, target, [{"x": q(dtype, tuple(static))} for _ in range(5)])
+
+
+POOLS = [
+    {"kernel_shape": [3, 3]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+    {"kernel_shape": [2, 3], "strides": [2, 1], "ceil_mode": 1},
+    {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"},
+]
+
+
+@pytest.mark.parametrize("attrs", range(len(POOLS)))
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_average_pool(target, attrs, channels_last):
+    # the float32 window sums (in the window's row-major order) and onnxruntime's
+    # rint(avg / y_scale + y_zero_point), for uint8 and int8, parameters at run time
+    for dtype in (U8, I8):
+        shape = ["n", "h", "w", 4] if channels_last else ["n", 4, "h", "w"]
+        names = ["x", "xs", "xz", "ys", "yz"]
+        ins = [vinfo("x", dtype, shape), vinfo("xs", F32, []), vinfo("xz", dtype, []), vinfo("ys", F32, []),
+               vinfo("yz", dtype, [])]
+        model = contrib_model([ms_node("QLinearAveragePool", names, ["y"], channels_last=channels_last,
+                                       **POOLS[attrs])], ins, [vinfo("y", dtype, None)])
+
+        def feeds(n, h, w, ratio=None):
+            dims = {"n": n, "h": h, "w": w}
+            f = {"x": q(dtype, tuple(dims.get(d, d) for d in shape)), "xs": scale(), "xz": zp(dtype),
+                 "ys": scale(0.002, 0.05), "yz": zp(dtype)}
+            if ratio is not None:  # averages of multiples of y_scale * ratio: often near ties
+                f["xs"] = np.asarray(f["ys"] * F32(ratio), F32)
+            return f
+
+        # near ties, the float32 division by y_scale and the zero point added before
+        # rounding decide
+        ties = [feeds(8, 12, 12, r) for r in (0.5, 0.25, 1.5, 0.75) for _ in range(3)]
+        check(model, target, [feeds(n, h, w) for n, h, w in ((2, 9, 11), (1, 4, 3), (3, 16, 16))] + ties)
