@@ -327,3 +327,90 @@ def test_qlinear_average_pool(target, attrs, channels_last):
         # rounding decide
         ties = [feeds(8, 12, 12, r) for r in (0.5, 0.25, 1.5, 0.75) for _ in range(3)]
         check(model, target, [feeds(n, h, w) for n, h, w in ((2, 9, 11), (1, 4, 3), (3, 16, 16))] + ties)
+
+
+# ----------------------------------------------------------------------------- integer products to float
+
+
+def _weights(dtype, k, n, per_column: bool, with_zp: bool):
+    b_scale = RNG.uniform(0.001, 0.02, n).astype(F32) if per_column else scale(0.001, 0.02)
+    b_zp = (zp(dtype, (n,)) if per_column else zp(dtype)) if with_zp else None
+    return q(dtype, (k, n)), b_scale, b_zp
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", [(U8, I8), (U8, U8), (I8, I8)])
+def test_matmul_integer_to_float(target, a_dtype, b_dtype):
+    # constant B (per tensor or per column of B, zero points or none, bias or none), then a
+    # run-time B; the float32 output bit for bit: the int32 product is exact, then one
+    # multiply by a_scale * b_scale and one add of the bias, as MLAS's output processor does
+    k, n = 37, 12
+    for per_column, with_zp, with_bias in ((False, True, True), (True, True, False), (True, False, True),
+                                           (False, False, False)):
+        b, b_scale, b_zp = _weights(b_dtype, k, n, per_column, with_zp)
+        inits = [const("b", b), const("bs", b_scale)] + ([const("bz", b_zp)] if with_zp else [])
+        inits += [const("bias", RNG.uniform(-1, 1, n).astype(F32))] if with_bias else []
+        names = ["a", "b", "as", "bs", "az" if with_zp else "", "bz" if with_zp else "", "bias" if with_bias else ""]
+        ins = [vinfo("a", a_dtype, ["batch", "m", k]), vinfo("as", F32, [])] + ([vinfo("az", a_dtype, [])]
+                                                                               if with_zp else [])
+        model = contrib_model([ms_node("MatMulIntegerToFloat", names, ["y"])], ins, [vinfo("y", F32, None)], inits)
+        check(model, target, [{"a": q(a_dtype, (bt, m, k)), "as": scale(), **({"az": zp(a_dtype)} if with_zp else {})}
+                              for bt, m in ((2, 5), (1, 1), (3, 64))])
+    ins = [vinfo("a", a_dtype, ["m", "k"]), vinfo("b", b_dtype, ["k", "n"]), vinfo("as", F32, []),
+           vinfo("bs", F32, ["n"]), vinfo("az", a_dtype, []), vinfo("bz", b_dtype, ["n"])]
+    model = contrib_model([ms_node("MatMulIntegerToFloat", ["a", "b", "as", "bs", "az", "bz"], ["y"])], ins,
+                          [vinfo("y", F32, None)])
+    check(model, target, [{"a": q(a_dtype, (m, kk)), "b": q(b_dtype, (kk, nn)), "as": scale(),
+                           "bs": RNG.uniform(0.001, 0.02, nn).astype(F32), "az": zp(a_dtype), "bz": zp(b_dtype, (nn,))}
+                          for m, kk, nn in ((4, 9, 3), (1, 300, 17))])
+
+
+@pytest.mark.parametrize("b_dtype", [I8, U8])
+def test_dynamic_quantize_matmul(target, b_dtype):
+    # A quantized to uint8 over its own range at run time (so each feed has its own scale and
+    # zero point), B per tensor or per column, with and without zero point and bias
+    k, n = 64, 24
+    for per_column, with_zp, with_bias in ((False, True, True), (True, True, False), (True, False, True)):
+        b, b_scale, b_zp = _weights(b_dtype, k, n, per_column, with_zp)
+        inits = [const("b", b), const("bs", b_scale)] + ([const("bz", b_zp)] if with_zp else [])
+        inits += [const("bias", RNG.uniform(-1, 1, n).astype(F32))] if with_bias else []
+        names = ["a", "b", "bs", "bz" if with_zp else "", "bias" if with_bias else ""]
+        model = contrib_model([ms_node("DynamicQuantizeMatMul", names, ["y"])], [vinfo("a", F32, ["m", k])],
+                              [vinfo("y", F32, None)], inits)
+        feeds = [{"a": RNG.uniform(lo, hi, (m, k)).astype(F32)} for m, lo, hi in
+                 ((7, -2, 3), (1, 0.5, 4), (33, -5, -1), (4, 0, 0))]
+        check(model, target, feeds)
+
+
+QGEMMS = [  # (A dtype, B dtype, transA, transB, C shape, quantized output, alpha, per-column b)
+    (U8, I8, 0, 0, None, True, 1.0, False),
+    (U8, U8, 0, 1, ["n"], True, 1.0, True),
+    (I8, I8, 1, 0, ["m", "n"], False, 0.5, True),
+    (U8, I8, 1, 1, [1], False, 1.0, False),
+    (I8, I8, 0, 1, ["n"], True, 2.0, True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(QGEMMS)))
+def test_qgemm(target, case):
+    a_dtype, b_dtype, ta, tb, c_shape, quantized, alpha, per_column = QGEMMS[case]
+    k, n = 40, 16
+    b, b_scale, b_zp = _weights(b_dtype, k, n, per_column, True)
+    b = np.ascontiguousarray(b.T) if tb else b
+    inits = [const("b", b), const("bs", b_scale), const("bz", b_zp)]
+    names = ["a", "as", "az", "b", "bs", "bz", "c" if c_shape else ""]
+    ins = [vinfo("a", a_dtype, [k, "m"] if ta else ["m", k]), vinfo("as", F32, []), vinfo("az", a_dtype, [])]
+    if c_shape:
+        ins.append(vinfo("c", I32, c_shape))
+    if quantized:
+        names += ["ys", "yz"]
+        inits += [const("ys", scale(0.05, 0.2)), const("yz", zp(a_dtype))]
+    model = contrib_model([ms_node("QGemm", names, ["y"], transA=ta, transB=tb, alpha=alpha)], ins,
+                          [vinfo("y", a_dtype if quantized else F32, None)], inits)
+
+    def feeds(m):
+        f = {"a": q(a_dtype, (k, m) if ta else (m, k)), "as": scale(), "az": zp(a_dtype)}
+        if c_shape:
+            f["c"] = RNG.integers(-5000, 5000, tuple({"m": m, "n": n}.get(d, d) for d in c_shape)).astype(I32)
+        return f
+
+    check(model, target, [feeds(m) for m in (5, 1, 70)])
