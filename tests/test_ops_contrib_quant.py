@@ -414,3 +414,92 @@ def test_qgemm(target, case):
         return f
 
     check(model, target, [feeds(m) for m in (5, 1, 70)])
+
+
+# ----------------------------------------------------------------------------- 4-bit weights
+
+
+def _pack4(vals: np.ndarray) -> np.ndarray:
+    """Pairs of 4-bit values along the last axis into bytes, the first in the low bits (the
+    layout the spec gives)."""
+    if vals.shape[-1] % 2:
+        vals = np.concatenate([vals, np.zeros(vals.shape[:-1] + (1,), vals.dtype)], axis=-1)
+    return (vals[..., 0::2] | (vals[..., 1::2] << 4)).astype(U8)
+
+
+def _nbits_model(k, n, block, with_zp: bool, with_bias: bool, accuracy_level: int = 0):
+    blocks = -(-k // block)
+    weights = RNG.integers(0, 16, (n, blocks * block)).astype(U8)
+    inits = [const("b", _pack4(weights).reshape(n, blocks, block // 2)),
+             const("s", RNG.uniform(0.01, 0.1, (n, blocks)).astype(F32))]
+    names = ["a", "b", "s"]
+    if with_zp:
+        inits.append(const("z", _pack4(RNG.integers(0, 16, (n, blocks)).astype(U8))))
+        names.append("z")
+    if with_bias:
+        inits.append(const("bias", RNG.uniform(-1, 1, n).astype(F32)))
+        names += ["", "bias"] if with_zp else ["", "", "bias"]
+    node = ms_node("MatMulNBits", names, ["y"], K=k, N=n, bits=4, block_size=block, accuracy_level=accuracy_level)
+    return contrib_model([node], [vinfo("a", F32, ["batch", "m", k])], [vinfo("y", F32, None)], inits)
+
+
+@pytest.mark.parametrize("k,n,block", [(64, 24, 32), (40, 9, 16), (300, 33, 128)])
+def test_matmul_nbits(target, k, n, block):
+    # K a multiple of block_size or not (the last block's padding unused), with and without
+    # zero points (absent: 8) and bias. onnxruntime sums in its own float32 order, so close,
+    # not equal
+    for with_zp, with_bias in ((True, False), (False, True), (True, True)):
+        model = _nbits_model(k, n, block, with_zp, with_bias)
+        check(model, target, [{"a": RNG.uniform(-1, 1, (b, m, k)).astype(F32)} for b, m in ((2, 3), (1, 1), (1, 40))],
+              rtol=1e-5, atol=2e-5 * k ** 0.5)
+
+
+def test_matmul_nbits_accuracy_level(target):
+    # accuracy_level 4 lets onnxruntime quantize A to int8 (about 1% off); it is ignored
+    # here, the product float32 as at level 0, so onnxruntime's level-0 result is the reference
+    precise = _nbits_model(48, 8, 16, True, False)
+    fast = precise.__deepcopy__()
+    for attr in fast.graph.node[0].attribute:
+        if attr.name == "accuracy_level":
+            attr.i = 4
+    m = build(fast, target)
+    for shape in ((1, 2, 48), (3, 5, 48)):
+        a = RNG.uniform(-1, 1, shape).astype(F32)
+        np.testing.assert_allclose(m.run({"a": a})["y"], ort_reference(precise, {"a": a})["y"], rtol=1e-5, atol=2e-4)
+
+
+def test_matmul_nbits_refusals():
+    model = _nbits_model(32, 4, 16, False, False)
+    for attr in model.graph.node[0].attribute:
+        if attr.name == "bits":
+            attr.i = 3
+    with pytest.raises(CompileError, match=r"MatMulNBits\): bits=3 is not supported \(supported: 4\)"):
+        build(model, "native")
+    runtime_b = contrib_model([ms_node("MatMulNBits", ["a", "b", "s"], ["y"], K=32, N=4, bits=4, block_size=16)],
+                              [vinfo("a", F32, [1, 32]), vinfo("b", U8, [4, 2, 8]), vinfo("s", F32, [4, 2])],
+                              [vinfo("y", F32, None)])
+    with pytest.raises(CompileError, match=r"B 'b' must be a constant"):
+        build(runtime_b, "native")
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_gather_block_quantized(target, bits):
+    # an embedding table of uint8 (two 4-bit values a byte, or one 8-bit), blocks along the
+    # last axis, gathered by a symbolic (n, s) batch of ids, with and without zero points
+    # (absent: 8 or 128); each output element (q - zero point) * scale, exact
+    vocab, dim = 50, 96
+    for block, with_zp in ((32, True), (16, False), (64, True)):
+        nb = -(-dim // block)
+        values = RNG.integers(0, 1 << bits, (vocab, dim)).astype(U8)
+        data = _pack4(values) if bits == 4 else values
+        zps = RNG.integers(0, 1 << bits, (vocab, nb)).astype(U8)
+        inits = [const("data", data), const("scales", RNG.uniform(0.01, 0.1, (vocab, nb)).astype(F32))]
+        names = ["data", "ids", "scales"]
+        if with_zp:
+            inits.append(const("zp", _pack4(zps) if bits == 4 else zps))
+            names.append("zp")
+        node = ms_node("GatherBlockQuantized", names, ["y"], bits=bits, block_size=block, quantize_axis=1,
+                       gather_axis=0)
+        model = contrib_model([node], [vinfo("ids", np.int64, ["n", "s"])], [vinfo("y", F32, None)], inits)
+        check(model, target, [{"ids": RNG.integers(-vocab, vocab, shape).astype(np.int64)}
+                              for shape in ((2, 7), (1, 1), (4, 30))])

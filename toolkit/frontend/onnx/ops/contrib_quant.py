@@ -644,9 +644,10 @@ def gather_block_quantized(ctx: TranslateContext) -> None:
         if zp.shape != want:
             ctx.fail(f"zero_points '{zv.name}' {zv.describe()} must hold {want} values")
     parts = []
-    for what, arr in (("rows", q), ("row scales", scales.const), ("row zero points", zp)):
-        out = ctx.tmp(what)
-        ctx.emit(Gather(0), [ctx.constant(what.replace("rows", "data"), np.ascontiguousarray(arr)), idx.name], [out])
+    for what, arr in (("data", q), ("scales", scales.const), ("zero points", zp)):
+        table = ctx.constant(f"{what} table", np.ascontiguousarray(arr))
+        out = ctx.tmp(f"gathered {what}")
+        ctx.emit(Gather(0), [table, idx.name], [out])
         parts.append(out)
     axis = qaxis - 1 + idx.rank
     ctx.emit(Dequantize(FLOAT32, axis=axis, block=block), parts, ctx.outputs[:1])
