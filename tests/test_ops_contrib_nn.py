@@ -315,3 +315,124 @@ def test_rotary_packed_batching_refused():
                      [vinfo("x", F32, ["b", "s", 8]), vinfo("pos", I64, ["b", "s"])], [vinfo("y", F32, None)],
                      _rotary_caches(rng, 4))
     _refused(model, r"node 'n' \(RotaryEmbedding\): is_packed_batching=1 .* is not supported")
+
+
+# ----------------------------------------------------------------------------- Attention, MultiHeadAttention
+
+ATTN_SEQS = [dict(b=2, s=5), dict(b=1, s=1), dict(b=3, s=13)]
+
+
+def _mask(rng, b, s, padded_row=False):
+    """A (batch, seq) int32 mask of 0s and 1s (2 counts as 1), with row 2 all 0 when
+    ``padded_row`` and batch > 2."""
+    m = rng.choice(np.array([0, 1, 1, 2], I32), (b, s))
+    if padded_row and b > 2:
+        m[2] = 0
+    return m
+
+
+ATTENTION = [
+    # (attributes, mask, attention_bias, present, bias)
+    (dict(num_heads=2), False, False, False, True),
+    (dict(num_heads=4), True, False, False, True),
+    (dict(num_heads=2, unidirectional=1), False, False, True, True),
+    (dict(num_heads=2, unidirectional=1, mask_filter_value=-1e4 * 3), True, False, False, True),
+    (dict(num_heads=2, qkv_hidden_sizes=[8, 8, 12], scale=0.3), True, True, False, True),
+    (dict(num_heads=1), False, True, True, False),
+]
+
+
+@pytest.mark.parametrize("attrs,mask,attn_bias,present,bias", ATTENTION,
+                         ids=[",".join(f"{k}={v}" for k, v in a[0].items()) + f"-m{int(a[1])}b{int(a[2])}p{int(a[3])}"
+                              for a in ATTENTION])
+def test_attention(attrs, mask, attn_bias, present, bias, target, padded_row=False, atol=1e-5):
+    rng = np.random.default_rng(11)
+    d_in = 12
+    total = sum(attrs.get("qkv_hidden_sizes", [8, 8, 8]))
+    inits = [const("w", weight(rng, d_in, total, scale=0.4))] + ([const("bias", weight(rng, total))] if bias else [])
+    names = ["x", "w", "bias" if bias else "", "mask" if mask else "", "", "ab" if attn_bias else ""]
+    while not names[-1]:
+        names.pop()
+    inputs = [vinfo("x", F32, ["b", "s", d_in])]
+    if mask:
+        inputs.append(vinfo("mask", I32, ["b", "s"]))
+    if attn_bias:
+        inputs.append(vinfo("ab", F32, [1, attrs["num_heads"], "s", "s"]))
+    outputs = ["y", "present"] if present else ["y"]
+    model = ms_model([node("Attention", names, outputs, **attrs)], inputs, [vinfo(o, F32, None) for o in outputs],
+                     inits)
+    feeds = []
+    for bnd in ATTN_SEQS:
+        b, s = bnd["b"], bnd["s"]
+        f = {"x": rand(rng, (b, s, d_in))}
+        if mask:
+            f["mask"] = _mask(rng, b, s, padded_row)
+        if attn_bias:
+            f["ab"] = rand(rng, (1, attrs["num_heads"], s, s))
+        feeds.append(f)
+    check(model, target, feeds, atol=atol)
+
+
+def test_attention_padded_row(target):
+    """A row whose keys are all padded: onnxruntime adds -10000 to each score, so they keep
+    about 10 bits and the softmax follows the scores only roughly (wasm32 differs by 2e-5 from
+    onnxruntime, natively by less); the order of the sums (bias first, then the mask)
+    decides which bits, and is checked here with a bias."""
+    test_attention(dict(num_heads=2, scale=0.3), True, True, False, True, target, padded_row=True, atol=1e-4)
+
+
+MHA = [
+    # (attributes, bias, key_padding_mask, attention_bias, present outputs, cross (kv of its own length))
+    (dict(num_heads=2), False, False, False, False, False),
+    (dict(num_heads=2), True, True, False, True, False),
+    (dict(num_heads=4, scale=0.25), True, True, True, False, True),
+    (dict(num_heads=2, unidirectional=1), True, False, False, False, False),
+    (dict(num_heads=1), False, True, False, True, True),
+]
+
+
+@pytest.mark.parametrize("attrs,bias,mask,attn_bias,present,cross", MHA,
+                         ids=[",".join(f"{k}={v}" for k, v in a[0].items())
+                              + "-" + "".join(c for c, on in zip("bmapx", a[1:]) if on) for a in MHA])
+def test_multi_head_attention(attrs, bias, mask, attn_bias, present, cross, target):
+    rng = np.random.default_rng(12)
+    hidden, v_hidden, heads = 8, 12, attrs["num_heads"]
+    kv = "l" if cross else "s"
+    names = ["q", "k", "v", "bias" if bias else "", "mask" if mask else "", "ab" if attn_bias else ""]
+    while not names[-1]:
+        names.pop()
+    inputs = [vinfo("q", F32, ["b", "s", hidden]), vinfo("k", F32, ["b", kv, hidden]),
+              vinfo("v", F32, ["b", kv, v_hidden])]
+    if mask:
+        inputs.append(vinfo("mask", I32, ["b", kv]))
+    if attn_bias:
+        inputs.append(vinfo("ab", F32, ["b", heads, "s", kv]))
+    inits = [const("bias", weight(rng, 2 * hidden + v_hidden))] if bias else []
+    outputs = ["y", "present_k", "present_v"] if present else ["y"]
+    model = ms_model([node("MultiHeadAttention", names, outputs, **attrs)], inputs,
+                     [vinfo(o, F32, None) for o in outputs], inits)
+    feeds = []
+    for b, s, l in [(2, 5, 7), (1, 1, 1), (3, 13, 4)]:
+        l = l if cross else s
+        f = {"q": rand(rng, (b, s, hidden)), "k": rand(rng, (b, l, hidden)), "v": rand(rng, (b, l, v_hidden))}
+        if mask:
+            f["mask"] = _mask(rng, b, l)
+        if attn_bias:
+            f["ab"] = rand(rng, (b, heads, s, l))
+        feeds.append(f)
+    check(model, target, feeds)
+
+
+def test_attention_past_refused():
+    model = ms_model([node("Attention", ["x", "w", "bias", "", "past"], ["y", "present"], num_heads=2)],
+                     [vinfo("x", F32, ["b", "s", 4]), vinfo("past", F32, [2, "b", 2, "p", 2])],
+                     [vinfo("y", F32, None), vinfo("present", F32, None)],
+                     [const("w", np.ones((4, 12), F32)), const("bias", np.ones(12, F32))])
+    _refused(model, r"node 'n' \(Attention\): Attention with past state is not supported: input past 'past'")
+
+
+def test_attention_mask_lengths_refused():
+    model = ms_model([node("Attention", ["x", "w", "bias", "lengths"], ["y"], num_heads=2)],
+                     [vinfo("x", F32, ["b", "s", 4]), vinfo("lengths", I32, ["b"])], [vinfo("y", F32, None)],
+                     [const("w", np.ones((4, 12), F32)), const("bias", np.ones(12, F32))])
+    _refused(model, r"node 'n' \(Attention\): mask_index 'lengths' is int32\(b,\); only the 2-D")

@@ -21,8 +21,8 @@ from ....ops.datadep import Range
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
 from ....ops.movement import BIG, Concat, Gather, Slice, Transpose
-from ....ops.reduce import LayerNorm, Reduce
-from ....ops.shape import Fill, ShapeOf, Unsqueeze, ViewAs
+from ....ops.reduce import LayerNorm, Reduce, Softmax
+from ....ops.shape import Fill, Identity, ShapeOf, Unsqueeze, ViewAs
 from ..translate import CONTRIB, Registry, TranslateContext
 from .conv import conv_window
 
@@ -382,6 +382,175 @@ def fused_conv(ctx: TranslateContext) -> None:
         _ew(ctx, fn, [conv], ctx.outputs[0], params)
 
 
+# ----------------------------------------------------------------------------- attention
+
+MASK_FILTER_VALUE = -10000.0  # onnxruntime's default mask_filter_value
+
+
+def _heads(ctx: TranslateContext, x: str, heads: int, perm: tuple[int, ...], what: str) -> str:
+    """``x`` (batch, seq, heads * head) viewed as (batch, seq, heads, head) and transposed by
+    ``perm``."""
+    v = ctx.graph.values[x]
+    hidden = _static(ctx, v.shape[2], f"'{v.name}' dim 2")
+    if hidden % heads:
+        ctx.fail(f"hidden size {hidden} of '{v.name}' is not a multiple of num_heads {heads}")
+    viewed, moved = ctx.tmp(f"{what}_heads"), ctx.tmp(what)
+    ctx.emit(ViewAs((v.shape[0], v.shape[1], heads, hidden // heads)), [x], [viewed])
+    ctx.emit(Transpose(perm), [viewed], [moved])
+    return moved
+
+
+def _padding_mask(ctx: TranslateContext, i: int, what: str) -> str:
+    """Input ``i``, a (batch, kv_seq) int32 mask, as bool (batch, 1, 1, kv_seq): true where
+    masked (the entry is 0 or less)."""
+    m = ctx.value(i)
+    if m.dtype != INT32:
+        ctx.fail(f"{what} '{m.name}' has dtype {m.dtype}; it must be int32")
+    if m.rank != 2:
+        ctx.fail(f"{what} '{m.name}' is {m.describe()}; only the 2-D (batch, kv_sequence) mask is supported "
+                 f"(lengths, start/end indices and 3-D or 4-D masks are not)")
+    keep = _ew(ctx, "greater", [m.name, ctx.constant("zero", np.array(0, np.int32))])
+    masked = _ew(ctx, "not", [keep])
+    out = ctx.tmp("masked")
+    ctx.emit(Unsqueeze((1, 2)), [masked], [out])
+    return out
+
+
+def _causal_mask(ctx: TranslateContext, q: str, k: str) -> str:
+    """Bool (q_seq, kv_seq): true where key j is after query i (j > i + kv_seq - q_seq, the
+    keys before the queries being past ones). ``q`` and ``k``: (batch, heads, seq, ..)."""
+    rows = _unsqueezed(ctx, _positions(ctx, q, 2), -1)
+    cols = _positions(ctx, k, 2)
+    q_len, k_len = ctx.tmp("q_len"), ctx.tmp("k_len")
+    ctx.emit(ShapeOf(2, 3), [q], [q_len])
+    ctx.emit(ShapeOf(2, 3), [k], [k_len])
+    last = _ew(ctx, "add", [rows, _ew(ctx, "sub", [k_len, q_len])])
+    return _ew(ctx, "greater", [cols, last])
+
+
+def _attend(ctx: TranslateContext, q: str, k: str, v: str, scale: float | None, padding: str | None,
+            causal: str | None, bias: str | None, out: str) -> None:
+    """softmax(scale Q K^T + bias + masks) V for Q (batch, heads, q_seq, head), K and V
+    (batch, heads, kv_seq, head), into ``out`` (batch, q_seq, heads * v_head). ``padding``
+    and ``causal``: bool masks broadcasting to the scores, true where a key is masked. As in
+    onnxruntime, a padded key's score gets mask_filter_value added (so a row whose keys are
+    all padded still has weights), and a future key's score is float32's lowest (no weight)."""
+    qv, vv = ctx.graph.values[q], ctx.graph.values[v]
+    head = _static(ctx, qv.shape[3], "the head size")
+    scale = 1 / np.sqrt(head) if scale is None else scale
+    kt = ctx.tmp("k_t")
+    ctx.emit(Transpose((0, 1, 3, 2)), [k], [kt])
+    scores = ctx.tmp("scores")
+    ctx.emit(MatMul(), [q, kt], [scores])
+    scores = _ew(ctx, "mul", [scores, _scalar(ctx, "scale", scale, scores)])
+    if causal:
+        scores = _ew(ctx, "where", [causal, _scalar(ctx, "lowest", np.finfo(np.float32).min, scores), scores])
+    if bias:
+        scores = _ew(ctx, "add", [scores, bias])
+    if padding:
+        # last, as onnxruntime adds it: a fully padded row's scores lose bits beside -10000
+        # and only the same order rounds them the same
+        fill = _scalar(ctx, "mask_filter_value", float(ctx.attr("mask_filter_value", MASK_FILTER_VALUE)), scores)
+        scores = _ew(ctx, "add", [scores, _ew(ctx, "where", [padding, fill, _scalar(ctx, "zero", 0.0, scores)])])
+    probs, context, moved = ctx.tmp("probs"), ctx.tmp("context"), ctx.tmp("context_moved")
+    ctx.emit(Softmax(-1), [scores], [probs])
+    ctx.emit(MatMul(), [probs, v], [context])
+    ctx.emit(Transpose((0, 2, 1, 3)), [context], [moved])
+    heads, v_head = vv.shape[1], _static(ctx, vv.shape[3], "the value head size")
+    ctx.emit(ViewAs((qv.shape[0], qv.shape[2], heads * v_head)), [moved], [out])
+
+
+def _num_heads(ctx: TranslateContext, name: str = "num_heads") -> int:
+    heads = int(ctx.attr(name, 0))
+    if heads <= 0:
+        ctx.fail(f"attribute {name} is required (a positive count)")
+    return heads
+
+
+def _scale(ctx: TranslateContext) -> float | None:
+    """The scale attribute; None (1 / sqrt(head size)) when absent or 0, as onnxruntime reads it."""
+    scale = float(ctx.attr("scale", 0.0))
+    return scale or None
+
+
+def _present(ctx: TranslateContext, k: str, v: str) -> None:
+    """Attention's present output without past: K and V (batch, heads, seq, head) stacked."""
+    if ctx.graph.values[k].shape[3] != ctx.graph.values[v].shape[3]:
+        ctx.fail("the present output needs K and V of one hidden size")
+    ctx.emit(Concat(0), [_unsqueezed(ctx, k, 0), _unsqueezed(ctx, v, 0)], [ctx.outputs[1]])
+
+
+def attention(ctx: TranslateContext) -> None:
+    """Inputs: input (batch, seq, in_hidden), weights (in_hidden, q + k + v hidden), [bias],
+    [mask_index (batch, seq) int32], [past], [attention_bias], [past_sequence_length];
+    outputs: output, [present]. Q, K and V by one MatMul, split, each head attending."""
+    _require_float32(ctx, 0)
+    heads = _num_heads(ctx)
+    if ctx.has(4):
+        ctx.fail(f"Attention with past state is not supported: input past '{ctx.inputs[4]}' is given")
+    if ctx.has(6) or int(ctx.attr("past_present_share_buffer", 0)):
+        ctx.fail("Attention with a shared past/present buffer (past_sequence_length) is not supported")
+    if int(ctx.attr("do_rotary", 0)):
+        ctx.fail("Attention with do_rotary=1 is not supported")
+    w = ctx.value(1)
+    if w.rank != 2:
+        ctx.fail(f"weights '{w.name}' is {w.describe()}; it must be (input_hidden, q + k + v hidden)")
+    total = _static(ctx, w.shape[1], f"weights '{w.name}' dim 1")
+    sizes = ctx.ints("qkv_hidden_sizes") or (total // 3,) * 3
+    if len(sizes) != 3 or sum(sizes) != total or sizes[0] != sizes[1] or min(sizes) <= 0:
+        ctx.fail(f"qkv_hidden_sizes {list(sizes)} must be three positive sizes, Q's equal to K's, summing to "
+                 f"weights '{w.name}' dim 1 ({total})")
+    projected = ctx.tmp("qkv")
+    ctx.emit(MatMul(), ctx.inputs[:2], [projected])
+    if ctx.has(2):
+        projected = _ew(ctx, "add", [projected, ctx.inputs[2]])
+    starts = (0, sizes[0], sizes[0] + sizes[1])
+    q, k, v = (_heads(ctx, _slice_last(ctx, projected, a, a + n, what), heads, (0, 2, 1, 3), what)
+               for a, n, what in zip(starts, sizes, "qkv"))
+    _attend(ctx, q, k, v, _scale(ctx), _padding_mask(ctx, 3, "mask_index") if ctx.has(3) else None,
+            _causal_mask(ctx, q, k) if int(ctx.attr("unidirectional", 0)) else None,
+            ctx.inputs[5] if ctx.has(5) else None, ctx.outputs[0])
+    if _output(ctx, 1):
+        _present(ctx, k, v)
+
+
+def multi_head_attention(ctx: TranslateContext) -> None:
+    """Inputs: query (batch, seq, hidden), key (batch, kv_seq, hidden), value (batch, kv_seq,
+    v_hidden), [bias (hidden + hidden + v_hidden)], [key_padding_mask (batch, kv_seq)],
+    [attention_bias], [past_key], [past_value], ...; outputs: output, [present_key],
+    [present_value] (K and V by heads, there being no past)."""
+    _require_float32(ctx, 0)
+    heads = _num_heads(ctx)
+    for i, what in ((6, "past_key"), (7, "past_value")):
+        if ctx.has(i):
+            ctx.fail(f"MultiHeadAttention with past state is not supported: input {what} '{ctx.inputs[i]}' is given")
+    if len(ctx.inputs) > 8 and any(ctx.inputs[8:]):
+        ctx.fail("MultiHeadAttention's past_sequence_length and cache_indirection inputs (beam search) are "
+                 "not supported")
+    if not ctx.has(1) or not ctx.has(2):
+        ctx.fail("packed QKV or KV (key or value absent) is not supported; give query, key and value")
+    for i, what in ((0, "query"), (1, "key"), (2, "value")):
+        v = ctx.value(i)
+        if v.rank != 3:
+            ctx.fail(f"{what} '{v.name}' is {v.describe()}; only (batch, sequence, hidden) is supported "
+                     f"(packed or per-head layouts are not)")
+    names = list(ctx.inputs[:3])
+    if ctx.has(3):
+        q_hidden = _static(ctx, ctx.value(0).shape[2], f"query '{ctx.inputs[0]}' dim 2")
+        v_hidden = _static(ctx, ctx.value(2).shape[2], f"value '{ctx.inputs[2]}' dim 2")
+        starts = (0, q_hidden, 2 * q_hidden)
+        sizes = (q_hidden, q_hidden, v_hidden)
+        names = [_ew(ctx, "add", [x, _slice_last(ctx, ctx.inputs[3], a, a + n, f"{what}_bias")])
+                 for x, a, n, what in zip(names, starts, sizes, "qkv")]
+    q, k, v = (_heads(ctx, x, heads, (0, 2, 1, 3), what) for x, what in zip(names, "qkv"))
+    _attend(ctx, q, k, v, _scale(ctx), _padding_mask(ctx, 4, "key_padding_mask") if ctx.has(4) else None,
+            _causal_mask(ctx, q, k) if int(ctx.attr("unidirectional", 0)) else None,
+            ctx.inputs[5] if ctx.has(5) else None, ctx.outputs[0])
+    for i, x in ((1, k), (2, v)):
+        if _output(ctx, i):
+            ctx.emit(Identity(), [x], [ctx.outputs[i]])
+
+
 def register(r: Registry) -> None:
     for op, fn in (("Gelu", gelu), ("BiasGelu", bias_gelu), ("FastGelu", fast_gelu), ("QuickGelu", quick_gelu),
                    ("BiasAdd", bias_add), ("FusedMatMul", fused_matmul),
@@ -389,5 +558,6 @@ def register(r: Registry) -> None:
                    ("SkipSimplifiedLayerNormalization", skip_simplified_layer_norm),
                    ("SimplifiedLayerNormalization", simplified_layer_norm),
                    ("EmbedLayerNormalization", embed_layer_norm), ("RotaryEmbedding", rotary_embedding),
-                   ("FusedConv", fused_conv)):
+                   ("FusedConv", fused_conv), ("Attention", attention),
+                   ("MultiHeadAttention", multi_head_attention)):
         r.add(op, (1,), fn, foldable=False, domain=CONTRIB)
