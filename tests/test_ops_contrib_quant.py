@@ -503,3 +503,130 @@ def test_gather_block_quantized(target, bits):
         model = contrib_model([node], [vinfo("ids", np.int64, ["n", "s"])], [vinfo("y", F32, None)], inits)
         check(model, target, [{"ids": RNG.integers(-vocab, vocab, shape).astype(np.int64)}
                               for shape in ((2, 7), (1, 1), (4, 30))])
+
+
+# ----------------------------------------------------------------------------- onnxruntime's quantizers
+
+
+def _float_model(nodes, inputs, outputs, weights: dict) -> object:
+    inits = [const(k, np.asarray(v, F32)) for k, v in weights.items()]
+    g = helper.make_graph(nodes, "float", inputs, outputs, initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _small_cnn():
+    """Conv, Relu, Conv, Add, Sigmoid, Mul (swish), AveragePool, LeakyRelu, Concat,
+    GlobalAveragePool, Flatten, Gemm: what the static quantizer turns into contrib ops."""
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["s"]), helper.make_node("Sigmoid", ["s"], ["sg"]),
+             helper.make_node("Mul", ["s", "sg"], ["sw"]),
+             helper.make_node("AveragePool", ["sw"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("LeakyRelu", ["ap"], ["lr"], alpha=0.1),
+             helper.make_node("Concat", ["lr", "ap"], ["cc"], axis=1),
+             helper.make_node("GlobalAveragePool", ["cc"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], transB=1)]
+    weights = {"w1": RNG.normal(0, 0.3, (8, 3, 3, 3)), "b1": RNG.normal(0, 0.1, 8),
+               "w2": RNG.normal(0, 0.2, (8, 8, 3, 3)), "b2": RNG.normal(0, 0.1, 8),
+               "wg": RNG.normal(0, 0.3, (10, 16)), "bg": RNG.normal(0, 0.1, 10)}
+    return _float_model(nodes, [vinfo("x", F32, ["n", 3, "h", "w"])], [vinfo("y", F32, ["n", 10])], weights)
+
+
+def _contrib_ops(model) -> set[str]:
+    return {n.op_type for n in model.graph.node if n.domain == MS}
+
+
+@pytest.fixture(scope="module")
+def static_quantized_cnn(tmp_path_factory):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": RNG.normal(0, 1, (2, 3, 16, 16)).astype(F32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    import onnx
+    d = tmp_path_factory.mktemp("static")
+    onnx.save(_small_cnn(), d / "cnn.onnx")
+    quantize_static(d / "cnn.onnx", d / "cnn_q.onnx", Reader(), quant_format=QuantFormat.QOperator,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return onnx.load(d / "cnn_q.onnx")
+
+
+def test_static_quantizer_cnn(target, static_quantized_cnn):
+    # onnxruntime's static quantizer (QOperator) writes the QLinear contrib ops and QGemm;
+    # the whole quantized network, symbolic batch and image size, equal to onnxruntime's
+    model = static_quantized_cnn
+    assert _contrib_ops(model) == {"QLinearAdd", "QLinearSigmoid", "QLinearMul", "QLinearAveragePool",
+                                   "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QGemm"}
+    check(model, target, [{"x": RNG.normal(0, 1, (n, 3, h, w)).astype(F32)} for n, h, w in
+                          ((2, 16, 16), (1, 12, 20), (3, 8, 6))])
+
+
+@pytest.fixture(scope="module")
+def dynamic_quantized_mlp(tmp_path_factory):
+    """An MLP quantized by onnxruntime's dynamic quantizer, then optimized by onnxruntime
+    (which fuses DynamicQuantizeLinear, MatMulInteger, the scale Mul and the bias Add into
+    DynamicQuantizeMatMul) and saved: the graph onnxruntime itself runs."""
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    weights = {"w1": RNG.normal(0, 0.2, (64, 128)), "b1": RNG.normal(0, 0.1, 128), "w2": RNG.normal(0, 0.2, (128, 32)),
+               "b2": RNG.normal(0, 0.1, 32)}
+    d = tmp_path_factory.mktemp("dynamic")
+    onnx.save(_float_model(nodes, [vinfo("x", F32, ["n", 64])], [vinfo("y", F32, ["n", 32])], weights),
+              d / "mlp.onnx")
+    quantize_dynamic(d / "mlp.onnx", d / "mlp_q.onnx", weight_type=QuantType.QInt8)
+    so = onnxruntime.SessionOptions()
+    so.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(d / "mlp_opt.onnx")
+    onnxruntime.InferenceSession(str(d / "mlp_q.onnx"), so, providers=["CPUExecutionProvider"])
+    return onnx.load(d / "mlp_q.onnx"), onnx.load(d / "mlp_opt.onnx")
+
+
+def test_dynamic_quantizer_mlp(target, dynamic_quantized_mlp):
+    # as written by the quantizer (DynamicQuantizeLinear, MatMulInteger: ONNX ops) and as
+    # onnxruntime optimizes it (DynamicQuantizeMatMul with its bias): both equal to
+    # onnxruntime's outputs
+    written, optimized = dynamic_quantized_mlp
+    assert _contrib_ops(written) == set()
+    assert _contrib_ops(optimized) == {"DynamicQuantizeMatMul"}
+    feeds = [{"x": RNG.normal(0, s, (n, 64)).astype(F32)} for n, s in ((4, 1.0), (1, 3.0), (17, 0.2))]
+    check(written, target, feeds, rtol=1e-6, atol=1e-6)
+    check(optimized, target, feeds)
+
+
+@pytest.fixture(scope="module")
+def four_bit_models():
+    """An embedding and a projection quantized by onnxruntime's 4-bit weight quantizer
+    (MatMulNBitsQuantizer, blocks of 32), asymmetric (uint4 table, packed zero points) and
+    symmetric (int4 table, no zero points)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    models = []
+    for symmetric in (False, True):
+        nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("MatMul", ["e", "w"], ["y"])]
+        weights = {"table": RNG.normal(0, 1, (100, 64)), "w": RNG.normal(0, 0.2, (64, 16))}
+        model = _float_model(nodes, [vinfo("ids", np.int64, ["n", "s"])], [vinfo("y", F32, ["n", "s", 16])], weights)
+        config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=symmetric,
+                                              op_types_to_quantize=("MatMul", "Gather"))
+        quantizer = MatMulNBitsQuantizer(model, algo_config=config)
+        quantizer.process()
+        models.append(quantizer.model.model)
+    return models
+
+
+def test_four_bit_quantizer(target, four_bit_models):
+    for model in four_bit_models:
+        assert _contrib_ops(model) == {"GatherBlockQuantized", "MatMulNBits"}
+        check(model, target, [{"ids": RNG.integers(0, 100, shape).astype(np.int64)} for shape in ((2, 5), (1, 1), (3, 9))],
+              rtol=1e-5, atol=1e-5)

@@ -43,16 +43,19 @@ in its order, since float32 rounding depends on it.
   (then 8). ``accuracy_level`` is ignored: it only permits onnxruntime to compute in lower
   precision (int8 or float16), and the float32 product is at least as precise. ``g_idx``
   is refused.
-- GatherBlockQuantized (``bits`` 4 or 8, ``block_size``, ``quantize_axis``, ``gather_axis``;
-  constant data): packed uint8 data is unpacked at compile time; the 8-bit rows, their
-  scales and zero points are gathered, then dequantized per block. An index out of range
-  is an error here (onnxruntime gives zeros).
+- GatherBlockQuantized (``block_size``, ``quantize_axis``, ``gather_axis``; constant data,
+  scales and zero points): int4 or uint4 data (what onnxruntime's 4-bit quantizer writes;
+  zero points of the same dtype, or 0), or uint8 data of ``bits`` 4 (two values a byte,
+  the low bits first, along the last axis) or 8, gathered along axis 0 (zero points
+  packed the same way, or 2 ** (bits - 1)). The 8-bit values, their scales and zero points
+  are gathered with the same indices, then dequantized per block. An index out of range is
+  an error here (onnxruntime gives zeros).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ....ir.dtypes import FLOAT32, FLOAT64, INT8, INT32, UINT8, DType
+from ....ir.dtypes import DTYPES, FLOAT32, FLOAT64, INT8, INT32, UINT8, DType
 from ....ops.conv import Pool
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
@@ -65,6 +68,7 @@ from .conv import _pool_kernel, _window
 from .quant import _exact_in_float32, _float_product
 
 EIGHT_BIT = (UINT8, INT8)
+INT4, UINT4 = DTYPES["int4"], DTYPES["uint4"]
 
 
 
@@ -602,54 +606,58 @@ def matmul_nbits(ctx: TranslateContext) -> None:
 def gather_block_quantized(ctx: TranslateContext) -> None:
     # inputs: data, indices, scales, [zero_points]
     data, idx, scales = ctx.value(0), ctx.value(1), ctx.value(2)
-    bits, block = int(ctx.attr("bits", 4)), int(ctx.attr("block_size", 128))
     if data.const is None or scales.const is None:
         ctx.fail("data and scales must be constants")
-    if data.dtype != UINT8:
-        ctx.fail(f"data '{data.name}' has dtype {data.dtype}; supported: uint8 (packed with 'bits')")
-    if bits not in (4, 8):
-        ctx.fail(f"bits={bits} is not supported (supported: 4, 8)")
-    if block < 16 or block & (block - 1):
-        ctx.fail(f"block_size={block} must be a power of 2 of at least 16")
     if scales.dtype != FLOAT32:
         ctx.fail(f"scales '{scales.name}' have dtype {scales.dtype}; supported: float32")
+    block = int(ctx.attr("block_size", 128))
+    if block < 16 or block & (block - 1):
+        ctx.fail(f"block_size={block} must be a power of 2 of at least 16")
     rank = data.rank
-    gaxis = ctx.attr("gather_axis", 0)
-    qaxis = ctx.attr("quantize_axis", 1)
-    gaxis, qaxis = int(gaxis) % rank if -rank <= int(gaxis) < rank else None, \
-        int(qaxis) % rank if -rank <= int(qaxis) < rank else None
-    if gaxis is None or qaxis is None:
-        ctx.fail(f"gather_axis={ctx.attr('gather_axis', 0)} and quantize_axis={ctx.attr('quantize_axis', 1)} must "
-                 f"be in [{-rank}, {rank - 1}]")
-    if gaxis != 0:
-        ctx.fail(f"gather_axis={gaxis}: uint8 data is gathered along axis 0")
+    axes = []
+    for name, default in (("gather_axis", 0), ("quantize_axis", 1)):
+        a = int(ctx.attr(name, default))
+        if not -rank <= a < rank:
+            ctx.fail(f"{name}={a} must be in [{-rank}, {rank - 1}]")
+        axes.append(a % rank)
+    gaxis, qaxis = axes
     if qaxis == gaxis:
-        ctx.fail("quantize_axis and gather_axis must differ")
-    q = data.const
-    if bits == 4:
-        if qaxis != rank - 1:
-            ctx.fail(f"quantize_axis={qaxis}: 4-bit data is packed along the last axis, which must be quantize_axis")
-        q = _unpack(q, bits)
+        ctx.fail(f"quantize_axis and gather_axis are both {qaxis}; they must differ")
+    if data.dtype in (INT4, UINT4):
+        # one value per element; zero points of the same dtype, 0 when absent
+        narrow = np.int8 if data.dtype == INT4 else np.uint8
+        q, bits, unpack = data.const.astype(narrow), 4, False
+    elif data.dtype == UINT8:
+        bits = int(ctx.attr("bits", 4))
+        if bits not in (4, 8):
+            ctx.fail(f"bits={bits} is not supported for uint8 data (supported: 4, 8)")
+        if gaxis != 0:
+            ctx.fail(f"gather_axis={gaxis}: uint8 data is gathered along axis 0")
+        narrow, unpack = np.uint8, bits == 4
+        q = _unpack(data.const, bits) if unpack else data.const
+    else:
+        ctx.fail(f"data '{data.name}' has dtype {data.dtype}; supported: int4, uint4, uint8 (with 'bits')")
     nblocks = -(-q.shape[qaxis] // block)
     want = q.shape[:qaxis] + (nblocks,) + q.shape[qaxis + 1:]
     if scales.const.shape != want:
         ctx.fail(f"scales '{scales.name}' {scales.describe()} must have shape {want}")
-    zp = np.full(want, 1 << (bits - 1), np.uint8)
     if ctx.has(3):
         zv = ctx.value(3)
-        if zv.const is None or zv.dtype != UINT8:
-            ctx.fail(f"zero_points '{zv.name}' must be a constant of uint8")
-        zp = _unpack(zv.const, bits) if bits == 4 else zv.const
+        if zv.const is None or zv.dtype != data.dtype:
+            ctx.fail(f"zero_points '{zv.name}' must be a constant of {data.dtype}, as data")
+        zp = _unpack(zv.const, bits) if unpack else zv.const.astype(narrow)
         zp = zp[tuple(slice(0, d) for d in want)]
         if zp.shape != want:
             ctx.fail(f"zero_points '{zv.name}' {zv.describe()} must hold {want} values")
+    else:
+        zp = np.full(want, 1 << (bits - 1) if data.dtype == UINT8 else 0, narrow)
     parts = []
     for what, arr in (("data", q), ("scales", scales.const), ("zero points", zp)):
         table = ctx.constant(f"{what} table", np.ascontiguousarray(arr))
         out = ctx.tmp(f"gathered {what}")
-        ctx.emit(Gather(0), [table, idx.name], [out])
+        ctx.emit(Gather(gaxis), [table, idx.name], [out])
         parts.append(out)
-    axis = qaxis - 1 + idx.rank
+    axis = qaxis if qaxis < gaxis else qaxis - 1 + idx.rank
     ctx.emit(Dequantize(FLOAT32, axis=axis, block=block), parts, ctx.outputs[:1])
 
 
