@@ -630,3 +630,51 @@ def test_four_bit_quantizer(target, four_bit_models):
         assert _contrib_ops(model) == {"GatherBlockQuantized", "MatMulNBits"}
         check(model, target, [{"ids": RNG.integers(0, 100, shape).astype(np.int64)} for shape in ((2, 5), (1, 1), (3, 9))],
               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_gather_block_quantized_int4(target, dtype):
+    # int4/uint4 data, zero points of the same dtype or none (0); blocks along axis 0 and
+    # rows gathered along axis 1 by a symbolic batch of ids, or the converse on rank 3
+    import ml_dtypes
+
+    np_dtype = getattr(ml_dtypes, dtype)
+    lo, hi = (-8, 8) if dtype == "int4" else (0, 16)
+    for shape, gather_axis, quantize_axis, block in (((64, 20), 1, 0, 16), ((3, 10, 48), 1, 2, 32)):
+        values = RNG.integers(lo, hi, shape).astype(np_dtype)
+        nb = -(-shape[quantize_axis] // block)
+        sshape = tuple(nb if a == quantize_axis else d for a, d in enumerate(shape))
+        for with_zp in (True, False):
+            inits = [const("data", values), const("scales", RNG.uniform(0.01, 0.1, sshape).astype(F32))]
+            names = ["data", "ids", "scales"]
+            if with_zp:
+                inits.append(const("zp", RNG.integers(lo, hi, sshape).astype(np_dtype)))
+                names.append("zp")
+            node = ms_node("GatherBlockQuantized", names, ["y"], block_size=block, quantize_axis=quantize_axis,
+                           gather_axis=gather_axis)
+            model = contrib_model([node], [vinfo("ids", np.int64, ["n"])], [vinfo("y", F32, None)], inits)
+            n = shape[gather_axis]
+            check(model, target, [{"ids": RNG.integers(-n, n, k).astype(np.int64)} for k in (5, 1, 13)])
+
+
+def test_contrib_quant_refusals():
+    # forms not implemented fail at compile time naming node, op and reason
+    a = vinfo("a", F32, [1, 32])
+    w = [const("b", np.zeros((4, 2, 8), U8)), const("s", np.ones((4, 2), F32))]
+    g_idx = contrib_model([ms_node("MatMulNBits", ["a", "b", "s", "", "g"], ["y"], K=32, N=4, bits=4, block_size=16)],
+                          [a], [vinfo("y", F32, None)], w + [const("g", np.zeros(32, I32))])
+    with pytest.raises(CompileError, match=r"node 'y' \(MatMulNBits\): g_idx .* is not supported"):
+        build(g_idx, "native")
+    float_zp = contrib_model([ms_node("MatMulNBits", ["a", "b", "s", "z"], ["y"], K=32, N=4, bits=4, block_size=16)],
+                             [a], [vinfo("y", F32, None)], w + [const("z", np.full((4, 2), 8, F32))])
+    with pytest.raises(CompileError, match=r"float zero points are not supported"):
+        build(float_zp, "native")
+    runtime_table = contrib_model([ms_node("GatherBlockQuantized", ["d", "i", "s"], ["y"], block_size=16)],
+                                  [vinfo("d", U8, [4, 8]), vinfo("i", np.int64, [2])], [vinfo("y", F32, None)],
+                                  [const("s", np.ones((4, 1), F32))])
+    with pytest.raises(CompileError, match=r"GatherBlockQuantized\): data and scales must be constants"):
+        build(runtime_table, "native")
+    qgemm = contrib_model([ms_node("QGemm", ["a", "s", "z", "a", "s", "z", "", "s"], ["y"])],
+                          [vinfo("a", U8, [2, 2]), vinfo("s", F32, []), vinfo("z", U8, [])], [vinfo("y", U8, None)])
+    with pytest.raises(CompileError, match=r"QGemm\): y_scale and y_zero_point must be given together"):
+        build(qgemm, "native")
