@@ -436,3 +436,77 @@ def test_attention_mask_lengths_refused():
                      [vinfo("x", F32, ["b", "s", 4]), vinfo("lengths", I32, ["b"])], [vinfo("y", F32, None)],
                      [const("w", np.ones((4, 12), F32)), const("bias", np.ones(12, F32))])
     _refused(model, r"node 'n' \(Attention\): mask_index 'lengths' is int32\(b,\); only the 2-D")
+
+
+# ----------------------------------------------------------------------------- GroupQueryAttention
+
+HEAD = 8
+
+
+def _gqa_model(heads, kv_heads, packed, past, scale=None):
+    names = (["q"] + (["", ""] if packed else ["k", "v"]) + (["past_k", "past_v"] if past else ["", ""])
+             + ["seqlens_k", "total"])
+    q_width = (heads + 2 * kv_heads) * HEAD if packed else heads * HEAD
+    inputs = [vinfo("q", F32, ["b", "s", q_width])]
+    if not packed:
+        inputs += [vinfo("k", F32, ["b", "s", kv_heads * HEAD]), vinfo("v", F32, ["b", "s", kv_heads * HEAD])]
+    if past:
+        inputs += [vinfo("past_k", F32, ["b", kv_heads, "p", HEAD]), vinfo("past_v", F32, ["b", kv_heads, "p", HEAD])]
+    inputs += [vinfo("seqlens_k", I32, ["b"]), vinfo("total", I32, [])]
+    attrs = dict(num_heads=heads, kv_num_heads=kv_heads) | ({} if scale is None else {"scale": scale})
+    outputs = ["y", "present_k", "present_v"]
+    return ms_model([node("GroupQueryAttention", names, outputs, **attrs)], inputs,
+                    [vinfo(o, F32, None) for o in outputs])
+
+
+def _gqa_feeds(rng, model, b, s, p):
+    feeds = {}
+    for vi in model.graph.input:
+        dims = [{"b": b, "s": s, "p": p}.get(d.dim_param, d.dim_value) for d in vi.type.tensor_type.shape.dim]
+        if vi.name not in ("seqlens_k", "total"):
+            feeds[vi.name] = rand(rng, dims)
+    feeds["seqlens_k"] = np.full(b, p + s - 1, I32)
+    feeds["total"] = np.array(p + s, I32)
+    return feeds
+
+
+GQA = [
+    # (heads, kv_heads, packed, past, scale)
+    (4, 2, False, False, None),
+    (4, 2, True, False, None),
+    (6, 2, False, True, None),
+    (2, 2, False, True, 0.7),
+    (4, 1, True, True, None),
+]
+
+
+@pytest.mark.parametrize("heads,kv_heads,packed,past,scale", GQA,
+                         ids=[f"h{h}kv{k}" + ("-packed" if pk else "") + ("-past" if p else "") + (f"-scale{s}" if s else "")
+                              for h, k, pk, p, s in GQA])
+def test_group_query_attention(heads, kv_heads, packed, past, scale, target):
+    rng = np.random.default_rng(13)
+    model = _gqa_model(heads, kv_heads, packed, past, scale)
+    # prompts without past; with past, tokens, a later prompt (onnxruntime takes it at batch
+    # 1 only) and a first prompt over an empty past
+    shapes = [(2, 5, 0), (1, 1, 0), (3, 9, 0)] if not past else [(2, 1, 6), (1, 3, 1), (3, 1, 9), (2, 4, 0)]
+    check(model, target, [_gqa_feeds(rng, model, b, s, p) for b, s, p in shapes])
+
+
+def test_group_query_attention_padded_batch_refused_at_run_time(target):
+    import wasm_runtime
+    from util import build
+    rng = np.random.default_rng(14)
+    model = _gqa_model(4, 2, False, True)
+    m = build(model, target)
+    feeds = _gqa_feeds(rng, model, 2, 1, 4)
+    feeds["seqlens_k"] = np.array([4, 2], I32)
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'n' \(GroupQueryAttention\): seqlens_k 'seqlens_k' \+ 1 "
+                                                      r"differs from past \+ new sequence length; padded batches"):
+        m.run(feeds)
+
+
+def test_group_query_attention_local_window_refused():
+    model = _gqa_model(4, 2, False, False)
+    model.graph.node[0].attribute.append(helper.make_attribute("local_window_size", 16))
+    _refused(model, r"node 'n' \(GroupQueryAttention\): local_window_size 16 \(sliding-window attention\) "
+                    r"is not supported")

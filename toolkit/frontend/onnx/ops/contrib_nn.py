@@ -17,7 +17,7 @@ import numpy as np
 
 from ....ir.dtypes import FLOAT32, INT32, INT64
 from ....ops.conv import Conv
-from ....ops.datadep import Range
+from ....ops.datadep import Assert, Range
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
 from ....ops.movement import BIG, Concat, Gather, Slice, Transpose
@@ -431,18 +431,32 @@ def _causal_mask(ctx: TranslateContext, q: str, k: str) -> str:
 def _attend(ctx: TranslateContext, q: str, k: str, v: str, scale: float | None, padding: str | None,
             causal: str | None, bias: str | None, out: str) -> None:
     """softmax(scale Q K^T + bias + masks) V for Q (batch, heads, q_seq, head), K and V
-    (batch, heads, kv_seq, head), into ``out`` (batch, q_seq, heads * v_head). ``padding``
+    (batch, kv_heads, kv_seq, head), into ``out`` (batch, q_seq, heads * v_head). ``padding``
     and ``causal``: bool masks broadcasting to the scores, true where a key is masked. As in
     onnxruntime, a padded key's score gets mask_filter_value added (so a row whose keys are
-    all padded still has weights), and a future key's score is float32's lowest (no weight)."""
-    qv, vv = ctx.graph.values[q], ctx.graph.values[v]
-    head = _static(ctx, qv.shape[3], "the head size")
-    scale = 1 / np.sqrt(head) if scale is None else scale
+    all padded still has weights), and a future key's score is float32's lowest (no weight).
+    With fewer kv_heads than heads (grouped-query attention), each group of heads / kv_heads
+    consecutive query heads shares one K and V head: Q is read as (batch, kv_heads, group *
+    q_seq, head), and the scores as (batch, kv_heads, group, q_seq, kv_seq) while masked."""
+    qv, kv, vv = ctx.graph.values[q], ctx.graph.values[k], ctx.graph.values[v]
+    batch, heads, q_seq, head = qv.shape
+    kv_heads = kv.shape[1]
+    group = heads // kv_heads
+    scale = 1 / np.sqrt(_static(ctx, head, "the head size")) if scale is None else scale
+    if group > 1:
+        grouped = ctx.tmp("q_grouped")
+        ctx.emit(ViewAs((batch, kv_heads, group * q_seq, head)), [q], [grouped])
+        q = grouped
     kt = ctx.tmp("k_t")
     ctx.emit(Transpose((0, 1, 3, 2)), [k], [kt])
     scores = ctx.tmp("scores")
     ctx.emit(MatMul(), [q, kt], [scores])
     scores = _ew(ctx, "mul", [scores, _scalar(ctx, "scale", scale, scores)])
+    rows_shape = ctx.graph.values[scores].shape
+    if group > 1:
+        split = ctx.tmp("scores_by_group")
+        ctx.emit(ViewAs((batch, kv_heads, group, q_seq, rows_shape[-1])), [scores], [split])
+        scores = split
     if causal:
         scores = _ew(ctx, "where", [causal, _scalar(ctx, "lowest", np.finfo(np.float32).min, scores), scores])
     if bias:
@@ -454,10 +468,18 @@ def _attend(ctx: TranslateContext, q: str, k: str, v: str, scale: float | None, 
         scores = _ew(ctx, "add", [scores, _ew(ctx, "where", [padding, fill, _scalar(ctx, "zero", 0.0, scores)])])
     probs, context, moved = ctx.tmp("probs"), ctx.tmp("context"), ctx.tmp("context_moved")
     ctx.emit(Softmax(-1), [scores], [probs])
+    if group > 1:
+        joined = ctx.tmp("probs_joined")
+        ctx.emit(ViewAs(rows_shape), [probs], [joined])
+        probs = joined
     ctx.emit(MatMul(), [probs, v], [context])
+    v_head = _static(ctx, vv.shape[3], "the value head size")
+    if group > 1:
+        by_head = ctx.tmp("context_by_head")
+        ctx.emit(ViewAs((batch, heads, q_seq, v_head)), [context], [by_head])
+        context = by_head
     ctx.emit(Transpose((0, 2, 1, 3)), [context], [moved])
-    heads, v_head = vv.shape[1], _static(ctx, vv.shape[3], "the value head size")
-    ctx.emit(ViewAs((qv.shape[0], qv.shape[2], heads * v_head)), [moved], [out])
+    ctx.emit(ViewAs((batch, q_seq, heads * v_head)), [moved], [out])
 
 
 def _num_heads(ctx: TranslateContext, name: str = "num_heads") -> int:
@@ -551,6 +573,88 @@ def multi_head_attention(ctx: TranslateContext) -> None:
             ctx.emit(Identity(), [x], [ctx.outputs[i]])
 
 
+def _lengths_check(ctx: TranslateContext, i: int, what: str, expected: str, plus_one: bool, why: str) -> None:
+    """A run-time check that every element of int32 input ``i`` (+ 1 with ``plus_one``)
+    equals ``expected`` (an int64 tensor of one element)."""
+    v = ctx.value(i)
+    if v.dtype != INT32:
+        ctx.fail(f"{what} '{v.name}' has dtype {v.dtype}; it must be int32")
+    wide = ctx.tmp(f"{what}_wide")
+    ctx.emit(Cast(INT64), [v.name], [wide])
+    if plus_one:
+        wide = _ew(ctx, "add", [wide, ctx.constant("one", np.array(1, np.int64))])
+    differs = _ew(ctx, "not", [_ew(ctx, "equal", [wide, expected])])
+    anywhere = ctx.tmp(f"{what}_differs")
+    ctx.emit(Reduce("max", None, keepdims=False), [differs], [anywhere])
+    ctx.emit(Assert(f"{what} '{v.name}' {why}"), [anywhere], [])
+
+
+def group_query_attention(ctx: TranslateContext) -> None:
+    """Inputs: query (batch, seq, heads * head) or Q, K and V packed in it, [key], [value]
+    (batch, seq, kv_heads * head), [past_key], [past_value] (batch, kv_heads, past, head),
+    seqlens_k (batch) int32, total_sequence_length (int32 scalar), ...; outputs: output,
+    present_key, present_value (batch, kv_heads, past + seq, head). Causal attention of the
+    new tokens over past and new keys, query heads grouped on kv_heads.
+
+    onnxruntime reads each batch entry's length from seqlens_k (length - 1), so a batch may
+    mix lengths inside a past buffer longer than its own past (shared buffers). symwasm
+    implements the case without padding: every seqlens_k + 1 and total_sequence_length equal
+    past + seq, which is checked at run time."""
+    _require_float32(ctx, 0)
+    heads, kv_heads = _num_heads(ctx), _num_heads(ctx, "kv_num_heads")
+    if heads % kv_heads:
+        ctx.fail(f"num_heads {heads} is not a multiple of kv_num_heads {kv_heads}")
+    for attr, default in (("do_rotary", 0), ("smooth_softmax", 0), ("qk_output", 0)):
+        if int(ctx.attr(attr, default)):
+            ctx.fail(f"{attr}={ctx.attr(attr)} is not supported")
+    if float(ctx.attr("softcap", 0.0)) != 0.0:
+        ctx.fail(f"softcap {ctx.attr('softcap')} is not supported (only 0)")
+    if int(ctx.attr("local_window_size", -1)) != -1:
+        ctx.fail(f"local_window_size {ctx.attr('local_window_size')} (sliding-window attention) is not supported")
+    for i, what in ((7, "cos_cache"), (8, "sin_cache"), (9, "position_ids"), (10, "attention_bias"),
+                    (11, "head_sink")):
+        if ctx.has(i):
+            ctx.fail(f"input {what} '{ctx.inputs[i]}' is not supported")
+    if ctx.has(3) != ctx.has(4):
+        ctx.fail("past_key and past_value must be given together")
+    if not ctx.has(5) or not ctx.has(6):
+        ctx.fail("seqlens_k and total_sequence_length are required")
+    query = ctx.value(0)
+    if query.rank != 3:
+        ctx.fail(f"query '{query.name}' is {query.describe()}; it must be (batch, sequence, hidden)")
+    if ctx.has(1) != ctx.has(2):
+        ctx.fail("key and value must be given together (or both left out, Q, K and V packed in query)")
+    if ctx.has(1):
+        names = ctx.inputs[:3]
+        head = _static(ctx, query.shape[2], f"query '{query.name}' dim 2") // heads
+    else:
+        packed = _static(ctx, query.shape[2], f"query '{query.name}' dim 2")
+        head = packed // (heads + 2 * kv_heads)
+        if head * (heads + 2 * kv_heads) != packed:
+            ctx.fail(f"packed query '{query.name}' dim 2 ({packed}) is not (num_heads + 2 kv_num_heads) * head")
+        starts = (0, heads * head, (heads + kv_heads) * head, (heads + 2 * kv_heads) * head)
+        names = [_slice_last(ctx, query.name, a, b, what) for a, b, what in zip(starts, starts[1:], "qkv")]
+    q = _heads(ctx, names[0], heads, (0, 2, 1, 3), "q")
+    k, v = (_heads(ctx, x, kv_heads, (0, 2, 1, 3), what) for x, what in zip(names[1:], "kv"))
+    if ctx.graph.values[k].shape[3] != head:
+        ctx.fail(f"key's head size {ctx.graph.values[k].shape[3]} differs from query's {head}")
+    if ctx.has(3):
+        k_all, v_all = ctx.tmp("present_k"), ctx.tmp("present_v")
+        ctx.emit(Concat(2), [ctx.inputs[3], k], [k_all])
+        ctx.emit(Concat(2), [ctx.inputs[4], v], [v_all])
+    else:
+        k_all, v_all = k, v
+    total = ctx.tmp("total")
+    ctx.emit(ShapeOf(2, 3), [k_all], [total])
+    why = "differs from past + new sequence length; padded batches (lengths below the past buffer) are not supported"
+    _lengths_check(ctx, 5, "seqlens_k", total, True, f"+ 1 {why}")
+    _lengths_check(ctx, 6, "total_sequence_length", total, False, why)
+    _attend(ctx, q, k_all, v_all, _scale(ctx), None, _causal_mask(ctx, q, k_all), None, ctx.outputs[0])
+    for i, x in ((1, k_all), (2, v_all)):
+        if _output(ctx, i):
+            ctx.emit(Identity(), [x], [ctx.outputs[i]])
+
+
 def register(r: Registry) -> None:
     for op, fn in (("Gelu", gelu), ("BiasGelu", bias_gelu), ("FastGelu", fast_gelu), ("QuickGelu", quick_gelu),
                    ("BiasAdd", bias_add), ("FusedMatMul", fused_matmul),
@@ -559,5 +663,5 @@ def register(r: Registry) -> None:
                    ("SimplifiedLayerNormalization", simplified_layer_norm),
                    ("EmbedLayerNormalization", embed_layer_norm), ("RotaryEmbedding", rotary_embedding),
                    ("FusedConv", fused_conv), ("Attention", attention),
-                   ("MultiHeadAttention", multi_head_attention)):
+                   ("MultiHeadAttention", multi_head_attention), ("GroupQueryAttention", group_query_attention)):
         r.add(op, (1,), fn, foldable=False, domain=CONTRIB)
