@@ -21,6 +21,7 @@ from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
+from .names import text_names
 from .ops import sequence
 from .translate import CONTRIB, ORT_DEFAULT_DOMAIN, Entry, TranslateContext, ident, registry, version_in_effect
 
@@ -51,12 +52,13 @@ _WEIGHTS: ContextVar[frozenset[str]] = ContextVar("weights", default=frozenset()
 
 
 def load_onnx(model: "str | os.PathLike | bytes | onnx.ModelProto") -> onnx.ModelProto:
+    """The model, its names all text (see :mod:`.names`)."""
     if isinstance(model, onnx.ModelProto):
-        return model
+        return text_names(model)
     try:
         if isinstance(model, (bytes, bytearray)):
-            return onnx.load_from_string(bytes(model))
-        return onnx.load(os.fspath(model))
+            return text_names(onnx.load_from_string(bytes(model)))
+        return text_names(onnx.load(os.fspath(model)))
     except FileNotFoundError:
         raise CompileError(f"model file not found: {model}") from None
     except Exception as e:  # protobuf raises several types for a corrupt file
