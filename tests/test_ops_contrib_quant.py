@@ -678,3 +678,18 @@ def test_contrib_quant_refusals():
                           [vinfo("a", U8, [2, 2]), vinfo("s", F32, []), vinfo("z", U8, [])], [vinfo("y", U8, None)])
     with pytest.raises(CompileError, match=r"QGemm\): y_scale and y_zero_point must be given together"):
         build(qgemm, "native")
+
+
+def test_matmul_nbits_weights(target):
+    """Natively the unpacked weights' Dequantize folds into float32 constant weights (the
+    GEMM packs them at compile time); a wasm32 module keeps one byte per weight (1.2 MB for
+    1024 x 1024, against 4.1 MB of float32) and dequantizes them on every run. Either way
+    the weights are onnxruntime's bit for bit: A the identity gives them back exactly."""
+    from tests.util import lower_model
+
+    k, n = 72, 10
+    model = _nbits_model(k, n, 32, True, False)
+    graph, _, _ = lower_model(model, target)
+    dequantized = [nd for nd in graph.nodes if type(nd.op).__name__ == "Dequantize"]
+    assert len(dequantized) == (0 if target == "native" else 1)
+    check(model, target, [{"a": np.eye(k, dtype=F32)[None]}, {"a": np.eye(k, dtype=F32)[None, 5:9]}])

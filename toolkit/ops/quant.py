@@ -129,7 +129,8 @@ class Dequantize(CoreOp):
     def simplify(self, node, graph) -> list | None:
         """Constant 8- and 16-bit integers dequantized to float32 become a float32 constant,
         computed as the kernel computes it (the difference from the zero point, exact in
-        float32, times the scale, one rounding): a QDQ model's weights, which then reach
+        float32, times the scale, one rounding; per tensor, axis or block): a QDQ model's
+        weights, or onnxruntime's 4-bit MatMulNBits weights unpacked, which then reach
         Conv, MatMul and Gemm as constants their kernels pack at compile time. Natively only:
         a wasm32 module keeps them quantized (``Graph.keep_quantized_weights``), 4x fewer
         bytes to download (resnet18_int8_static 0.66 MB, 2.4 MB folded). (The importer
@@ -143,8 +144,7 @@ class Dequantize(CoreOp):
         y = graph.values[node.outputs[0]]
         if (graph.keep_quantized_weights or any(v.const is None for v in ins)
                 or x.dtype not in (INT8, UINT8, INT16, UINT16) or compute != FLOAT32
-                or scale.dtype != FLOAT32 or y.dtype != FLOAT32 or y.const is not None
-                or plan.mode == "block"):  # (from opset 21, which the importer folds itself)
+                or scale.dtype != FLOAT32 or y.dtype != FLOAT32 or y.const is not None):
             return None
         if x.const.size > FOLD_LIMIT and not _only_weights(graph, y.name):
             return None
@@ -155,6 +155,8 @@ class Dequantize(CoreOp):
             a = a.astype(np.float32)
             if a.size == 1 or plan.mode == "tensor":
                 return a.reshape(())
+            if plan.mode == "block":  # each block's value repeated over its elements
+                return np.repeat(a, plan.block, axis=plan.axis).take(range(q.shape[plan.axis]), axis=plan.axis)
             return a.reshape([-1 if k == plan.axis else 1 for k in range(q.ndim)])
         if zp is not None:
             q = q - (zp.const.reshape(()).astype(np.float32) if plan.zp_scalar else spread(zp.const))
