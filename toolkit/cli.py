@@ -93,7 +93,8 @@ def cmd_compile(args) -> int:
         print(f"compiling {src} for {args.target}{cpu}", file=sys.stderr, flush=True)
     try:
         r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges,
-                          static=args.static, cpu=args.cpu, relaxed=args.relaxed_simd)
+                          static=args.static, cpu=args.cpu, relaxed=args.relaxed_simd,
+                          check_facts=args.check_facts)
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -290,6 +291,8 @@ def cmd_inspect(args) -> int:
     print(f"  model '{meta['model']['name']}', opset {meta['model']['opset']}")
     for note in meta["model"].get("notes", []):
         print(f"  note: {note}")
+    if meta["model"].get("check_facts"):
+        print("  compiled with --check-facts: the compiler's facts about values and dims are checked at run time")
     print("\ninputs:")
     for i in meta["inputs"]:
         print(f"  {i['name']}: {i['dtype']}{shape_text(i['shape'])}")
@@ -493,6 +496,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "Otherwise compiling fails, listing each value and dim that stays dynamic and why "
                         "(an input symbol to --bind, or an op such as NonZero whose output size depends "
                         "on data)")
+    c.add_argument("--check-facts", action="store_true",
+                   help="check at run time every fact the compiler relied on about a value or a dim: shape "
+                        "values it derived (a Concat of dims, a Gather from a shape) are computed again by "
+                        "their kernels, bounds it proved from symbols' ranges, Reshape's 0 and -1 it resolved "
+                        "and branches it decided are checked; a run fails naming the node and the fact that "
+                        "did not hold. Slower: for testing symwasm, or a model that gives a wrong answer")
     c.add_argument("--range", action="append", default=[], metavar="SYMBOL=MIN:MAX",
                    help="bound a symbol, e.g. --range seq=1:512; the module rejects other values "
                         "with a message naming the input and dim (repeatable)")

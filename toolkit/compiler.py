@@ -3,6 +3,7 @@ kernel object and weights -> one module file."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,7 @@ def build_metadata(graph: Graph, prog: Encoded, target, memory=None, variants: d
         # wasm32: the model's files, one per variant, each with the features an engine needs;
         # a host loads the best its engine validates (the files differ only in their code)
         "variants": variants,
-        "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes},
+        "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes, "check_facts": graph.check_facts},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
         # what stays dynamic and why (inspect prints it; empty when --static would accept the model)
@@ -121,7 +122,8 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
                   progress: Callable[[str], None] | None = None,
                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
-                  static: bool = False, cpu: str | None = None, relaxed: bool = False) -> CompileResult:
+                  static: bool = False, cpu: str | None = None, relaxed: bool = False,
+                  check_facts: bool = False) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
     symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
     demands a static module: every shape known at compile time, so the program is only
@@ -130,7 +132,12 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     an x86-64 psABI level (``x86-64-v3``); None or ``native`` is this machine's.
     ``relaxed`` (wasm32 only) also writes the relaxed-SIMD variant next to ``output``
     (``model.relaxed.wasm``, FMA through ``f32x4.relaxed_madd``); both files' metadata name
-    both, and hosts pick the variant their engine supports.
+    both, and hosts pick the variant their engine supports. ``check_facts`` makes the module
+    check at run time every fact the compiler relied on about a value or a dim (a shape value
+    it derived, a bound it proved, Reshape's 0 and -1 it resolved, a branch it decided) and
+    fail naming the node and the fact that did not hold: for testing the compiler. The
+    environment variable ``SYMWASM_CHECK_FACTS=1`` turns it on for every compile (the test
+    suite's fact-checking run, ``make check-facts``).
 
     Raises ValueError for an unknown target or CPU, and
     :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
@@ -154,7 +161,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         files[relaxed_simd(tgt)] = out.with_name(f"{out.stem}.relaxed{out.suffix or '.wasm'}")
     variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
         if tgt.is_wasm else None
-    graph = import_model(model, binds, ranges)
+    graph = import_model(model, binds, ranges, check_facts or os.environ.get("SYMWASM_CHECK_FACTS") == "1")
     graph.keep_quantized_weights = tgt.is_wasm
     t = stage("import", t0)
     graph = run_pipeline(graph)

@@ -180,6 +180,9 @@ class Graph:
     # constant 8- and 16-bit weights stay quantized, dequantized on every run (a wasm32 module:
     # 4x fewer bytes to download), rather than folded into float32 constants (natively)
     keep_quantized_weights: bool = False
+    # compile --check-facts: every fact the compiler relied on about a value or a dim is
+    # checked at run time too (:func:`toolkit.ops.base.recomputable`, InferContext.require_le)
+    check_facts: bool = False
 
     def add_value(self, v: Value) -> Value:
         self.values[v.name] = v

@@ -136,8 +136,13 @@ class InferContext:
             "eq", a, b, f"{self.node.label()}: {what}: {a} = {{0}} does not equal {b} = {{1}}"))
 
     def require_le(self, a: Dim, b: Dim, what: str) -> None:
-        """``a <= b``: an error now if provably false, a run-time check if unknown."""
+        """``a <= b``: an error now if provably false, a run-time check if unknown (and, under
+        --check-facts, when proved from symbols' ranges too)."""
         if D.provably_le(a, b):
+            if self.graph.check_facts and not (isinstance(a, int) and isinstance(b, int)) and a != b:
+                self.checks.append(Check(
+                    "le", a, b, f"{self.node.label()}: {what}: fact check failed: the compiler proved {a} <= {b}, "
+                                f"but {a} = {{0}} and {b} = {{1}}"))
             return
         if isinstance(a, int) and isinstance(b, int):
             self.fail(f"{what}: {a} > {b}")
@@ -240,6 +245,43 @@ class Checks(CoreOp):
 
     def __str__(self) -> str:
         return "Checks"
+
+
+@dataclasses.dataclass(frozen=True)
+class Assume(CoreOp):
+    """--check-facts: input 0 holds ``values`` at run time, as the compiler decided from what
+    it derived (the condition of an If whose branch it took at compile time)."""
+
+    values: tuple[int, ...]
+    what: str
+    has_effect: ClassVar[bool] = True
+
+    def infer(self, ctx: "InferContext") -> None:
+        pass
+
+    def lower(self, lw: "Lowerer", node: Node) -> None:
+        lw.check_values(lw.tensor(node.inputs[0]), self.values, f"{self.what} '{node.inputs[0]}'")
+
+
+# the most elements of a value that --check-facts computes again at run time: shape values
+# (a Concat of dims, a Gather from a shape), not data
+FACT_ELEMENTS = 64
+FACT_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint64", "uint32", "uint16", "uint8", "bool"})
+
+
+def recomputable(graph: Graph, node: Node) -> bool:
+    """Under --check-facts, whether ``node``, whose outputs the compiler knows (as numbers or
+    dims, so it would not run), still runs, its outputs then checked against what the
+    compiler derived: it has a kernel, reads only known values, and yields small integer or
+    bool values. A wrong shape function, a folded value or a dim slot overwritten at run time
+    (shared/regressions/reshape_zero_trunk) then fails naming the node."""
+    if not graph.check_facts or type(node.op).lower is CoreOp.lower or getattr(node.op, "regions", ()):
+        return False
+    outs = [graph.values[o] for o in node.outputs if o]
+    ins = [graph.values[i] for i in node.inputs if i]
+    return bool(outs) and all(v.known for v in ins + outs) and all(
+        v.dtype.name in FACT_DTYPES and v.is_static
+        and int(np.prod([int(d) for d in v.shape])) <= FACT_ELEMENTS for v in outs)
 
 
 def run_infer(graph: Graph, node: Node) -> None:

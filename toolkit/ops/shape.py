@@ -272,6 +272,15 @@ class Reshape(View):
                 slots = lw.reshape_target([lw.slot(d) for d in x.shape], slots, msg)
             for d, s in zip(out.shape, slots):
                 lw.define(d, s)
+        elif lw.graph.check_facts:
+            # the target as computed at run time, resolved by the builtin, gives the dims the
+            # compiler resolved (its 0s and -1)
+            got = lw.loaded_values(lw.tensor(target.name), len(out.shape), f"'{target.name}'")
+            msg = f"{lw.context()}: fact check failed: reshape of '{x.name}' {x.describe()} to '{target.name}'"
+            dims = [lw.slot(d) for d in x.shape]
+            got = _resolve_allowzero(lw, x, got, msg) if self.allowzero else lw.reshape_target(dims, got, msg)
+            for i, (d, s) in enumerate(zip(out.shape, got)):
+                lw.check_eq(s, lw.slot(d), f"{msg}: dim {i} is {{0}} at run time; the compiler resolved {d} = {{1}}")
         lw.view(out.name, x.name)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir import dims as D
 from ..ir.graph import Graph, Node, Value, captures, regions
-from ..ops.base import Checks
+from ..ops.base import Checks, recomputable
 
 
 def _data_symbols(v: Value) -> set[D.Sym]:
@@ -74,7 +74,8 @@ def _prune(graph: Graph, nodes: list[Node], roots, store) -> set[str]:
     for node in reversed(nodes):  # a symbol's definer comes before every node using it
         outs = [o for o in node.outputs if o]
         reached = any(o in live for o in outs)
-        runs = (reached and not all(graph.values[o].known for o in outs)) or node.op.has_effect
+        runs = (reached and (not all(graph.values[o].known for o in outs) or recomputable(graph, node))) \
+            or node.op.has_effect
         if isinstance(node.op, Checks):
             keep_checks(node)
         elif not (runs or id(node) in needed):

@@ -30,6 +30,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim, Sym
 from ..ir.dtypes import UINT8, DType, dtype_of_numpy
 from ..ir.graph import CompileError, Graph, Node, Value
+from ..ops.base import recomputable
 from ..vm import isa
 from . import liveness, memory
 from .ir import Block, Instr, KernelRef, Program, Reg, Slot, StaticBuffer
@@ -72,6 +73,7 @@ class Lowerer:
         self.block: Block = prog.new_block("entry")
         self.scope = Scope()
         self._const_slots: dict[int, Slot] = {}  # preset before the run: valid in every scope
+        self._result_slots: set[Slot] = set()  # the scalars kernels write (result_slot)
         self._first_binding: dict[Sym, str] = {}
         self.node: Node | None = None
         # control flow: the values a region yields get run-time buffers (a static buffer
@@ -108,7 +110,9 @@ class Lowerer:
     def result_slot(self, name: str | None = None) -> Slot:
         """A slot a kernel call writes (CALL's scalars are read and written): it starts
         every run at 0, so it is defined before the call reads it."""
-        return self.prog.new_slot(name, init=0)
+        slot = self.prog.new_slot(name, init=0)
+        self._result_slots.add(slot)
+        return slot
 
     def const_slot(self, v: int) -> Slot:
         if v not in self._const_slots:
@@ -404,7 +408,14 @@ class Lowerer:
                 raise CompileError(f"{self.context()}: register {r!r} has no type (internal)")
         k = self.kernels.get(build, params, [(r.dtype, r.shape) for r in tensors], len(scalars), outputs)
         msg = f"{self.context()}: {error}" if error else f"{self.context()}: kernel failed ({{0}}, {{1}}, {{2}})"
+        # --check-facts: a scalar the kernel only reads (a dim, a constant) is unchanged after
+        # it, since a CALL writes every scalar back and other values share that slot
+        read_only = [(s, self.arith("ADD", s, self.const_slot(0))) for s in dict.fromkeys(scalars)
+                     if s not in self._result_slots] if self.graph.check_facts else []
         self._emit("CALL", k, msg, list(tensors), list(scalars))
+        for s, before in read_only:
+            self.check_eq(s, before, f"{self.context()}: fact check failed: kernel {k.name} changed its scalar "
+                                     f"input {s.name or s.id} from {{1}} to {{0}}")
         return k
 
     def run_kernel(self, build: BuildFn, params: Any, inputs: Sequence[str], outputs: Sequence[str],
@@ -446,11 +457,13 @@ class Lowerer:
     def lower_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             outs = [o for o in node.outputs if o]
-            if outs and all(self.graph.values[o].known for o in outs):
+            if outs and all(self.graph.values[o].known for o in outs) and not recomputable(self.graph, node):
                 continue  # computed at compile time; materialized where a kernel reads it
             self.node = node
             self.emit_checks(node)
             node.op.lower(self, node)
+            if outs and all(self.graph.values[o].known for o in outs):
+                self.check_facts_of(node)
 
     def lower_region(self, region, bind: dict[str, Reg]) -> list[Reg]:
         """Lower a region's nodes in a child scope where its inputs are the registers
@@ -602,6 +615,31 @@ class Lowerer:
         """Which input dims the symbols of ``d`` come from."""
         return ", ".join(f"{s} from {self._first_binding[s]}" for s in sorted(D.free_symbols(d), key=str)
                          if s in self._first_binding)
+
+    def check_facts_of(self, node: Node) -> None:
+        """--check-facts: ``node``'s outputs, which the compiler knew and which its kernel has
+        now computed, hold what the compiler derived, element by element."""
+        for o in node.outputs:
+            v, reg = self.value(o) if o else None, self.scope.reg(o) if o else None
+            if reg is not None:
+                derived = v.int_contents()
+                self.check_values(reg, derived, f"'{o}'")
+
+    def loaded_values(self, reg: Reg, n: int, what: str) -> list[Slot]:
+        """New slots := the ``n`` integer elements of the tensor in ``reg`` at run time (for
+        --check-facts: what a kernel computed, not what the compiler derived)."""
+        got = [self.new_slot(f"{what}[{i}] at run time") for i in range(n)]
+        self._emit("LOAD_VALUES", reg, f"{self.context()}: fact check failed: {what} has {{0}} elements at run "
+                                       f"time, the compiler derived {{1}}", got)
+        return got
+
+    def check_values(self, reg: Reg, derived: Sequence[Dim], what: str) -> None:
+        """Fail naming the node unless the tensor in ``reg`` holds ``derived`` (dims the
+        compiler relied on)."""
+        got = self.loaded_values(reg, len(derived), what)
+        for i, (s, d) in enumerate(zip(got, derived)):
+            self.check_eq(s, self.slot(d), f"{self.context()}: fact check failed: {what}[{i}] is {{0}} at run "
+                                           f"time; the compiler derived {d} = {{1}}")
 
     def emit_checks(self, node: Node) -> None:
         """The run-time checks the node's shape function could not prove."""

@@ -129,10 +129,12 @@ def _check_arity(node: onnx.NodeProto, opset: int, label: str) -> None:
 
 
 def import_model(model, binds: Mapping[str, int] | None = None,
-                 ranges: Mapping[str, tuple[int | None, int | None]] | None = None) -> Graph:
+                 ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
+                 check_facts: bool = False) -> Graph:
     """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values;
     ``ranges`` gives symbols bounds (``lo``, ``hi``; None for the default), which the
-    module checks at run time and the compiler uses to simplify."""
+    module checks at run time and the compiler uses to simplify. ``check_facts``: see
+    :attr:`Graph.check_facts`."""
     proto = load_onnx(model)
     binds = dict(binds or {})
     ranges = dict(ranges or {})
@@ -148,7 +150,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         raise CompileError(f"opset {opset} is newer than the onnx package knows ({MAX_OPSET}); "
                            f"upgrade onnx, or export the model for opset {MAX_OPSET} or older")
     g = proto.graph
-    graph = Graph(name=g.name or "model", opset=opset, scope=D.SymbolScope())
+    graph = Graph(name=g.name or "model", opset=opset, scope=D.SymbolScope(), check_facts=check_facts)
 
     for init in g.initializer:
         try:

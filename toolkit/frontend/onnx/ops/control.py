@@ -17,7 +17,7 @@ from ....ir import dims as D
 from ....abi import MAX_RANK
 from ....ir.dtypes import BOOL, INT64
 from ....ir.graph import Check, CompileError, Node, Region, Value, captures
-from ....ops.base import Checks, run_infer
+from ....ops.base import Assume, Checks, run_infer
 from ....ops.control import If, Loop
 from ....ops.elementwise import Elementwise
 from ....ops.movement import Gather, Slice, Transpose
@@ -55,6 +55,8 @@ def if_(ctx: TranslateContext) -> None:
     cond = ctx.value(0)
     known = cond.int_contents()
     if known is not None and len(known) == 1 and isinstance(known[0], int):
+        if graph.check_facts and cond.producer is not None:  # decided from what the compiler derived
+            ctx.emit(Assume((int(known[0]),), "the condition of the If"), [ctx.inputs[0]], [])
         _inline(ctx, ctx.attr("then_branch" if known[0] else "else_branch"))
         return
     before = set(graph.scope.symbols)
