@@ -100,7 +100,9 @@ export interface Metadata {
   compiler?: string;
   target: string;
   features: string[];
-  model: { name: string; opset: number };
+  /** check_facts: compiled with --check-facts; weight_inputs: initializers the model also
+   * lists as inputs (ONNX IR version 3), compiled as constants (a run that feeds one is refused). */
+  model: { name: string; opset: number; notes?: string[]; check_facts?: boolean; weight_inputs?: string[] };
   inputs: TensorInfo[];
   outputs: TensorInfo[];
   symbols: Record<string, { kind: string; min: number | null; max: number | null }>;

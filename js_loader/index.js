@@ -800,8 +800,11 @@ export class Model {
     for (let j = 0; j < keys.length; j++) {
       if (!this.#inputNames.has(keys[j])) {
         const names = inputs.map((i) => i.name);
-        const unknown = keys.filter((k) => !names.includes(k));
-        throw new ModelError(`unknown input(s) ${unknown.sort().join(', ')}; the model takes ${names.join(', ')}`,
+        const unknown = keys.filter((k) => !names.includes(k)).sort();
+        const weights = unknown.filter((k) => (this.metadata.model.weight_inputs || []).includes(k));
+        const why = weights.length ? ` (${weights.join(', ')}: weights the model also lists as inputs, as ONNX IR ` +
+          'version 3 wrote them, which symwasm compiles as the constants they hold)' : '';
+        throw new ModelError(`unknown input(s) ${unknown.join(', ')}; the model takes ${names.join(', ')}${why}`,
           STATUS.INVALID_INPUT);
       }
     }

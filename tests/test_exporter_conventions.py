@@ -6,6 +6,7 @@ against onnxruntime."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import onnx
 from onnx import helper
 
@@ -90,3 +91,21 @@ def test_weights_in_an_external_data_file(target):
     for n in (1, 3):
         feeds = {"x": rng.standard_normal((n, 64), dtype=np.float32)}
         assert_outputs_match(mod.run(feeds), ort_reference(m, feeds), rtol=1e-5, atol=1e-5)
+
+
+def test_weights_listed_as_inputs_run_as_constants(target):
+    """ONNX IR version 3 lists every initializer among the inputs. symwasm compiles them as
+    the constants they hold (so they fold and pack), runs without them as onnxruntime does,
+    and refuses a feed of one naming it as such, where onnxruntime would take the override."""
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [vinfo("x", np.float32, ["n", 3]),
+                                                                   vinfo("w", np.float32, [3])],
+                   [vinfo("y", np.float32, None)], [const("w", np.array([1, 2, 3], np.float32))], opset=8)
+    m.ir_version = 3
+    assert ("1 initializers the model also lists as inputs (as IR version 3 wrote weights) are compiled as the "
+            "constants they hold; a run cannot feed them") in import_model(m).notes
+    rng = np.random.default_rng(5)
+    mod = _run_both(m, target, [{"x": rng.standard_normal((n, 3), dtype=np.float32)} for n in (1, 4)])
+    with pytest.raises(wasm_runtime.ModelError, match=r"unknown input\(s\) w; the model takes x \(w: weights the model "
+                                                      r"also lists as inputs, as ONNX IR version 3 wrote them, which "
+                                                      r"symwasm compiles as the constants they hold\)"):
+        mod.run({"x": np.ones((2, 3), np.float32), "w": np.zeros(3, np.float32)})

@@ -78,7 +78,8 @@ def build_metadata(graph: Graph, prog: Encoded, target, memory=None, variants: d
         # wasm32: the model's files, one per variant, each with the features an engine needs;
         # a host loads the best its engine validates (the files differ only in their code)
         "variants": variants,
-        "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes, "check_facts": graph.check_facts},
+        "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes, "check_facts": graph.check_facts,
+                  "weight_inputs": graph.weight_inputs},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
         "symbols": dict(sorted(symbols.items())), "values": values,
         # what stays dynamic and why (inspect prints it; empty when --static would accept the model)

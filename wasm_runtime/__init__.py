@@ -426,8 +426,11 @@ class Model:
         if type(inputs) is dict or isinstance(inputs, Mapping):  # (a dict skips the ABC's check)
             unknown = [repr(k) if not isinstance(k, str) else k for k in inputs if k not in names]
             if unknown:
+                weights = [k for k in unknown if k in self.metadata["model"].get("weight_inputs", ())]
+                why = (f" ({', '.join(weights)}: weights the model also lists as inputs, as ONNX IR version 3 "
+                       f"wrote them, which symwasm compiles as the constants they hold)") if weights else ""
                 raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
-                                 f"{', '.join(names)}", STATUS["INVALID_INPUT"])
+                                 f"{', '.join(names)}{why}", STATUS["INVALID_INPUT"])
             for name in names:
                 if name not in inputs:
                     raise ModelError(f"input '{name}' is missing", STATUS["INVALID_INPUT"])

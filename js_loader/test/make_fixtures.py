@@ -218,8 +218,19 @@ def wide():
     return m, [{"x": ints(n, 1024)} for n in (1, 3)], None, {}
 
 
+def weight_inputs():
+    """An ONNX IR version 3 model, which lists its weight 'w' among its inputs: compiled as the
+    constant it holds, so feeding it is refused naming it as such (both hosts alike)."""
+    m = model("weight_inputs", [helper.make_node("Add", ["x", "w"], ["y"])], [("x", F32, ["n", 3]), ("w", F32, [3])],
+              [("y", F32, ["n", 3])], [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "w")])
+    m.ir_version = 3
+    m.opset_import[0].version = 8
+    runs = [{"x": f32(n, 3)} for n in (1, 4)]
+    return m, runs, None, {"a weight fed as an input": {**runs[0], "w": f32(3)}}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
-                                    e8m0, strings, dense, wide)}  # new ones last: they share RNG
+                                    e8m0, strings, dense, wide, weight_inputs)}  # new ones last: they share RNG
 RELAXED = {"dense", "wide"}  # compiled with the relaxed-SIMD variant too
 NAMED_ONLY = {"wide"}  # 32 MiB of files: built only when named, not among all
 

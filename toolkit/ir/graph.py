@@ -183,6 +183,9 @@ class Graph:
     # compile --check-facts: every fact the compiler relied on about a value or a dim is
     # checked at run time too (:func:`toolkit.ops.base.recomputable`, InferContext.require_le)
     check_facts: bool = False
+    # initializers the model also lists as graph inputs (IR < 4): compiled as constants, and
+    # named when a run feeds one (onnxruntime lets a run override them)
+    weight_inputs: list[str] = field(default_factory=list)
 
     def add_value(self, v: Value) -> Value:
         self.values[v.name] = v

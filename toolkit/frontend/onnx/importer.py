@@ -177,6 +177,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
         if not inp.name:
             raise CompileError(f"malformed ONNX model: graph input {k} has an empty name")
         if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
+            graph.weight_inputs.append(inp.name)
             continue
         tt = inp.type.tensor_type
         kind = inp.type.WhichOneof("value")
@@ -231,6 +232,9 @@ def import_model(model, binds: Mapping[str, int] | None = None,
                            + ", ".join(f"{k} x{v}" for k, v in sorted(old.items())))
 
     _note_contradicting_info(graph, g)
+    if graph.weight_inputs:
+        graph.notes.append(f"{len(graph.weight_inputs)} initializers the model also lists as inputs (as IR version 3 "
+                           f"wrote weights) are compiled as the constants they hold; a run cannot feed them")
     for out in g.output:
         if out.name not in graph.values:
             raise CompileError(f"graph output '{out.name}' is not produced by any node")
