@@ -693,3 +693,56 @@ def test_matmul_nbits_weights(target):
     dequantized = [nd for nd in graph.nodes if type(nd.op).__name__ == "Dequantize"]
     assert len(dequantized) == (0 if target == "native" else 1)
     check(model, target, [{"a": np.eye(k, dtype=F32)[None]}, {"a": np.eye(k, dtype=F32)[None, 5:9]}])
+
+
+# ----------------------------------------------------------------------------- contrib QuantizeLinear, DequantizeLinear
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "int4", "uint4"])
+def test_contrib_quantize_dequantize(target, dtype):
+    # per tensor and per axis (axis 1 of a symbolic (n, 3, m) tensor); x / scale of many
+    # values on ties (round half to even) and beyond the range (saturation)
+    import ml_dtypes
+
+    np_dtype = getattr(ml_dtypes, dtype) if "4" in dtype else np.dtype(dtype).type
+    lo, hi = (-8, 8) if dtype == "int4" else (0, 16) if dtype == "uint4" else (-20, 20)
+    zps = {"zt": np.asarray(RNG.integers(max(lo, 0) if dtype.startswith("u") else lo, hi)).astype(np_dtype),
+           "za": RNG.integers(max(lo, 0) if dtype.startswith("u") else lo, hi, 3).astype(np_dtype)}
+    inits = [const("st", F32(0.5)), const("sa", np.array([0.5, 0.25, 2.0], F32))] + [const(k, v) for k, v in zps.items()]
+    nodes = [ms_node("QuantizeLinear", ["x", "st", "zt"], ["qt"]), ms_node("QuantizeLinear", ["x", "sa", "za"], ["qa"], axis=1),
+             ms_node("DequantizeLinear", ["qt", "st", "zt"], ["dt"]),
+             ms_node("DequantizeLinear", ["qa", "sa", "za"], ["da"], axis=1)]
+    onnx_dtype = helper.np_dtype_to_tensor_dtype(np.dtype(np_dtype))
+    # (onnxruntime's Python binding returns no 4-bit tensors: those are checked dequantized)
+    outs = [] if "4" in dtype else [helper.make_tensor_value_info(n, onnx_dtype, None) for n in ("qt", "qa")]
+    outs += [vinfo("dt", F32, None), vinfo("da", F32, None)]
+    model = contrib_model(nodes, [vinfo("x", F32, ["n", 3, "m"])], outs, inits)
+
+    def x(n, m):
+        v = RNG.integers(-600, 600, (n, 3, m)).astype(F32) * F32(0.25)
+        return np.where(RNG.random((n, 3, m)) < 0.1, v * 300, v).astype(F32)
+
+    check(model, target, [{"x": x(n, m)} for n, m in ((2, 50), (1, 1), (4, 7))])
+
+
+def test_qdq_contrib_quantizer(target, tmp_path):
+    # onnxruntime's static quantizer in QDQ format with its contrib Q/DQ ops (16-bit
+    # activations): the network runs in float32 between them, so close, not equal
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": RNG.normal(0, 1, (2, 3, 16, 16)).astype(F32)} for _ in range(3)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    onnx.save(_small_cnn(), tmp_path / "cnn.onnx")
+    quantize_static(tmp_path / "cnn.onnx", tmp_path / "cnn_qdq.onnx", Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt16, weight_type=QuantType.QInt8,
+                    extra_options={"UseQDQContribOps": True})
+    model = onnx.load(tmp_path / "cnn_qdq.onnx")
+    assert _contrib_ops(model) == {"QuantizeLinear", "DequantizeLinear"}
+    check(model, target, [{"x": RNG.normal(0, 1, (n, 3, h, w)).astype(F32)} for n, h, w in ((2, 16, 16), (1, 10, 14))],
+          rtol=1e-4, atol=1e-4)

@@ -50,12 +50,15 @@ in its order, since float32 rounding depends on it.
   packed the same way, or 2 ** (bits - 1)). The 8-bit values, their scales and zero points
   are gathered with the same indices, then dequantized per block. An index out of range is
   an error here (onnxruntime gives zeros).
+- QuantizeLinear, DequantizeLinear (``axis``, default 1; what the QDQ quantizer writes with
+  its contrib option, for 16-bit and 4-bit types): the core Quantize and Dequantize, per
+  tensor or per axis.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ....ir.dtypes import DTYPES, FLOAT32, FLOAT64, INT8, INT32, UINT8, DType
+from ....ir.dtypes import DTYPES, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, UINT8, DType
 from ....ops.conv import Pool
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
@@ -69,6 +72,8 @@ from .quant import _exact_in_float32, _float_product
 
 EIGHT_BIT = (UINT8, INT8)
 INT4, UINT4 = DTYPES["int4"], DTYPES["uint4"]
+# what the contrib QuantizeLinear makes and DequantizeLinear reads (besides int32)
+CONTRIB_QUANTIZED = (UINT8, INT8, DTYPES["uint16"], DTYPES["int16"], INT4, UINT4)
 
 
 
@@ -661,11 +666,33 @@ def gather_block_quantized(ctx: TranslateContext) -> None:
     ctx.emit(Dequantize(FLOAT32, axis=axis, block=block), parts, ctx.outputs[:1])
 
 
+def quantize_linear(ctx: TranslateContext) -> None:
+    # inputs: x, y_scale, [y_zero_point] (its dtype the output's; uint8 without it)
+    x = ctx.value(0)
+    if x.dtype not in (FLOAT32, FLOAT16):
+        ctx.fail(f"x '{x.name}' has dtype {x.dtype}; {ctx.op_type} takes float32, float16")
+    out = ctx.value(2).dtype if ctx.has(2) else UINT8
+    if out not in CONTRIB_QUANTIZED:
+        ctx.fail(f"y_zero_point '{ctx.inputs[2]}' has dtype {out}; {ctx.op_type} takes "
+                 f"{', '.join(d.name for d in CONTRIB_QUANTIZED)}")
+    ctx.emit(Quantize(out, int(ctx.attr("axis", 1))))
+
+
+def dequantize_linear(ctx: TranslateContext) -> None:
+    # inputs: x, x_scale, [x_zero_point]
+    x = ctx.value(0)
+    if x.dtype not in CONTRIB_QUANTIZED + (INT32,):
+        ctx.fail(f"x '{x.name}' has dtype {x.dtype}; {ctx.op_type} takes "
+                 f"{', '.join(d.name for d in CONTRIB_QUANTIZED + (INT32,))}")
+    ctx.emit(Dequantize(None, int(ctx.attr("axis", 1))))
+
+
 def register(r) -> None:
     for op, fn in (("QLinearAdd", qlinear_add), ("QLinearMul", qlinear_mul), ("QLinearSigmoid", qlinear_sigmoid),
                    ("QLinearLeakyRelu", qlinear_leaky_relu), ("QLinearConcat", qlinear_concat),
                    ("QLinearGlobalAveragePool", qlinear_global_average_pool),
                    ("QLinearAveragePool", qlinear_average_pool), ("MatMulIntegerToFloat", matmul_integer_to_float),
                    ("DynamicQuantizeMatMul", dynamic_quantize_matmul), ("QGemm", qgemm),
-                   ("MatMulNBits", matmul_nbits), ("GatherBlockQuantized", gather_block_quantized)):
+                   ("MatMulNBits", matmul_nbits), ("GatherBlockQuantized", gather_block_quantized),
+                   ("QuantizeLinear", quantize_linear), ("DequantizeLinear", dequantize_linear)):
         r.add(op, (1,), fn, foldable=False, domain=CONTRIB)
