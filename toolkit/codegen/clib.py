@@ -19,7 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import abi
-from .kernel import I8, I32, I64, KERNEL_FN, PTR, KernelBuilder, constant_global
+from .kernel import I8, I32, I64, KERNEL_FN, PTR, KernelBuilder, constant_global, writes_scalars
 
 LIB_FN = ir.FunctionType(I32, list(KERNEL_FN.args) + [PTR, PTR])
 
@@ -33,6 +33,7 @@ class CCall:
     blob: bytes = b""
 
 
+@writes_scalars
 def build_ccall(kb: KernelBuilder, p: CCall, types: Sequence) -> None:
     """The wrapper: forward the VM's four arguments and the constants; return a failure's
     status (the C function wrote the details)."""

@@ -6,7 +6,10 @@ pointers to ``sw_tensor`` descriptors (inputs, then outputs), ``scalars`` int64 
 passes in (and reads back), ``detail`` three int64 for an error message, ``cancel`` the
 context's cancel flag: kernels poll it once per iteration of every loop that holds another
 loop (a row, a tile), so a cancelled call stops within one row. A flat loop runs to its end
-(its length is bounded by the memory limit). Extents come from the
+(its length is bounded by the memory limit). A kernel whose tensor outputs all have a dim of 0
+returns at once (KernelBuilder.return_if_no_outputs): an input of no elements costs no memory
+whatever its other dims, so the rows of nothing a loop nest would walk are not bounded by the
+memory limit. Extents come from the
 descriptors at run time, except dims the compiler knows, which are emitted as constants so
 LLVM can specialise the loops.
 
@@ -202,6 +205,15 @@ class Tensor:
         self.store_raw(index, from_compute(self.kb.b, self.dtype, value, saturate, round_mode))
 
 
+class _VolatileAtomicLoad(ir.instructions.LoadAtomicInstr):
+    """``load atomic volatile``, which llvmlite's builder cannot spell."""
+
+    def descr(self, buf):
+        [ptr] = self.operands
+        buf.append(f"load atomic volatile {self.type}, {ptr.type} {ptr.get_reference()} {self.ordering}, "
+                   f"align {self.align}{self._stringify_metadata(leading_comma=True)}\n")
+
+
 class KernelBuilder:
     """Builds one kernel function. Use :meth:`tensor` for arguments, :meth:`loop` for
     counted loops, :meth:`fail_if` for a checked error exit, then :meth:`finish`."""
@@ -213,6 +225,7 @@ class KernelBuilder:
         self.fn.linkage = "internal"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self._loops = 0  # loops made so far: a loop whose body made more holds another
+        self._body: ir.Block | None = None  # where the body starts when a test precedes it
 
     def tensor(self, index: int, dtype: DType, shape: Sequence[Dim]) -> Tensor:
         return Tensor(self, index, dtype, shape)
@@ -222,9 +235,6 @@ class KernelBuilder:
 
     def scalar(self, index: int) -> ir.Value:
         return self.b.load(self.scalar_ptr(index), typ=I64, name=f"s{index}")
-
-    def set_scalar(self, index: int, value: ir.Value) -> None:
-        self.b.store(value, self.scalar_ptr(index))
 
     def mul(self, a: ir.Value, b: ir.Value) -> ir.Value:
         if isinstance(a, ir.Constant) and a.constant == 1:
@@ -315,9 +325,33 @@ class KernelBuilder:
 
     def _poll_cancel(self) -> None:
         """Return CANCELLED if the host set the cancel flag (an atomic load: another thread
-        writes it)."""
-        flag = self.b.load_atomic(self.fn.args[3], "monotonic", 4, typ=I32)
+        writes it; volatile too: wasm32 has no atomics, so its backend lowers the load to a
+        plain one, which it then hoisted out of a loop that stores nothing, such as rows of no
+        elements, and the loop never saw the flag)."""
+        flag = _VolatileAtomicLoad(self.b.block, self.fn.args[3], "monotonic", 4, typ=I32)
+        self.b._insert(flag)
         self.fail_if(self.b.icmp_signed("!=", flag, ir.Constant(I32, 0)), STATUS_CANCELLED)
+
+    def return_if_no_outputs(self, first: int, types: Sequence[tuple[DType, Sequence[Dim]]]) -> None:
+        """Return at once when each of the tensors from ``first`` on (the kernel's outputs,
+        ``types``) has a dim of 0: there is nothing to write, and loops over the other dims
+        would walk up to 2**63 empty rows (an input of shape (2**40, 0) costs no memory, so
+        the memory limit bounds nothing). No test when an output's dims are all known and
+        none is 0."""
+        none: ir.Value = ir.Constant(ir.IntType(1), 1)
+        for k, (dtype, shape) in enumerate(types, first):
+            if any(isinstance(d, int) and d == 0 for d in shape):
+                continue
+            unknown = [a for a, d in enumerate(shape) if not isinstance(d, int)]
+            if not unknown:
+                return
+            t = self.tensor(k, dtype, shape)
+            empty = self.b.icmp_signed("==", t.dim(unknown[0]), i64(0))
+            for a in unknown[1:]:
+                empty = self.b.or_(empty, self.b.icmp_signed("==", t.dim(a), i64(0)))
+            none = self.b.and_(none, empty)
+        self.fail_if(none, 0)
+        self._body = self.b.block
 
     def fail_if(self, cond: ir.Value, status: int, details: Sequence[ir.Value] = ()) -> None:
         """If ``cond``: write ``details`` for the message and return ``status``."""
@@ -331,9 +365,31 @@ class KernelBuilder:
         b.ret(ir.Constant(I32, status))
         b.position_at_end(ok)
 
+    def set_scalar(self, index: int, value: ir.Value) -> None:
+        if self._body is not None:
+            raise RuntimeError(f"kernel {self.fn.name} writes scalars, so it cannot return early for "
+                               "empty outputs: mark its build function with @writes_scalars (internal)")
+        self.b.store(value, self.scalar_ptr(index))
+
     def finish(self) -> ir.Function:
         self.b.ret(ir.Constant(I32, 0))
+        if self._body is not None:
+            # the body's fixed-size allocas go back to the entry block, where SROA and mem2reg
+            # promote them to registers (they look only there)
+            entry = self.fn.entry_basic_block
+            for ins in [i for i in self._body.instructions if isinstance(i, ir.AllocaInstr)
+                        and all(isinstance(op, ir.Constant) for op in i.operands)]:
+                self._body.instructions.remove(ins)
+                entry.instructions.insert(len(entry.instructions) - 1, ins)
+                ins.parent = entry
         return self.fn
+
+
+def writes_scalars(build):
+    """Marks a kernel build function that writes scalars (a count, output dims): its kernel
+    runs even when its tensor outputs are empty (see KernelBuilder.return_if_no_outputs)."""
+    build.writes_scalars = True
+    return build
 
 
 def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:

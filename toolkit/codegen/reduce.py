@@ -28,7 +28,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import BOOL, FLOAT32, FLOAT64, INT64, UINT64, DType
 from . import mathlib
 from .kernel import (F32, I32, I64, STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor,
-                     at_entry, ceildiv, compute_type, fast, i64, intrinsic, smin, splat)
+                     at_entry, ceildiv, compute_type, fast, i64, intrinsic, smin, splat, writes_scalars)
 from .scalar import Scalar, convert
 
 Fold = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
@@ -333,6 +333,7 @@ class AxesPlan:
     kernel_name = "axes"
 
 
+@writes_scalars
 def build_axes(kb: KernelBuilder, plan: AxesPlan, types: Sequence[TensorType]) -> None:
     """Tensors: axes, the value tensors, their outputs (int64). Scalars: the mask (rank),
     the repeat count, the input dims (n_in), the output dims (n_out, written). Fails with

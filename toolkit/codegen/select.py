@@ -18,7 +18,8 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
-from .kernel import F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, to_compute
+from .kernel import (F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, to_compute,
+                     writes_scalars)
 from .fused import splat_like
 from .scalar import Scalar
 
@@ -177,6 +178,7 @@ def _copy_slice(kb: KernelBuilder, src: Tensor, s: ir.Value, n: ir.Value, dst: T
 # ----------------------------------------------------------------------------- Unique
 
 
+@writes_scalars
 def build_unique_count(kb: KernelBuilder, axis: int | None, types: Sequence[TensorType]) -> None:
     """Sorts the slices of x along ``axis`` (the elements when None) and numbers the
     distinct ones in sorted order: grp[i] := the rank of slice i's value among the distinct
@@ -570,6 +572,7 @@ def _suppresses(b: ir.IRBuilder, one: tuple[ir.Value, ...], two: tuple[ir.Value,
     return b.and_(ok, b.fcmp_ordered(">", b.fdiv(inter, union), iou))
 
 
+@writes_scalars
 def build_nms_count(kb: KernelBuilder, params: tuple[bool, bool, bool], types: Sequence[TensorType]) -> None:
     """Greedy non-max suppression of each (batch, class): candidates (score above the
     threshold, if given) by descending score, ties by lower box index; a box is kept unless
