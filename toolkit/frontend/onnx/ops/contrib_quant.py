@@ -76,7 +76,6 @@ INT4, UINT4 = DTYPES["int4"], DTYPES["uint4"]
 CONTRIB_QUANTIZED = (UINT8, INT8, DTYPES["uint16"], DTYPES["int16"], INT4, UINT4)
 
 
-
 def _ew(ctx: TranslateContext, fn: str, ins: list[str], what: str, params: tuple = ()) -> str:
     out = ctx.tmp(what)
     ctx.emit(Elementwise(fn, params), ins, [out])
@@ -90,9 +89,9 @@ def _cast(ctx: TranslateContext, name: str, to: DType, what: str) -> str:
 
 
 class _Scalars:
-    """Arithmetic on per-tensor parameters in one float dtype: numpy scalars while every
-    operand is a constant (computed now, rounded as the kernel would round them), value
-    names of core ops otherwise."""
+    """Arithmetic on per-tensor parameters in one dtype (float32; int32 for zero points):
+    numpy scalars while every operand is a constant (computed now, rounded as the kernel
+    rounds them), value names of core ops otherwise."""
 
     def __init__(self, ctx: TranslateContext, dtype: DType = FLOAT32):
         self.ctx = ctx
@@ -265,7 +264,7 @@ def qlinear_concat(ctx: TranslateContext) -> None:
     if len(ctx.inputs) < 5 or (len(ctx.inputs) - 2) % 3:
         ctx.fail(f"has {len(ctx.inputs)} inputs; expected Y_scale, Y_zero_point and a (tensor, scale, zero point) "
                  f"triple per tensor")
-    out = _zero_point_dtype(ctx, 1, "Y_zero_point")
+    out = _eight_bit(ctx, 1, "Y_zero_point")
     s = _Scalars(ctx)
     ys = s.input(0, "Y_scale", (FLOAT32,))
     yz = s.input(1, "Y_zero_point", (out,))
@@ -286,15 +285,6 @@ def qlinear_concat(ctx: TranslateContext) -> None:
                  [q])
         parts.append(q)
     ctx.emit(Concat(int(ctx.attr("axis"))), parts, ctx.outputs[:1])
-
-
-def _zero_point_dtype(ctx: TranslateContext, i: int, what: str) -> DType:
-    v = ctx.value(i)
-    if v is None:
-        ctx.fail(f"input {what} is required")
-    if v.dtype not in EIGHT_BIT:
-        ctx.fail(f"{what} '{v.name}' has dtype {v.dtype}; {ctx.op_type} takes uint8, int8")
-    return v.dtype
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -528,7 +518,7 @@ def qgemm(ctx: TranslateContext) -> None:
     if not ctx.has(7):
         _scale_and_bias(ctx, acc, scale, None)
         return
-    ydt = _zero_point_dtype(ctx, 8, "y_zero_point")
+    ydt = _eight_bit(ctx, 8, "y_zero_point")
     ys = s.input(7, "y_scale", (FLOAT32,))
     g = ctx.graph.values
     if g[scale].const is not None and not isinstance(ys, str):
