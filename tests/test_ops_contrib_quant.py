@@ -187,17 +187,20 @@ def test_qlinear_binary_refusals():
 # ----------------------------------------------------------------------------- QLinearSigmoid, QLinearLeakyRelu
 
 
-def _activation(op, dtype, constant: bool, ratio=None, **attrs):
+def _activation(op, dtype, constant: bool, ratio=None, shape=(), **attrs):
+    """The op with its scales and zero points constant or inputs, of ``shape``: () or (1,)
+    (per tensor either way)."""
     names = ["x", "xs", "xz", "ys", "yz"]
     params = {"xs": scale(0.01, 0.08), "xz": zp(dtype), "ys": scale(1 / 300, 1 / 200), "yz": zp(dtype)}
     if op == "QLinearLeakyRelu":
         params["ys"] = scale(0.005, 0.05) if ratio is None else np.asarray(params["xs"] * F32(ratio), F32)
+    params = {k: v.reshape(shape) for k, v in params.items()}
     ins = [vinfo("x", dtype, ["n", "m"])]
     inits = []
     if constant:
         inits = [const(k, v) for k, v in params.items()]
     else:
-        ins += [vinfo(k, v.dtype, []) for k, v in params.items()]
+        ins += [vinfo(k, v.dtype, list(shape)) for k, v in params.items()]
     model = contrib_model([ms_node(op, names, ["y"], **attrs)], ins, [vinfo("y", dtype, None)], inits)
     return model, ({} if constant else params)
 
@@ -213,9 +216,9 @@ def test_qlinear_sigmoid(target, dtype):
     # through a table built with MLAS's own sigmoid approximation; where sigmoid(x) / y_scale
     # lies within float32 rounding of a tie between two steps, the two approximations may
     # round to neighbouring steps, so one step is allowed (and no more)
-    for constant in (True, False):
-        for _ in range(4):
-            model, params = _activation("QLinearSigmoid", dtype, constant)
+    for constant, shape in ((True, ()), (False, ()), (False, (1,)), (True, (1,))):
+        for _ in range(2):
+            model, params = _activation("QLinearSigmoid", dtype, constant, shape=shape)
             check(model, target, [{"x": _every_value(dtype), **params}, {"x": q(dtype, (3, 5)), **params}], steps=1)
 
 
@@ -223,10 +226,10 @@ def test_qlinear_sigmoid(target, dtype):
 def test_qlinear_leaky_relu(target, dtype):
     # exact: dequantized, a float32 multiply by alpha (default 0.01), divided by y_scale;
     # y_scale twice x_scale puts half the non-negative values on ties
-    for constant, ratio, attrs in ((True, None, {"alpha": 0.2}), (False, None, {}), (False, 2.0, {"alpha": 0.01}),
-                                   (True, 2.0, {})):
+    for constant, ratio, shape, attrs in ((True, None, (), {"alpha": 0.2}), (False, None, (1,), {}),
+                                          (False, 2.0, (), {"alpha": 0.01}), (True, 2.0, (1,), {})):
         for _ in range(3):
-            model, params = _activation("QLinearLeakyRelu", dtype, constant, ratio, **attrs)
+            model, params = _activation("QLinearLeakyRelu", dtype, constant, ratio, shape, **attrs)
             check(model, target, [{"x": _every_value(dtype), **params}, {"x": q(dtype, (1, 7)), **params}])
 
 
@@ -236,15 +239,16 @@ def test_qlinear_leaky_relu(target, dtype):
 @pytest.mark.parametrize("dtype", [U8, I8])
 def test_qlinear_concat(target, dtype):
     # three inputs: one at the output's own scale and zero point (the same values, copied),
-    # one at constant other ones, one at run-time ones; concatenated along the symbolic axis 1
+    # one at constant other ones, one at run-time ones (1-D of one element); concatenated
+    # along the symbolic axis 1
     ys, yz = scale(0.02, 0.05), zp(dtype)
     inits = [const("ys", ys), const("yz", yz), const("s1", scale()), const("z1", zp(dtype))]
     names = ["ys", "yz", "x0", "ys", "yz", "x1", "s1", "z1", "x2", "s2", "z2"]
     ins = [vinfo("x0", dtype, ["n", 2]), vinfo("x1", dtype, ["n", "k"]), vinfo("x2", dtype, ["n", 3]),
-           vinfo("s2", F32, []), vinfo("z2", dtype, [])]
+           vinfo("s2", F32, [1]), vinfo("z2", dtype, [1])]
     model = contrib_model([ms_node("QLinearConcat", names, ["y"], axis=1)], ins, [vinfo("y", dtype, None)], inits)
-    feeds = [{"x0": q(dtype, (n, 2)), "x1": q(dtype, (n, k)), "x2": q(dtype, (n, 3)), "s2": scale(0.01, 0.2),
-              "z2": zp(dtype)} for n, k in ((256, 4), (5, 1), (1, 0))]
+    feeds = [{"x0": q(dtype, (n, 2)), "x1": q(dtype, (n, k)), "x2": q(dtype, (n, 3)),
+              "s2": scale(0.01, 0.2).reshape(1), "z2": zp(dtype, (1,))} for n, k in ((256, 4), (5, 1), (1, 0))]
     check(model, target, feeds)
 
 
@@ -268,17 +272,18 @@ def test_qlinear_global_average_pool(target, dtype, channels_last):
     # multiplier); parameters at run time and constant
     shape = ["n", "h", "w", 3] if channels_last else ["n", 3, "h", "w"]
     names = ["x", "xs", "xz", "ys", "yz"]
-    runtime = [vinfo("xs", F32, []), vinfo("xz", dtype, []), vinfo("ys", F32, []), vinfo("yz", dtype, [])]
+    pshape = [1] if channels_last else []  # per-tensor parameters as 1-D tensors of one, or scalars
+    runtime = [vinfo(p, F32 if p[1] == "s" else dtype, pshape) for p in ("xs", "xz", "ys", "yz")]
     model = contrib_model([ms_node("QLinearGlobalAveragePool", names, ["y"], channels_last=channels_last)],
                           [vinfo("x", dtype, shape)] + runtime, [vinfo("y", dtype, None)])
 
     def feeds(n, h, w, ratio=None):
         dims = {"n": n, "h": h, "w": w}
-        f = {"x": q(dtype, tuple(dims.get(d, d) for d in shape)), "xs": scale(), "xz": zp(dtype),
-             "ys": scale(0.001, 0.01), "yz": zp(dtype)}
+        f = {"xs": scale(), "xz": zp(dtype), "ys": scale(0.001, 0.01), "yz": zp(dtype)}
         if ratio is not None:  # x_scale / (y_scale * image size) a float32 rounding of ratio
             f["xs"] = np.asarray(np.float64(f["ys"]) * h * w * ratio, F32)
-        return f
+        f = {k: v.reshape(pshape) for k, v in f.items()}
+        return {"x": q(dtype, tuple(dims.get(d, d) for d in shape)), **f}
 
     # each sum times a multiplier near 0.5 or 0.25 lies at or next to a tie, where the
     # float32 rounding of x_scale / (y_scale * image size), in that order, decides
