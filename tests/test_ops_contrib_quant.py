@@ -679,6 +679,11 @@ def test_contrib_quant_refusals():
                                   [const("s", np.ones((4, 1), F32))])
     with pytest.raises(CompileError, match=r"GatherBlockQuantized\): data and scales must be constants"):
         build(runtime_table, "native")
+    pool = contrib_model([ms_node("QLinearAveragePool", ["x", "s", "z", "s", "z"], ["y"], kernel_shape=[3, 3],
+                                  strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)],
+                         [vinfo("x", U8, [1, 1, 9, 9]), vinfo("s", F32, []), vinfo("z", U8, [])], [vinfo("y", U8, None)])
+    with pytest.raises(CompileError, match=r"QLinearAveragePool\): ceil_mode=1 with count_include_pad=1 is not supported"):
+        build(pool, "native")
     qgemm = contrib_model([ms_node("QGemm", ["a", "s", "z", "a", "s", "z", "", "s"], ["y"])],
                           [vinfo("a", U8, [2, 2]), vinfo("s", F32, []), vinfo("z", U8, [])], [vinfo("y", U8, None)])
     with pytest.raises(CompileError, match=r"QGemm\): y_scale and y_zero_point must be given together"):

@@ -28,7 +28,8 @@ in its order, since float32 rounding depends on it.
   over the spatial dims, requantized by ``x_scale / (y_scale * image_size)`` in float32.
 - QLinearAveragePool (AveragePool's attributes and ``channels_last``): Dequantize, the
   float32 average pool, then ``rint(avg / y_scale + y_zp)`` saturated; channels_last is a
-  transpose around it.
+  transpose around it. ceil_mode with count_include_pad is refused (onnxruntime's divisor
+  differs from AveragePool's for the windows ceil_mode adds).
 - MatMulIntegerToFloat, DynamicQuantizeMatMul: the exact int32 product of the 8-bit
   operands minus their zero points (per tensor, or per column of B), times ``a_scale *
   b_scale`` (float32, per column with a 1-D ``b_scale``), plus ``bias``. DynamicQuantizeMatMul
@@ -338,8 +339,13 @@ def qlinear_average_pool(ctx: TranslateContext) -> None:
         first = ctx.tmp("X channels first")
         ctx.emit(Transpose((0, rank - 1) + tuple(range(1, rank - 1))), [x], [first])
         x = first
-    pool = Pool("avg", _window(ctx, _pool_kernel(ctx)), bool(ctx.attr("ceil_mode", 0)),
-                bool(ctx.attr("count_include_pad", 0)))
+    ceil, count_pad = bool(ctx.attr("ceil_mode", 0)), bool(ctx.attr("count_include_pad", 0))
+    if ceil and count_pad:
+        # onnxruntime divides a window that ceil_mode extends past the padded end by the
+        # whole kernel's size, the core pool (as ONNX AveragePool) by its taps in the padding
+        ctx.fail("ceil_mode=1 with count_include_pad=1 is not supported (onnxruntime divides the windows past "
+                 "the padded end by the whole kernel size, AveragePool by the taps within the pads)")
+    pool = Pool("avg", _window(ctx, _pool_kernel(ctx)), ceil, count_pad)
     avg = ctx.tmp("average")
     ctx.emit(pool, [x], [avg])
     if last:
