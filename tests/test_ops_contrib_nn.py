@@ -207,6 +207,21 @@ def test_embed_layer_norm(segments, mask, position_ids, outputs, target):
     check(model, target, [_embed_feeds(rng, b, s, segments, mask, position_ids) for b, s in [(2, 5), (1, 1), (3, 24)]])
 
 
+def test_embed_layer_norm_id_out_of_range_fails_the_run(target):
+    import wasm_runtime
+    from util import build
+    rng = np.random.default_rng(18)
+    m = build(_embed_model(True, False, None, ("y", "mask_index"), rng), target)
+    feeds = _embed_feeds(rng, 2, 3, True, False, None)
+    for name, bad, match in (("ids", -1, r"input_ids 'ids' has an id below 0"),
+                             ("ids", VOCAB, r"index 30 is out of range for axis 0 of size 30"),
+                             ("segs", -2, r"segment_ids 'segs' has an id below 0")):
+        wrong = dict(feeds, **{name: feeds[name].copy()})
+        wrong[name][1, 2] = bad
+        with pytest.raises(wasm_runtime.ModelError, match=r"node 'n' \(EmbedLayerNormalization\): .*" + match):
+            m.run(wrong)
+
+
 # ----------------------------------------------------------------------------- refusals
 
 
@@ -423,12 +438,53 @@ def test_multi_head_attention(attrs, bias, mask, attn_bias, present, cross, targ
     check(model, target, feeds)
 
 
-def test_attention_past_refused():
-    model = ms_model([node("Attention", ["x", "w", "bias", "", "past"], ["y", "present"], num_heads=2)],
+def test_attention_shared_buffer_refused():
+    model = ms_model([node("Attention", ["x", "w", "bias", "", "past"], ["y", "present"], num_heads=2,
+                           past_present_share_buffer=1)],
                      [vinfo("x", F32, ["b", "s", 4]), vinfo("past", F32, [2, "b", 2, "p", 2])],
                      [vinfo("y", F32, None), vinfo("present", F32, None)],
                      [const("w", np.ones((4, 12), F32)), const("bias", np.ones(12, F32))])
-    _refused(model, r"node 'n' \(Attention\): Attention with past state is not supported: input past 'past'")
+    _refused(model, r"node 'n' \(Attention\): Attention with a shared past/present buffer .* is not supported")
+
+
+@pytest.mark.parametrize("unidirectional,mask", [(True, False), (False, True), (True, True)])
+def test_attention_past(unidirectional, mask, target):
+    """GPT-2's form: past (2, batch, heads, past, head) before the new keys, present out."""
+    rng = np.random.default_rng(16)
+    d_in, heads, hidden = 12, 2, 8
+    names = ["x", "w", "bias", "mask" if mask else "", "past"]
+    inputs = [vinfo("x", F32, ["b", "s", d_in]), vinfo("past", F32, [2, "b", heads, "p", hidden // heads])]
+    if mask:
+        inputs.insert(1, vinfo("mask", I32, ["b", "t"]))
+    model = ms_model([node("Attention", names, ["y", "present"], num_heads=heads, unidirectional=int(unidirectional))],
+                     inputs, [vinfo("y", F32, None), vinfo("present", F32, None)],
+                     [const("w", weight(rng, d_in, 3 * hidden, scale=0.4)), const("bias", weight(rng, 3 * hidden))])
+    feeds = []
+    for b, s, p in [(2, 1, 6), (1, 4, 3), (3, 2, 0)]:
+        f = {"x": rand(rng, (b, s, d_in)), "past": rand(rng, (2, b, heads, p, hidden // heads))}
+        if mask:
+            f["mask"] = _mask(rng, b, p + s)
+        feeds.append(f)
+    check(model, target, feeds)
+
+
+@pytest.mark.parametrize("unidirectional", [False, True])
+def test_multi_head_attention_past(unidirectional, target):
+    rng = np.random.default_rng(17)
+    hidden, heads = 8, 2
+    model = ms_model([node("MultiHeadAttention", ["q", "k", "v", "bias", "", "", "past_k", "past_v"],
+                           ["y", "present_k", "present_v"], num_heads=heads, unidirectional=int(unidirectional))],
+                     [vinfo("q", F32, ["b", "s", hidden]), vinfo("k", F32, ["b", "s", hidden]),
+                      vinfo("v", F32, ["b", "s", hidden]), vinfo("past_k", F32, ["b", heads, "p", hidden // heads]),
+                      vinfo("past_v", F32, ["b", heads, "p", hidden // heads])],
+                     [vinfo(o, F32, None) for o in ("y", "present_k", "present_v")],
+                     [const("bias", weight(rng, 3 * hidden))])
+    feeds = []
+    for b, s, p in [(2, 1, 6), (1, 4, 3), (3, 2, 0)]:
+        feeds.append({"q": rand(rng, (b, s, hidden)), "k": rand(rng, (b, s, hidden)), "v": rand(rng, (b, s, hidden)),
+                      "past_k": rand(rng, (b, heads, p, hidden // heads)),
+                      "past_v": rand(rng, (b, heads, p, hidden // heads))})
+    check(model, target, feeds)
 
 
 def test_attention_mask_lengths_refused():
@@ -441,29 +497,45 @@ def test_attention_mask_lengths_refused():
 # ----------------------------------------------------------------------------- GroupQueryAttention
 
 HEAD = 8
+ROTARY_HEAD = 32
 
 
-def _gqa_model(heads, kv_heads, packed, past, scale=None):
+def _gqa_model(heads, kv_heads, packed, past, scale=None, rotary=None):
+    """``rotary``: None, or (cos half width, interleaved, position_ids given); heads of
+    HEAD elements, or of ROTARY_HEAD with rotary (onnxruntime's rotary takes heads of a
+    multiple of 16 and a cos half width of a multiple of 8)."""
+    head = ROTARY_HEAD if rotary else HEAD
     names = (["q"] + (["", ""] if packed else ["k", "v"]) + (["past_k", "past_v"] if past else ["", ""])
              + ["seqlens_k", "total"])
-    q_width = (heads + 2 * kv_heads) * HEAD if packed else heads * HEAD
+    inits = []
+    if rotary:
+        half, interleaved, with_ids = rotary
+        inits = list(_rotary_caches(np.random.default_rng(15), half))
+        names += ["cos", "sin"] + (["pos"] if with_ids else [])
+    q_width = (heads + 2 * kv_heads) * head if packed else heads * head
     inputs = [vinfo("q", F32, ["b", "s", q_width])]
     if not packed:
-        inputs += [vinfo("k", F32, ["b", "s", kv_heads * HEAD]), vinfo("v", F32, ["b", "s", kv_heads * HEAD])]
+        inputs += [vinfo("k", F32, ["b", "s", kv_heads * head]), vinfo("v", F32, ["b", "s", kv_heads * head])]
     if past:
-        inputs += [vinfo("past_k", F32, ["b", kv_heads, "p", HEAD]), vinfo("past_v", F32, ["b", kv_heads, "p", HEAD])]
+        inputs += [vinfo("past_k", F32, ["b", kv_heads, "p", head]), vinfo("past_v", F32, ["b", kv_heads, "p", head])]
     inputs += [vinfo("seqlens_k", I32, ["b"]), vinfo("total", I32, [])]
     attrs = dict(num_heads=heads, kv_num_heads=kv_heads) | ({} if scale is None else {"scale": scale})
+    if rotary:
+        attrs |= dict(do_rotary=1, rotary_interleaved=int(interleaved))
+        if with_ids:
+            inputs.append(vinfo("pos", I64, ["b", "s"]))
     outputs = ["y", "present_k", "present_v"]
     return ms_model([node("GroupQueryAttention", names, outputs, **attrs)], inputs,
-                    [vinfo(o, F32, None) for o in outputs])
+                    [vinfo(o, F32, None) for o in outputs], inits)
 
 
 def _gqa_feeds(rng, model, b, s, p):
     feeds = {}
     for vi in model.graph.input:
         dims = [{"b": b, "s": s, "p": p}.get(d.dim_param, d.dim_value) for d in vi.type.tensor_type.shape.dim]
-        if vi.name not in ("seqlens_k", "total"):
+        if vi.name == "pos":
+            feeds["pos"] = (p + np.arange(s) + rng.integers(0, 3, (b, 1))).astype(I64)
+        elif vi.name not in ("seqlens_k", "total"):
             feeds[vi.name] = rand(rng, dims)
     feeds["seqlens_k"] = np.full(b, p + s - 1, I32)
     feeds["total"] = np.array(p + s, I32)
@@ -471,21 +543,26 @@ def _gqa_feeds(rng, model, b, s, p):
 
 
 GQA = [
-    # (heads, kv_heads, packed, past, scale)
-    (4, 2, False, False, None),
-    (4, 2, True, False, None),
-    (6, 2, False, True, None),
-    (2, 2, False, True, 0.7),
-    (4, 1, True, True, None),
+    # (heads, kv_heads, packed, past, scale, rotary: (cos half width, interleaved, position_ids))
+    (4, 2, False, False, None, None),
+    (4, 2, True, False, None, None),
+    (6, 2, False, True, None, None),
+    (2, 2, False, True, 0.7, None),
+    (4, 1, True, True, None, None),
+    (4, 2, False, True, None, (16, False, False)),
+    (4, 2, True, False, None, (8, True, False)),
+    (4, 2, False, True, None, (8, False, True)),
+    (2, 1, False, True, None, (16, True, True)),
 ]
 
 
-@pytest.mark.parametrize("heads,kv_heads,packed,past,scale", GQA,
+@pytest.mark.parametrize("heads,kv_heads,packed,past,scale,rotary", GQA,
                          ids=[f"h{h}kv{k}" + ("-packed" if pk else "") + ("-past" if p else "") + (f"-scale{s}" if s else "")
-                              for h, k, pk, p, s in GQA])
-def test_group_query_attention(heads, kv_heads, packed, past, scale, target):
+                              + (f"-rotary{r[0]}" + "-interleaved" * r[1] + "-ids" * r[2] if r else "")
+                              for h, k, pk, p, s, r in GQA])
+def test_group_query_attention(heads, kv_heads, packed, past, scale, rotary, target):
     rng = np.random.default_rng(13)
-    model = _gqa_model(heads, kv_heads, packed, past, scale)
+    model = _gqa_model(heads, kv_heads, packed, past, scale, rotary)
     # prompts without past; with past, tokens, a later prompt (onnxruntime takes it at batch
     # 1 only) and a first prompt over an empty past
     shapes = [(2, 5, 0), (1, 1, 0), (3, 9, 0)] if not past else [(2, 1, 6), (1, 3, 1), (3, 1, 9), (2, 4, 0)]

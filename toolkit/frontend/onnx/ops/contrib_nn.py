@@ -196,6 +196,15 @@ def _lookup(ctx: TranslateContext, table: int, ids: str, what: str) -> str:
     return rows
 
 
+def _refuse_negative(ctx: TranslateContext, i: int, what: str) -> None:
+    """A run-time check that input ``i`` holds no id below 0: Gather would read it from the
+    end of the table, where onnxruntime's kernel fails the run."""
+    negative = _ew(ctx, "less", [ctx.inputs[i], ctx.constant("zero", np.array(0, np.int32))])
+    anywhere = ctx.tmp(f"{what}_negative")
+    ctx.emit(Reduce("max", None, keepdims=False), [negative], [anywhere])
+    ctx.emit(Assert(f"{what} '{ctx.inputs[i]}' has an id below 0"), [anywhere], [])
+
+
 def _positions(ctx: TranslateContext, like: str, axis: int, offset: str | None = None) -> str:
     """0, 1, .. up to dim ``axis`` of ``like`` (int64), plus ``offset`` when given."""
     length = ctx.tmp("length")
@@ -210,7 +219,8 @@ def embed_layer_norm(ctx: TranslateContext) -> None:
     """Inputs: input_ids, [segment_ids], word_embedding, position_embedding,
     [segment_embedding], gamma, beta, [mask], [position_ids]; outputs: output, [mask_index],
     [embedding_sum]. The embeddings' rows summed, then LayerNormalization; mask_index counts
-    each row's mask entries equal to 1 (zeros without a mask), as onnxruntime's CPU kernel."""
+    each row's mask entries equal to 1 (zeros without a mask), as onnxruntime's CPU kernel.
+    A word or segment id out of its table fails the run, as in onnxruntime."""
     for i, what in ((0, "input_ids"), (1, "segment_ids"), (7, "mask"), (8, "position_ids")):
         v = ctx.value(i)
         if v is not None and v.dtype != INT32:
@@ -222,6 +232,9 @@ def embed_layer_norm(ctx: TranslateContext) -> None:
         ctx.fail(f"mask_index_type {ctx.attr('mask_index_type')} is not supported (0 or 1)")
     eps = _epsilon(ctx, EMBED_LAYER_NORM_EPSILON)
     ids = ctx.inputs[0]
+    _refuse_negative(ctx, 0, "input_ids")
+    if ctx.has(1):
+        _refuse_negative(ctx, 1, "segment_ids")
     if ctx.has(8):
         # (batch, seq), or (1, seq) shared by the batch
         positions = ctx.inputs[8]
@@ -263,24 +276,34 @@ def _static(ctx: TranslateContext, d, what: str) -> int:
     return d
 
 
-def _rotary_tables(ctx: TranslateContext, x4: str, head_axis: int) -> tuple[str, str]:
-    """cos and sin rows for each token of ``x4`` (batch, seq, heads, head) or (batch,
-    heads, seq, head), shaped to broadcast over it (a heads axis of 1 at ``head_axis``).
-    position_ids (input 1) is (batch, seq), a row per token, or one offset for the whole
-    batch: then token s takes row offset + s."""
-    pos = ctx.value(1)
-    if pos.dtype != INT64:
-        ctx.fail(f"position_ids '{pos.name}' has dtype {pos.dtype}; it must be int64")
-    if pos.rank == 2:
-        ids, shaped = pos.name, lambda rows: _unsqueezed(ctx, rows, head_axis)
-    elif pos.rank == 1 and pos.shape[0] == 1:
-        seq_axis = 1 if head_axis == 2 else 2
-        ids = _positions(ctx, x4, seq_axis, pos.name)
-        # rows (seq, half) broadcast over (batch, heads, seq, half) as they are
-        shaped = (lambda rows: _unsqueezed(ctx, rows, 1)) if head_axis == 2 else (lambda rows: rows)
+def _rotary_rows(ctx: TranslateContext, x4: str, head_axis: int, pos: int | None, caches: tuple[int, int],
+                 offset: str | None = None) -> tuple[str, str]:
+    """cos and sin rows (inputs ``caches``) for each token of ``x4`` (batch, seq, heads,
+    head) or (batch, heads, seq, head), shaped to broadcast over it (a heads axis of 1 at
+    ``head_axis``). Input ``pos`` holds position ids (batch, seq), a row per token, or one
+    offset for the whole batch (shape (1)); without it, token s takes row ``offset`` + s."""
+    seq_axis = 1 if head_axis == 2 else 2
+    ids = None
+    if pos is not None:
+        v = ctx.value(pos)
+        if v.dtype != INT64:
+            ctx.fail(f"position_ids '{v.name}' has dtype {v.dtype}; it must be int64")
+        if v.rank == 2:
+            ids = v.name
+        elif v.rank == 1 and v.shape[0] == 1:
+            offset = v.name
+        else:
+            ctx.fail(f"position_ids '{v.name}' is {v.describe()}; it must be (batch, seq) or (1) (an offset)")
+    if ids is not None:
+        def shaped(rows: str) -> str:
+            return _unsqueezed(ctx, rows, head_axis)
     else:
-        ctx.fail(f"position_ids '{pos.name}' is {pos.describe()}; it must be (batch, seq) or (1) (an offset)")
-    return shaped(_lookup(ctx, 2, ids, "cos")), shaped(_lookup(ctx, 3, ids, "sin"))
+        ids = _positions(ctx, x4, seq_axis, offset)
+
+        def shaped(rows: str) -> str:
+            # rows (seq, half) broadcast over (batch, heads, seq, half) as they are
+            return _unsqueezed(ctx, rows, 1) if head_axis == 2 else rows
+    return shaped(_lookup(ctx, caches[0], ids, "cos")), shaped(_lookup(ctx, caches[1], ids, "sin"))
 
 
 def _unsqueezed(ctx: TranslateContext, x: str, axis: int) -> str:
@@ -294,6 +317,35 @@ def _rotated(ctx: TranslateContext, x1: str, x2: str, cos: str, sin: str) -> tup
     first = _ew(ctx, "sub", [_ew(ctx, "mul", [x1, cos]), _ew(ctx, "mul", [x2, sin])])
     second = _ew(ctx, "add", [_ew(ctx, "mul", [x2, cos]), _ew(ctx, "mul", [x1, sin])])
     return first, second
+
+
+def _rotate(ctx: TranslateContext, x4: str, rot: int, interleaved: bool, cos_rows: str, sin_rows: str,
+            out: str | None = None) -> str:
+    """``x4`` (4-D, heads of ``head`` elements last) with the first ``rot`` elements of each
+    head rotated by pairs: halves (x[i], x[i + rot/2]) or, ``interleaved``, neighbours
+    (x[2i], x[2i + 1]); the rest of each head passes. Returns the output's name."""
+    shape4 = ctx.graph.values[x4].shape
+    head, half = shape4[3], rot // 2
+    if not interleaved:
+        rotated = list(_rotated(ctx, _slice_last(ctx, x4, 0, half, "x1"), _slice_last(ctx, x4, half, rot, "x2"),
+                                cos_rows, sin_rows))
+    else:
+        # neighbours as (.., half, 2): x1 = [.., 0], x2 = [.., 1]
+        pairs = ctx.tmp("pairs")
+        ctx.emit(ViewAs(tuple(shape4[:3]) + (half, 2)), [_slice_last(ctx, x4, 0, rot, "x_rot") if rot < head else x4],
+                 [pairs])
+        first, second = _rotated(ctx, _slice_last(ctx, pairs, 0, 1, "x1"), _slice_last(ctx, pairs, 1, 2, "x2"),
+                                 _unsqueezed(ctx, cos_rows, -1), _unsqueezed(ctx, sin_rows, -1))
+        joined = ctx.tmp("joined")
+        ctx.emit(Concat(-1), [first, second], [joined])
+        flat = ctx.tmp("rotated")
+        ctx.emit(ViewAs(tuple(shape4[:3]) + (rot,)), [joined], [flat])
+        rotated = [flat]
+    if rot < head:
+        rotated.append(_slice_last(ctx, x4, rot, BIG, "passed"))
+    out = out or ctx.tmp("rotary")
+    ctx.emit(Concat(-1), rotated, [out])
+    return out
 
 
 def rotary_embedding(ctx: TranslateContext) -> None:
@@ -330,27 +382,8 @@ def rotary_embedding(ctx: TranslateContext) -> None:
         ctx.fail(f"input '{x.name}' is {x.describe()}; it must be (batch, seq, hidden) or (batch, heads, seq, head)")
     if rot > head or rot % 2:
         ctx.fail(f"rotary_embedding_dim {rot} must be even and at most the head size {head}")
-    cos_rows, sin_rows = _rotary_tables(ctx, x4, head_axis)
-    if not ctx.attr("interleaved", 0):
-        rotated = list(_rotated(ctx, _slice_last(ctx, x4, 0, half, "x1"), _slice_last(ctx, x4, half, rot, "x2"),
-                                cos_rows, sin_rows))
-    else:
-        # neighbours as (.., half, 2): x1 = [.., 0], x2 = [.., 1]
-        pairs = ctx.tmp("pairs")
-        shape4 = ctx.graph.values[x4].shape
-        ctx.emit(ViewAs(tuple(shape4[:3]) + (half, 2)), [_slice_last(ctx, x4, 0, rot, "x_rot") if rot < head else x4],
-                 [pairs])
-        first, second = _rotated(ctx, _slice_last(ctx, pairs, 0, 1, "x1"), _slice_last(ctx, pairs, 1, 2, "x2"),
-                                 _unsqueezed(ctx, cos_rows, -1), _unsqueezed(ctx, sin_rows, -1))
-        joined = ctx.tmp("joined")
-        ctx.emit(Concat(-1), [first, second], [joined])
-        flat = ctx.tmp("rotated")
-        ctx.emit(ViewAs(tuple(shape4[:3]) + (rot,)), [joined], [flat])
-        rotated = [flat]
-    if rot < head:
-        rotated.append(_slice_last(ctx, x4, rot, BIG, "passed"))
-    whole = ctx.tmp("whole")
-    ctx.emit(Concat(-1), rotated, [whole])
+    cos_rows, sin_rows = _rotary_rows(ctx, x4, head_axis, 1, (2, 3))
+    whole = _rotate(ctx, x4, rot, bool(ctx.attr("interleaved", 0)), cos_rows, sin_rows)
     ctx.emit(ViewAs(x.shape), [whole], ctx.outputs[:1])
 
 
@@ -495,21 +528,31 @@ def _scale(ctx: TranslateContext) -> float | None:
     return scale or None
 
 
-def _present(ctx: TranslateContext, k: str, v: str) -> None:
-    """Attention's present output without past: K and V (batch, heads, seq, head) stacked."""
-    if ctx.graph.values[k].shape[3] != ctx.graph.values[v].shape[3]:
-        ctx.fail("the present output needs K and V of one hidden size")
-    ctx.emit(Concat(0), [_unsqueezed(ctx, k, 0), _unsqueezed(ctx, v, 0)], [ctx.outputs[1]])
+def _after_past(ctx: TranslateContext, past: str | None, new: str, what: str) -> str:
+    """``new`` keys or values (batch, heads, seq, head) after ``past`` ones (batch, heads,
+    past, head) along the sequence, or ``new`` alone without past."""
+    if past is None:
+        return new
+    joined = ctx.tmp(f"{what}_all")
+    ctx.emit(Concat(2), [past, new], [joined])
+    return joined
+
+
+def _past_part(ctx: TranslateContext, past: str, index: int, what: str) -> str:
+    """Attention's past (2, batch, heads, past, head): its keys (index 0) or values (1)."""
+    part = ctx.tmp(f"past_{what}")
+    ctx.emit(Gather(0), [past, ctx.constant("index", np.array(index, np.int64))], [part])
+    return part
 
 
 def attention(ctx: TranslateContext) -> None:
     """Inputs: input (batch, seq, in_hidden), weights (in_hidden, q + k + v hidden), [bias],
-    [mask_index (batch, seq) int32], [past], [attention_bias], [past_sequence_length];
-    outputs: output, [present]. Q, K and V by one MatMul, split, each head attending."""
+    [mask_index (batch, past + seq) int32], [past (2, batch, heads, past, head)],
+    [attention_bias], [past_sequence_length]; outputs: output, [present (2, batch, heads,
+    past + seq, head)]. Q, K and V by one MatMul, split, each head attending over the past
+    and new keys."""
     _require_float32(ctx, 0)
     heads = _num_heads(ctx)
-    if ctx.has(4):
-        ctx.fail(f"Attention with past state is not supported: input past '{ctx.inputs[4]}' is given")
     if ctx.has(6) or int(ctx.attr("past_present_share_buffer", 0)):
         ctx.fail("Attention with a shared past/present buffer (past_sequence_length) is not supported")
     if int(ctx.attr("do_rotary", 0)):
@@ -529,23 +572,28 @@ def attention(ctx: TranslateContext) -> None:
     starts = (0, sizes[0], sizes[0] + sizes[1])
     q, k, v = (_heads(ctx, _slice_last(ctx, projected, a, a + n, what), heads, (0, 2, 1, 3), what)
                for a, n, what in zip(starts, sizes, "qkv"))
+    if (ctx.has(4) or _output(ctx, 1)) and sizes[1] != sizes[2]:
+        ctx.fail(f"past and present need K and V of one hidden size; qkv_hidden_sizes is {list(sizes)}")
+    if ctx.has(4):
+        k = _after_past(ctx, _past_part(ctx, ctx.inputs[4], 0, "k"), k, "k")
+        v = _after_past(ctx, _past_part(ctx, ctx.inputs[4], 1, "v"), v, "v")
     _attend(ctx, q, k, v, _scale(ctx), _padding_mask(ctx, 3, "mask_index") if ctx.has(3) else None,
             _causal_mask(ctx, q, k) if int(ctx.attr("unidirectional", 0)) else None,
             ctx.inputs[5] if ctx.has(5) else None, ctx.outputs[0])
     if _output(ctx, 1):
-        _present(ctx, k, v)
+        ctx.emit(Concat(0), [_unsqueezed(ctx, k, 0), _unsqueezed(ctx, v, 0)], [ctx.outputs[1]])
 
 
 def multi_head_attention(ctx: TranslateContext) -> None:
     """Inputs: query (batch, seq, hidden), key (batch, kv_seq, hidden), value (batch, kv_seq,
     v_hidden), [bias (hidden + hidden + v_hidden)], [key_padding_mask (batch, kv_seq)],
-    [attention_bias], [past_key], [past_value], ...; outputs: output, [present_key],
-    [present_value] (K and V by heads, there being no past)."""
+    [attention_bias], [past_key], [past_value] (batch, heads, past, head), ...; outputs:
+    output, [present_key], [present_value] (batch, heads, past + kv_seq, head): the past
+    and new K and V by heads."""
     _require_float32(ctx, 0)
     heads = _num_heads(ctx)
-    for i, what in ((6, "past_key"), (7, "past_value")):
-        if ctx.has(i):
-            ctx.fail(f"MultiHeadAttention with past state is not supported: input {what} '{ctx.inputs[i]}' is given")
+    if ctx.has(6) != ctx.has(7):
+        ctx.fail("past_key and past_value must be given together")
     if len(ctx.inputs) > 8 and any(ctx.inputs[8:]):
         ctx.fail("MultiHeadAttention's past_sequence_length and cache_indirection inputs (beam search) are "
                  "not supported")
@@ -565,6 +613,8 @@ def multi_head_attention(ctx: TranslateContext) -> None:
         names = [_ew(ctx, "add", [x, _slice_last(ctx, ctx.inputs[3], a, a + n, f"{what}_bias")])
                  for x, a, n, what in zip(names, starts, sizes, "qkv")]
     q, k, v = (_heads(ctx, x, heads, (0, 2, 1, 3), what) for x, what in zip(names, "qkv"))
+    k = _after_past(ctx, ctx.inputs[6] if ctx.has(6) else None, k, "k")
+    v = _after_past(ctx, ctx.inputs[7] if ctx.has(7) else None, v, "v")
     _attend(ctx, q, k, v, _scale(ctx), _padding_mask(ctx, 4, "key_padding_mask") if ctx.has(4) else None,
             _causal_mask(ctx, q, k) if int(ctx.attr("unidirectional", 0)) else None,
             ctx.inputs[5] if ctx.has(5) else None, ctx.outputs[0])
@@ -589,12 +639,30 @@ def _lengths_check(ctx: TranslateContext, i: int, what: str, expected: str, plus
     ctx.emit(Assert(f"{what} '{v.name}' {why}"), [anywhere], [])
 
 
+def _gqa_rotary(ctx: TranslateContext, q: str, k: str, head: int) -> tuple[str, str]:
+    """GroupQueryAttention's do_rotary: Q and the new K (batch, heads, seq, head) rotated at
+    the new tokens' positions, position_ids (input 9) or past + s (past_key's length)."""
+    cos = ctx.value(7)
+    half = _static(ctx, cos.shape[1], f"cos_cache '{cos.name}' dim 1")
+    if 2 * half > head:
+        ctx.fail(f"cos_cache '{cos.name}' dim 1 ({half}) is more than half the head size {head}")
+    offset = None
+    if ctx.has(3):
+        offset = ctx.tmp("past_length")
+        ctx.emit(ShapeOf(2, 3), [ctx.inputs[3]], [offset])
+    cos_rows, sin_rows = _rotary_rows(ctx, q, 1, 9 if ctx.has(9) else None, (7, 8), offset)
+    interleaved = bool(ctx.attr("rotary_interleaved", 0))
+    return (_rotate(ctx, q, 2 * half, interleaved, cos_rows, sin_rows),
+            _rotate(ctx, k, 2 * half, interleaved, cos_rows, sin_rows))
+
+
 def group_query_attention(ctx: TranslateContext) -> None:
     """Inputs: query (batch, seq, heads * head) or Q, K and V packed in it, [key], [value]
     (batch, seq, kv_heads * head), [past_key], [past_value] (batch, kv_heads, past, head),
-    seqlens_k (batch) int32, total_sequence_length (int32 scalar), ...; outputs: output,
-    present_key, present_value (batch, kv_heads, past + seq, head). Causal attention of the
-    new tokens over past and new keys, query heads grouped on kv_heads.
+    seqlens_k (batch) int32, total_sequence_length (int32 scalar), [cos_cache], [sin_cache],
+    [position_ids]; outputs: output, present_key, present_value (batch, kv_heads, past + seq,
+    head). Causal attention of the new tokens over past and new keys, query heads grouped on
+    kv_heads; with do_rotary, Q and the new K rotated first (RotaryEmbedding's rotation).
 
     onnxruntime reads each batch entry's length from seqlens_k (length - 1), so a batch may
     mix lengths inside a past buffer longer than its own past (shared buffers). symwasm
@@ -604,17 +672,19 @@ def group_query_attention(ctx: TranslateContext) -> None:
     heads, kv_heads = _num_heads(ctx), _num_heads(ctx, "kv_num_heads")
     if heads % kv_heads:
         ctx.fail(f"num_heads {heads} is not a multiple of kv_num_heads {kv_heads}")
-    for attr, default in (("do_rotary", 0), ("smooth_softmax", 0), ("qk_output", 0)):
-        if int(ctx.attr(attr, default)):
+    for attr in ("smooth_softmax", "qk_output"):
+        if int(ctx.attr(attr, 0)):
             ctx.fail(f"{attr}={ctx.attr(attr)} is not supported")
+    rotary = bool(ctx.attr("do_rotary", 0))
     if float(ctx.attr("softcap", 0.0)) != 0.0:
         ctx.fail(f"softcap {ctx.attr('softcap')} is not supported (only 0)")
     if int(ctx.attr("local_window_size", -1)) != -1:
         ctx.fail(f"local_window_size {ctx.attr('local_window_size')} (sliding-window attention) is not supported")
-    for i, what in ((7, "cos_cache"), (8, "sin_cache"), (9, "position_ids"), (10, "attention_bias"),
-                    (11, "head_sink")):
+    for i, what in ((10, "attention_bias"), (11, "head_sink")):
         if ctx.has(i):
             ctx.fail(f"input {what} '{ctx.inputs[i]}' is not supported")
+    if rotary and not (ctx.has(7) and ctx.has(8)):
+        ctx.fail("do_rotary=1 needs cos_cache and sin_cache")
     if ctx.has(3) != ctx.has(4):
         ctx.fail("past_key and past_value must be given together")
     if not ctx.has(5) or not ctx.has(6):
@@ -638,6 +708,8 @@ def group_query_attention(ctx: TranslateContext) -> None:
     k, v = (_heads(ctx, x, kv_heads, (0, 2, 1, 3), what) for x, what in zip(names[1:], "kv"))
     if ctx.graph.values[k].shape[3] != head:
         ctx.fail(f"key's head size {ctx.graph.values[k].shape[3]} differs from query's {head}")
+    if rotary:
+        q, k = _gqa_rotary(ctx, q, k, head)
     if ctx.has(3):
         k_all, v_all = ctx.tmp("present_k"), ctx.tmp("present_v")
         ctx.emit(Concat(2), [ctx.inputs[3], k], [k_all])
