@@ -212,6 +212,32 @@ def test_rank_polymorphic_ifs_in_a_row_stop_at_the_bound():
         lower_model(model(4))
 
 
+def test_a_branch_that_cannot_run_fails_only_when_taken(target):
+    """silero-vad's decoder, as torch exports it: after ``if x.shape[2] == 1: x = x.squeeze(2)``
+    the LSTM gets a rank-3 input only on the squeezed side; the other side is ill-typed for
+    every input (a rank-4 LSTM input) and never runs for the inputs the model takes. The
+    branch compiles to a run-time error naming the node and why, noted for inspect;
+    onnxruntime too fails only when it runs it."""
+    lstm_w = const("w", np.random.default_rng(0).standard_normal((1, 8, 3), dtype=F32))
+    lstm_r = const("r", np.random.default_rng(1).standard_normal((1, 8, 2), dtype=F32))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "two"], ["d"]),
+             helper.make_node("Equal", ["d", "one"], ["unit"])]
+    nodes += [_if("unit", ["y"], [helper.make_node("Squeeze", ["x", "axes2"], ["sq"])], ["sq"],
+                  [helper.make_node("Identity", ["x"], ["id"])], ["id"], name="squeeze_if_unit"),
+              helper.make_node("LSTM", ["y", "w", "r"], ["h"], hidden_size=2, name="rnn")]
+    m = make_model(nodes, [vinfo("x", F32, ["t", "b", "k", 3])], [vinfo("h", F32, None)],
+                   [const("one", np.array(1)), const("two", np.array(2)), const("axes2", np.array([2])), lstm_w,
+                    lstm_r])
+    graph, _, _ = lower_model(m)
+    assert any("its else branch cannot run, and a run that takes it fails" in n for n in graph.notes)
+    rng = np.random.default_rng(2)
+    mod = check_model(m, target, [{"x": rng.standard_normal((t, b, 1, 3), dtype=F32)} for t, b in ((4, 1), (2, 3))],
+                      ref=ort_reference, rtol=1e-5, atol=1e-6)
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'squeeze_if_unit/specialized' \(If\): its else branch "
+                                                      r"cannot run: node 'rnn' \(LSTM\): input X .* must have rank 3"):
+        mod.run({"x": rng.standard_normal((2, 3, 2, 3), dtype=F32)})
+
+
 def test_if_condition_must_be_bool():
     m = make_model([_if("c", ["y"], [helper.make_node("Relu", ["x"], ["t"])], ["t"],
                         [helper.make_node("Neg", ["x"], ["e"])], ["e"], name="pick")],

@@ -36,6 +36,12 @@ class CompileError(Exception):
     """A user-facing compile failure: names the node, op and reason."""
 
 
+class ShapeError(CompileError):
+    """A node's shape function proved its inputs wrong (a rank, a dim, a dtype). In an If
+    branch, code a run may never reach: the branch then fails at run time instead
+    (:func:`toolkit.frontend.onnx.ops.control.if_`), as onnxruntime does."""
+
+
 @dataclass
 class Value:
     name: str

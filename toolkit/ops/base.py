@@ -31,7 +31,7 @@ import numpy as np
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import INDEX, DType, names
-from ..ir.graph import SYM_LIMIT, Check, CompileError, Graph, Node, Value
+from ..ir.graph import SYM_LIMIT, Check, CompileError, Graph, Node, ShapeError, Value
 
 if TYPE_CHECKING:
     from ..program.lower import Lowerer
@@ -124,7 +124,7 @@ class InferContext:
 
     # diagnostics and deferred checks ---------------------------------------
     def fail(self, reason: str) -> NoReturn:
-        raise CompileError(f"{self.node.label()}: {reason}")
+        raise ShapeError(f"{self.node.label()}: {reason}")
 
     def require_eq(self, a: Dim, b: Dim, what: str) -> None:
         """``a == b``: an error now if provably false, a run-time check if unknown."""

@@ -23,7 +23,7 @@ are materialized inside it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from ..ir import dims as D
 from ..ir.dims import Dim
@@ -100,6 +100,26 @@ class If(CoreOp):
         lw.node = node
         lw.yield_to(srcs, outs, node.outputs)
         lw.leave_region(saved)
+
+
+@dataclass(frozen=True)
+class Unreachable(CoreOp):
+    """An If branch that provably cannot run (a shape function refused it at compile time):
+    it fails with ``message``. Its outputs, empty tensors of the other branch's dtypes and
+    ranks, make the program whole; no run ever reads them."""
+
+    message: str
+    out_types: OutTypes
+    has_effect: ClassVar[bool] = True
+
+    def infer(self, ctx: InferContext) -> None:
+        for i, (dtype, shape) in enumerate(self.out_types):
+            ctx.set_output(i, dtype, shape)
+
+    def lower(self, lw, node) -> None:
+        lw.check_eq(lw.const_slot(0), lw.const_slot(1), self.message)
+        for o in node.outputs:
+            lw.alloc(o)
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,9 +16,9 @@ import numpy as np
 from ....ir import dims as D
 from ....abi import MAX_RANK
 from ....ir.dtypes import BOOL, INT64
-from ....ir.graph import Check, CompileError, Node, Region, Value, captures
+from ....ir.graph import Check, CompileError, Node, Region, ShapeError, Value, captures
 from ....ops.base import Assume, Checks, run_infer
-from ....ops.control import If, Loop
+from ....ops.control import If, Loop, Unreachable
 from ....ops.elementwise import Elementwise
 from ....ops.movement import Gather, Slice, Transpose
 from ....ops.shape import Identity, ShapeOf
@@ -60,15 +60,22 @@ def if_(ctx: TranslateContext) -> None:
         _inline(ctx, ctx.attr("then_branch" if known[0] else "else_branch"))
         return
     before = set(graph.scope.symbols)
-    then = _import(ctx, ctx.attr("then_branch"), [])
-    orelse = _import(ctx, ctx.attr("else_branch"), [])
-    local = _new_symbols(ctx, before)
+    then, then_error = _import_branch(ctx, "then")
+    orelse, else_error = _import_branch(ctx, "else")
+    if then_error and else_error:
+        raise then_error
     for r, which in ((then, "then"), (orelse, "else")):
-        if len(r.outputs) != len(ctx.outputs):
+        if r is not None and len(r.outputs) != len(ctx.outputs):
             ctx.fail(f"the {which} branch yields {len(r.outputs)} values; the node has {len(ctx.outputs)} outputs")
+    if then_error or else_error:
+        then, orelse = (_unreachable(ctx, "then", then_error, orelse) if then is None else then,
+                        _unreachable(ctx, "else", else_error, then) if orelse is None else orelse)
+    local = _new_symbols(ctx, before)
     types = []
     for k, (name, a, b) in enumerate(zip(ctx.outputs, then.outputs, orelse.outputs)):
         va, vb = graph.values[a], graph.values[b]
+        if then_error or else_error:  # the branch that runs decides
+            va = vb = vb if then_error else va
         if va.dtype != vb.dtype:
             ctx.fail(f"output {k} ('{name}') is {va.dtype} in the then branch ('{a}') and {vb.dtype} in the "
                      f"else branch ('{b}')")
@@ -84,6 +91,34 @@ def if_(ctx: TranslateContext) -> None:
         types.append((va.dtype, tuple(shape)))
     op = If(then, orelse, tuple(types))
     ctx.emit(op, [ctx.inputs[0]] + [c for c in captures([then, orelse]) if c != ctx.inputs[0]])
+
+
+def _import_branch(ctx: TranslateContext, which: str) -> tuple[Region | None, ShapeError | None]:
+    """The region of the If's ``which`` branch, or the error that proves it cannot run: code a
+    run may never reach (torch exports both sides of ``if x.dim() == 2``, and one side may be
+    ill-typed for every input the model takes), which onnxruntime too refuses only when it is
+    reached."""
+    graph = ctx.graph
+    names = set(graph.values)
+    try:
+        return _import(ctx, ctx.attr(f"{which}_branch"), []), None
+    except ShapeError as e:
+        for name in set(graph.values) - names:
+            del graph.values[name]
+        return None, e
+
+
+def _unreachable(ctx: TranslateContext, which: str, error: ShapeError, other: Region) -> Region:
+    """A region for a branch that cannot run: it fails with ``error``'s reason, and yields
+    empty tensors of ``other``'s dtypes and ranks, which no run ever sees."""
+    graph = ctx.graph
+    outs = [graph.fresh_name(f"{o}/unreachable") for o in other.outputs]
+    types = tuple((graph.values[o].dtype, tuple(0 for _ in graph.values[o].shape)) for o in other.outputs)
+    message = f"{ctx.label()}: its {which} branch cannot run: {error}"
+    node = Node(Unreachable(message.replace("{", "(").replace("}", ")"), types), ctx.name, ctx.op_type, [], outs)
+    run_infer(graph, node)
+    graph.notes.append(f"{ctx.label()}: its {which} branch cannot run, and a run that takes it fails ({error})")
+    return Region([], [node], outs)
 
 
 def _inline(ctx: TranslateContext, gp) -> None:
