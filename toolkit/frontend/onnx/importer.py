@@ -47,6 +47,12 @@ ANONYMOUS_DIMS = frozenset({"", "?", "None", "-1"})
 # the model's opset imports of the other domains, by domain, while it is imported: subgraphs
 # are imported from translations (If, Loop) that see only the graph
 _DOMAIN_OPSETS: ContextVar[dict[str, int]] = ContextVar("domain_opsets", default={})
+# the model's own functions (model.functions), by (domain, name, overload), while it is
+# imported: a node that names one is expanded from it, in any graph, function or subgraph
+_LOCAL_FUNCTIONS: ContextVar[dict[tuple[str, str, str], onnx.FunctionProto]] = ContextVar("local_functions",
+                                                                                          default={})
+# the model's functions being expanded, outermost first: a function that calls itself is refused
+_EXPANDING: ContextVar[tuple[str, ...]] = ContextVar("expanding", default=())
 # the names the main graph's nodes read as weights (WEIGHT_INPUTS), while it is imported
 _WEIGHTS: ContextVar[frozenset[str]] = ContextVar("weights", default=frozenset())
 
@@ -214,6 +220,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     reg = registry()
     old: dict[str, int] = {}
     token = _DOMAIN_OPSETS.set({o.domain: o.version for o in proto.opset_import})
+    functions = _LOCAL_FUNCTIONS.set({(f.domain, f.name, f.overload): f for f in proto.functions})
     weights = _WEIGHTS.set(weight_names(g))
     specialized = _SPECIALIZED.set([0])
     try:
@@ -224,6 +231,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     finally:
         _SPECIALIZED.reset(specialized)
         _WEIGHTS.reset(weights)
+        _LOCAL_FUNCTIONS.reset(functions)
         _DOMAIN_OPSETS.reset(token)
     if converted_from is not None:
         graph.notes.append(f"opset {converted_from} model upgraded to opset {MIN_OPSET} by onnx's version converter")
@@ -363,7 +371,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     """Translate one node; returns the op version in effect."""
     name = n.name or f"{n.op_type}_{index}"
     label = f"node '{name}' ({n.op_type})"
-    if n.domain not in ("", "ai.onnx", PREVIEW, CONTRIB):
+    local = _LOCAL_FUNCTIONS.get().get((n.domain, n.op_type, n.overload))
+    if local is None and n.domain not in ("", "ai.onnx", PREVIEW, CONTRIB):
         raise CompileError(f"{label}: ops of domain '{n.domain}' are not supported")
     for i in n.input:
         if i and i not in graph.values:
@@ -373,6 +382,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
         if o and o in graph.values:
             raise CompileError(f"{label}: output '{o}' is already defined (by a graph input, an initializer or "
                                f"an earlier node); every value has one producer")
+    if local is not None:  # its body's nodes are checked as they are imported
+        return _expand_local_function(graph, reg, n, name, label, local, opset)
     held = [i for i in n.input if i and sequence.is_held(graph.values[i])]
     if held and (n.op_type not in sequence.HELD_OPS or n.domain not in ("", "ai.onnx")):
         raise CompileError(f"{label}: input '{held[0]}' is {graph.values[held[0]].describe()}, which symwasm "
@@ -392,7 +403,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
         body = _function_body(graph, n, opset, label)
         if body is not None:
             fn, fn_opset = body
-            _expand_function(graph, reg, n, name, label, opset, fn, opset if fn_opset is None else fn_opset)
+            _expand_function(graph, reg, n, name, f"{label}, expanded from its ONNX function",
+                             fn, opset if fn_opset is None else fn_opset, _schema_attributes(graph, n, opset, label))
             return version
     if entry is None:
         known = reg.versions(n.op_type)
@@ -457,7 +469,8 @@ def _import_preview(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str,
         raise CompileError(f"{label}: {PREVIEW}.{n.op_type}-{version} is not supported: symwasm imports the "
                            f"ops of domain '{PREVIEW}' that ONNX defines by a function, and it has none")
     fn, fn_opset = body
-    _expand_function(graph, reg, n, name, label, domain_opset, fn, opset if fn_opset is None else fn_opset)
+    _expand_function(graph, reg, n, name, f"{label}, expanded from its ONNX function", fn,
+                     opset if fn_opset is None else fn_opset, _schema_attributes(graph, n, domain_opset, label))
     return version
 
 
@@ -515,12 +528,9 @@ def _function_body(graph: Graph, n: onnx.NodeProto, opset: int, label: str):
     return fn, next((o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str, opset: int,
-                     fn: onnx.FunctionProto, fn_opset: int) -> None:
-    """Import ``n`` as the nodes of its ONNX function ``fn``: the function's inputs and
-    outputs are the node's, its own values get names under the node's, and attributes that
-    refer to the function's (``ref_attr_name``) take the node's values or its defaults, in
-    the subgraphs of its nodes too (:func:`_bind_subgraph`)."""
+def _schema_attributes(graph: Graph, n: onnx.NodeProto, opset: int, label: str) -> dict:
+    """``n``'s attributes by name, with its ONNX schema's defaults for those it does not give,
+    as its function body's references (``ref_attr_name``) read them."""
     schema = onnx.defs.get_schema(n.op_type, opset, n.domain or "")
     given = {a.name: a for a in n.attribute}
     for aname, spec in schema.attributes.items():
@@ -531,6 +541,55 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str
         rank = graph.values[n.input[0]].rank  # functions take the axis for granted: check it here
         if not -rank <= axis.i < max(rank, 1):
             raise CompileError(f"{label}: axis {axis.i} is out of range for input '{n.input[0]}' of rank {rank}")
+    return given
+
+
+def _expand_local_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str,
+                           fn: onnx.FunctionProto, opset: int) -> int:
+    """Import ``n`` as the nodes of the model's own function ``fn`` (onnxscript's and torch's
+    dynamo exporter's ``model.functions``), at the opsets ``fn`` imports (the caller's default
+    opset when it imports none); its attributes are the node's, with the defaults ``fn``
+    declares. Returns the version the model imports of ``fn``'s domain (1 when none)."""
+    qualified = f"{fn.domain}.{fn.name}" + (f":{fn.overload}" if fn.overload else "")
+    expanding = _EXPANDING.get()
+    if qualified in expanding:
+        chain = " -> ".join(expanding[expanding.index(qualified):] + (qualified,))
+        raise CompileError(f"{label}: the model's function '{qualified}' calls itself ({chain}); ONNX functions "
+                           f"cannot recurse")
+    for what, given, formal in (("inputs", n.input, fn.input), ("outputs", n.output, fn.output)):
+        if len(given) > len(formal):
+            raise CompileError(f"{label}: {len(given)} {what} given; the model's function '{qualified}' takes "
+                               f"{len(formal)}")
+    declared = {a: None for a in fn.attribute} | {a.name: a for a in fn.attribute_proto}
+    given = {a.name: a for a in n.attribute}
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise CompileError(f"{label}: '{unknown[0]}' is not an attribute of the model's function '{qualified}' "
+                           f"(it has: {', '.join(sorted(declared)) or 'none'})")
+    given |= {a: default for a, default in declared.items() if a not in given and default is not None}
+    imports = {o.domain: o.version for o in fn.opset_import}
+    fn_opset = imports.get("", imports.get("ai.onnx", opset))
+    if not MIN_OPSET <= fn_opset <= MAX_OPSET:
+        raise CompileError(f"{label}: the model's function '{qualified}' imports opset {fn_opset}; symwasm reads "
+                           f"{MIN_OPSET} to {MAX_OPSET}")
+    token = _EXPANDING.set(expanding + (qualified,))
+    domains = _DOMAIN_OPSETS.set(imports)
+    try:
+        _expand_function(graph, reg, n, name, f"{label}, expanded from the model's function '{qualified}'", fn,
+                         fn_opset, given)
+    finally:
+        _DOMAIN_OPSETS.reset(domains)
+        _EXPANDING.reset(token)
+    return _DOMAIN_OPSETS.get().get(n.domain, 1)
+
+
+def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, within: str,
+                     fn: onnx.FunctionProto, fn_opset: int, given: dict) -> None:
+    """Import ``n`` as the nodes of the function ``fn`` (an ONNX schema's or the model's own):
+    the function's inputs and outputs are the node's, its own values get names under the
+    node's, and attributes that refer to the function's (``ref_attr_name``) take ``given``'s
+    values, in the subgraphs of its nodes too (:func:`_bind_subgraph`). ``within`` starts the
+    message of an error inside the body."""
     rename = {f: (n.input[k] if k < len(n.input) else "") for k, f in enumerate(fn.input)}
     rename.update({f: n.output[k] for k, f in enumerate(fn.output) if k < len(n.output) and n.output[k]})
     prefix = f"{name}/"
@@ -547,12 +606,12 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str
             try:
                 _import_node(graph, reg, m, k, fn_opset)
             except CompileError as e:
-                raise CompileError(f"{label}, expanded from its ONNX function: {e}") from None
+                raise CompileError(f"{within}: {e}") from None
     finally:
         graph.opset = model_opset
     for o in n.output:
         if o and o not in graph.values:
-            raise CompileError(f"{label}: output '{o}' is not produced by its ONNX function")
+            raise CompileError(f"{within}: output '{o}' is not produced by it")
 
 
 def _bind_attributes(attrs, given: dict, outer, scope: str) -> list[onnx.AttributeProto]:
