@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
+.PHONY: all env demo test check-facts lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
 	exporter-models
 
 all: demo
@@ -47,9 +47,19 @@ demo: env js_loader/node_modules/.installed
 lint: env
 	$(PY) -m ruff check --quiet --select F,E9 toolkit wasm_runtime tests samples benchmarks js_loader/test
 
+# the models of real graphs compiled with --check-facts (every fact the compiler relied on
+# is checked at run time too): the zoo, the exporters' zoo, the regressions, a conformance slice
+FACT_TESTS := tests/test_zoo.py tests/test_exporters.py tests/test_real_regressions.py tests/test_conformance_slice.py
+
 test: env abi lint js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) -m pytest -n $(JOBS) -q
+	SYMWASM_CHECK_FACTS=1 $(PY) -m pytest -n $(JOBS) -q -p no:cacheprovider $(FACT_TESTS)
 	cd js_loader && npm test
+
+# the whole test suite with every compile checking its facts (make test runs FACT_TESTS so);
+# tests that assert on a program's text or on what is computed see the checks' extra code
+check-facts: env
+	SYMWASM_CHECK_FACTS=1 $(PY) -m pytest -n $(JOBS) -q -p no:cacheprovider
 
 # fuzzing campaigns with fixed seeds (a smaller slice of each runs in `make test`): malformed
 # ONNX models, tampered modules (per target and mode), run-time inputs (split over the targets)
