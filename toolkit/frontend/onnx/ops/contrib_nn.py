@@ -5,8 +5,10 @@ into these ops. Each translation here undoes the fusion: it emits the core ops t
 what onnxruntime's CPU kernel computes (LayerNorm, MatMul, Softmax, Gather, elementwise
 ops), so the passes fuse and plan them like any other graph. onnx has no schema for these
 ops: attributes arrive as written and each translation gives onnxruntime's defaults.
-What a translation does not implement (past/present state, packed batching, other
-activations) fails at compile time naming the node, op and reason.
+What a translation does not implement (shared past/present buffers, packed batching,
+other activations...) fails at compile time naming the node, op and reason; what only the
+data can show (GroupQueryAttention's padded batches, an id out of an embedding table)
+fails the run naming the node. docs/CONTRIB_OPS.md lists what each op supports.
 
 SimplifiedLayerNormalization (RMS norm) is written by onnxruntime into the default domain,
 where onnx has no schema for it; the importer reads it as the contrib op of that name.
