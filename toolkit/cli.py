@@ -58,6 +58,16 @@ def _parse_ranges(items: list[str]) -> dict[str, tuple[int | None, int | None]]:
     return out
 
 
+def _lacks_compiler(command: str, e: ModuleNotFoundError) -> int:
+    """Exit status 2 with what to install, for a command that needs the compiler's packages
+    in a runtime-only installation (a missing module of our own is a bug: raised)."""
+    if (e.name or "").split(".")[0] in ("toolkit", "wasm_runtime"):
+        raise e
+    print(f"error: symwasm {command} needs the compiler's packages, and this installation lacks them "
+          f"(no module named '{e.name}'): pip install '{COMPILER_EXTRA}'", file=sys.stderr)
+    return 2
+
+
 def cmd_compile(args) -> int:
     try:
         from .codegen.target import get_target
@@ -65,11 +75,7 @@ def cmd_compile(args) -> int:
         from .ir.graph import CompileError
         from .link import LinkError
     except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] in ("toolkit", "wasm_runtime"):
-            raise
-        print(f"error: symwasm compile needs the compiler's packages, and this installation lacks them "
-              f"(no module named '{e.name}'): pip install '{COMPILER_EXTRA}'", file=sys.stderr)
-        return 2
+        return _lacks_compiler("compile", e)
 
     try:
         tgt = get_target(args.target, args.cpu)
@@ -412,11 +418,7 @@ def cmd_diff(args) -> int:
     try:
         from .diff import DiffError, diff_model
     except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] in ("toolkit", "wasm_runtime"):
-            raise
-        print(f"error: symwasm diff needs the compiler's packages, and this installation lacks them "
-              f"(no module named '{e.name}'): pip install '{COMPILER_EXTRA}'", file=sys.stderr)
-        return 2
+        return _lacks_compiler("diff", e)
     try:
         binds = _parse_binds(args.bind, "--bind")
     except SystemExit as e:  # (its message is the error line; a usage error exits with 2 here)
