@@ -487,11 +487,44 @@ def test_multi_head_attention_past(unidirectional, target):
     check(model, target, feeds)
 
 
-def test_attention_mask_lengths_refused():
-    model = ms_model([node("Attention", ["x", "w", "bias", "lengths"], ["y"], num_heads=2)],
-                     [vinfo("x", F32, ["b", "s", 4]), vinfo("lengths", I32, ["b"])], [vinfo("y", F32, None)],
+def test_attention_mask_start_end_refused():
+    """(2 * batch) start/end indices: a mask whose one dim is not the batch's."""
+    model = ms_model([node("Attention", ["x", "w", "bias", "ends"], ["y"], num_heads=2)],
+                     [vinfo("x", F32, ["b", "s", 4]), vinfo("ends", I32, ["n"])], [vinfo("y", F32, None)],
                      [const("w", np.ones((4, 12), F32)), const("bias", np.ones(12, F32))])
-    _refused(model, r"node 'n' \(Attention\): mask_index 'lengths' is int32\(b,\); only the 2-D")
+    _refused(model, r"node 'n' \(Attention\): mask_index 'ends' is int32\(n,\); the forms supported are \(batch\) "
+                    r"lengths, \(batch, kv_sequence\), \(batch, sequence, kv_sequence\)")
+
+
+@pytest.mark.parametrize("form", ["lengths", "3d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_mask_forms(form, unidirectional, target):
+    """mask_index as (batch) lengths (what EmbedLayerNormalization's mask_index gives) or
+    (batch, seq, seq)."""
+    rng = np.random.default_rng(19)
+    d_in, heads = 12, 2
+    mask_shape = ["b"] if form == "lengths" else ["b", "s", "s"]
+    model = ms_model([node("Attention", ["x", "w", "bias", "mask"], ["y"], num_heads=heads,
+                           unidirectional=unidirectional)],
+                     [vinfo("x", F32, ["b", "s", d_in]), vinfo("mask", I32, mask_shape)], [vinfo("y", F32, None)],
+                     [const("w", weight(rng, d_in, 24, scale=0.4)), const("bias", weight(rng, 24))])
+    feeds = []
+    for b, s in [(2, 5), (1, 1), (3, 9)]:
+        mask = (rng.integers(1, s + 1, b) if form == "lengths" else rng.choice(np.array([0, 1, 1]), (b, s, s)))
+        if form == "3d":
+            mask[..., 0] = 1  # no row all masked (its scores near -10000 keep 10 bits)
+        feeds.append({"x": rand(rng, (b, s, d_in)), "mask": mask.astype(I32)})
+    check(model, target, feeds)
+
+
+def test_multi_head_attention_lengths(target):
+    rng = np.random.default_rng(20)
+    model = ms_model([node("MultiHeadAttention", ["q", "k", "v", "", "lengths"], ["y"], num_heads=2)],
+                     [vinfo("q", F32, ["b", "s", 8]), vinfo("k", F32, ["b", "l", 8]), vinfo("v", F32, ["b", "l", 8]),
+                      vinfo("lengths", I32, ["b"])], [vinfo("y", F32, None)])
+    check(model, target, [{"q": rand(rng, (b, s, 8)), "k": rand(rng, (b, l, 8)), "v": rand(rng, (b, l, 8)),
+                           "lengths": rng.integers(1, l + 1, b).astype(I32)} for b, s, l in [(2, 3, 5), (1, 1, 1),
+                                                                                             (3, 4, 7)]])
 
 
 # ----------------------------------------------------------------------------- GroupQueryAttention

@@ -435,19 +435,28 @@ def _heads(ctx: TranslateContext, x: str, heads: int, perm: tuple[int, ...], wha
     return moved
 
 
-def _padding_mask(ctx: TranslateContext, i: int, what: str) -> str:
-    """Input ``i``, a (batch, kv_seq) int32 mask, as bool (batch, 1, 1, kv_seq): true where
-    masked (the entry is 0 or less)."""
+def _padding_mask(ctx: TranslateContext, i: int, what: str, q: str, k: str, forms: tuple[int, ...]) -> str:
+    """Input ``i``, an int32 mask of a rank in ``forms``, as bool, true where a key is masked,
+    broadcasting to the scores (batch, heads, q_seq, kv_seq): a (batch, kv_seq) or (batch,
+    q_seq, kv_seq) mask masks entries of 0 or less; (batch) lengths (right-side padding)
+    mask the keys from each length on. ``q`` and ``k``: (batch, heads, seq, head)."""
     m = ctx.value(i)
     if m.dtype != INT32:
         ctx.fail(f"{what} '{m.name}' has dtype {m.dtype}; it must be int32")
-    if m.rank != 2:
-        ctx.fail(f"{what} '{m.name}' is {m.describe()}; only the 2-D (batch, kv_sequence) mask is supported "
-                 f"(lengths, start/end indices and 3-D or 4-D masks are not)")
-    keep = _ew(ctx, "greater", [m.name, ctx.constant("zero", np.array(0, np.int32))])
-    masked = _ew(ctx, "not", [keep])
+    batch = ctx.graph.values[q].shape[0]
+    if m.rank not in forms or (m.rank == 1 and m.shape[0] != batch):
+        named = {1: "(batch) lengths", 2: "(batch, kv_sequence)", 3: "(batch, sequence, kv_sequence)"}
+        ctx.fail(f"{what} '{m.name}' is {m.describe()}; the forms supported are "
+                 f"{', '.join(named[r] for r in forms)} (start/end indices and 4-D masks are not)")
     out = ctx.tmp("masked")
-    ctx.emit(Unsqueeze((1, 2)), [masked], [out])
+    if m.rank == 1:
+        lengths = ctx.tmp("lengths")
+        ctx.emit(Cast(INT64), [m.name], [lengths])
+        inside = _ew(ctx, "less", [_positions(ctx, k, 2), _unsqueezed(ctx, lengths, 1)])
+        ctx.emit(Unsqueeze((1, 2)), [_ew(ctx, "not", [inside])], [out])
+        return out
+    masked = _ew(ctx, "not", [_ew(ctx, "greater", [m.name, ctx.constant("zero", np.array(0, np.int32))])])
+    ctx.emit(Unsqueeze((1, 2) if m.rank == 2 else (1,)), [masked], [out])
     return out
 
 
@@ -579,7 +588,8 @@ def attention(ctx: TranslateContext) -> None:
     if ctx.has(4):
         k = _after_past(ctx, _past_part(ctx, ctx.inputs[4], 0, "k"), k, "k")
         v = _after_past(ctx, _past_part(ctx, ctx.inputs[4], 1, "v"), v, "v")
-    _attend(ctx, q, k, v, _scale(ctx), _padding_mask(ctx, 3, "mask_index") if ctx.has(3) else None,
+    _attend(ctx, q, k, v, _scale(ctx),
+            _padding_mask(ctx, 3, "mask_index", q, k, (1, 2, 3)) if ctx.has(3) else None,
             _causal_mask(ctx, q, k) if int(ctx.attr("unidirectional", 0)) else None,
             ctx.inputs[5] if ctx.has(5) else None, ctx.outputs[0])
     if _output(ctx, 1):
@@ -617,7 +627,8 @@ def multi_head_attention(ctx: TranslateContext) -> None:
     q, k, v = (_heads(ctx, x, heads, (0, 2, 1, 3), what) for x, what in zip(names, "qkv"))
     k = _after_past(ctx, ctx.inputs[6] if ctx.has(6) else None, k, "k")
     v = _after_past(ctx, ctx.inputs[7] if ctx.has(7) else None, v, "v")
-    _attend(ctx, q, k, v, _scale(ctx), _padding_mask(ctx, 4, "key_padding_mask") if ctx.has(4) else None,
+    _attend(ctx, q, k, v, _scale(ctx),
+            _padding_mask(ctx, 4, "key_padding_mask", q, k, (1, 2)) if ctx.has(4) else None,
             _causal_mask(ctx, q, k) if int(ctx.attr("unidirectional", 0)) else None,
             ctx.inputs[5] if ctx.has(5) else None, ctx.outputs[0])
     for i, x in ((1, k), (2, v)):
