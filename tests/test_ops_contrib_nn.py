@@ -620,3 +620,46 @@ def test_group_query_attention_local_window_refused():
     model.graph.node[0].attribute.append(helper.make_attribute("local_window_size", 16))
     _refused(model, r"node 'n' \(GroupQueryAttention\): local_window_size 16 \(sliding-window attention\) "
                     r"is not supported")
+
+
+# ----------------------------------------------------------------------------- a fused BERT layer
+
+
+def test_bert_layer_as_fused(target):
+    """One BERT encoder layer as onnxruntime's transformer optimizer writes it:
+    EmbedLayerNormalization's mask_index into Attention, SkipLayerNormalization around the
+    projection and the feed-forward (MatMul, FastGelu with bias, MatMul)."""
+    rng = np.random.default_rng(21)
+    h, ff = 16, 32
+    w = {"word": weight(rng, VOCAB, h), "pos": weight(rng, POSITIONS, h), "seg": weight(rng, SEGMENTS, h),
+         "g0": 1 + weight(rng, h, scale=0.1), "b0": weight(rng, h, scale=0.1),
+         "w_qkv": weight(rng, h, 3 * h, scale=0.3), "b_qkv": weight(rng, 3 * h, scale=0.1),
+         "w_o": weight(rng, h, h, scale=0.3), "b_o": weight(rng, h, scale=0.1),
+         "g1": 1 + weight(rng, h, scale=0.1), "b1": weight(rng, h, scale=0.1),
+         "w_1": weight(rng, h, ff, scale=0.3), "b_1": weight(rng, ff, scale=0.1),
+         "w_2": weight(rng, ff, h, scale=0.3), "b_2": weight(rng, h, scale=0.1),
+         "g2": 1 + weight(rng, h, scale=0.1), "b2": weight(rng, h, scale=0.1)}
+    nodes = [
+        helper.make_node("EmbedLayerNormalization", ["ids", "segs", "word", "pos", "seg", "g0", "b0", "mask"],
+                         ["emb", "mask_index"], name="embed", domain=MS, epsilon=1e-12),
+        helper.make_node("Attention", ["emb", "w_qkv", "b_qkv", "mask_index"], ["attn"], name="attention",
+                         domain=MS, num_heads=4),
+        helper.make_node("MatMul", ["attn", "w_o"], ["proj"], name="proj"),
+        helper.make_node("SkipLayerNormalization", ["proj", "emb", "g1", "b1", "b_o"], ["h1"], name="ln1",
+                         domain=MS, epsilon=1e-12),
+        helper.make_node("MatMul", ["h1", "w_1"], ["up"], name="up"),
+        helper.make_node("FastGelu", ["up", "b_1"], ["act"], name="gelu", domain=MS),
+        helper.make_node("MatMul", ["act", "w_2"], ["down"], name="down"),
+        helper.make_node("SkipLayerNormalization", ["down", "h1", "g2", "b2", "b_2"], ["y"], name="ln2",
+                         domain=MS, epsilon=1e-12),
+    ]
+    model = ms_model(nodes, [vinfo("ids", I32, ["b", "s"]), vinfo("segs", I32, ["b", "s"]),
+                             vinfo("mask", I32, ["b", "s"])], [vinfo("y", F32, None)],
+                     [const(k, v) for k, v in w.items()])
+    feeds = []
+    for b, s in [(2, 7), (1, 1), (3, 16)]:
+        lengths = rng.integers(1, s + 1, b)
+        feeds.append({"ids": rng.integers(0, VOCAB, (b, s)).astype(I32),
+                      "segs": rng.integers(0, SEGMENTS, (b, s)).astype(I32),
+                      "mask": (np.arange(s) < lengths[:, None]).astype(I32)})
+    check(model, target, feeds)
