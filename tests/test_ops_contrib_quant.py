@@ -233,6 +233,51 @@ def test_qlinear_leaky_relu(target, dtype):
             check(model, target, [{"x": _every_value(dtype), **params}, {"x": q(dtype, (1, 7)), **params}])
 
 
+# ----------------------------------------------------------------------------- QLinearSoftmax
+
+# (x shape, axis, opset, bindings of n and k): over the last axis, the length symbolic (the
+# exp table is built at run time); over a middle axis (onnxruntime transposes it last);
+# before opset 13 over all the dims from axis on (static length 20: a constant table)
+SOFTMAX_CASES = {
+    "last": ((["n", "k"], -1, 13), [(3, 10), (2, 1), (4, 300)]),
+    "middle": ((["n", "k", 3], 1, 13), [(2, 7), (1, 1)]),
+    "flattened": ((["n", 4, 5], 1, 12), [(3, 0), (1, 0)]),
+}
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+@pytest.mark.parametrize("case", list(SOFTMAX_CASES))
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "runtime"])
+def test_qlinear_softmax(target, dtype, case, constant):
+    # onnxruntime's table of exp over the 256 differences from a row's max, its in-order
+    # float32 row sum and floor(1 / y_scale): bit for bit. y_scale 1/256 with the zero
+    # point the quantizer writes (0, or -128 for int8), then random ones; rows of one
+    # element (probability 1) saturate, and with the row's table entries near float32's
+    # maximum they would overflow had the kernel multiplied before dividing
+    (shape, axis, opset), bindings = SOFTMAX_CASES[case]
+    zero = np.array(-128 if dtype == I8 else 0, dtype)
+    for ys, yz in ((np.array(1 / 256, F32), zero), (scale(0.001, 0.02), zp(dtype))):
+        params = {"xs": scale(0.01, 0.2), "xz": zp(dtype), "ys": ys, "yz": yz}
+        ins = [vinfo("x", dtype, shape)]
+        inits = [const(k, v) for k, v in params.items()] if constant else []
+        if not constant:
+            ins += [vinfo(k, v.dtype, []) for k, v in params.items()]
+        model = contrib_model([ms_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], axis=axis,
+                                       opset=opset)], ins, [vinfo("y", dtype, None)], inits)
+        dims = [[{"n": n, "k": k}.get(d, d) for d in shape] for n, k in bindings]
+        check(model, target, [{"x": q(dtype, d), **({} if constant else params)} for d in dims])
+
+
+def test_qlinear_softmax_refusals():
+    ins = [vinfo("x", U8, ["n", 4]), vinfo("s", F32, []), vinfo("z", U8, [])]
+    out = [vinfo("y", U8, None)]
+    with pytest.raises(CompileError, match=r"QLinearSoftmax\): attribute 'opset' is required"):
+        build(contrib_model([ms_node("QLinearSoftmax", ["x", "s", "z", "s", "z"], ["y"])], ins, out), "native")
+    with pytest.raises(CompileError, match=r"QLinearSoftmax\): axis 2 is out of range for input 'x' of rank 2"):
+        build(contrib_model([ms_node("QLinearSoftmax", ["x", "s", "z", "s", "z"], ["y"], axis=2, opset=13)], ins,
+                            out), "native")
+
+
 # ----------------------------------------------------------------------------- QLinearConcat
 
 

@@ -21,6 +21,14 @@ in its order, since float32 rounding depends on it.
   function, Quantize. onnxruntime evaluates the same through a 256-entry table built with
   its own sigmoid approximation (MLAS's logistic), so QLinearSigmoid may differ by one step
   where a value lies within float32 rounding of a tie between two steps.
+- QLinearSoftmax (``opset``, required; ``axis``, default 1 before opset 13, else -1; before
+  13 over all the dims from axis on): onnxruntime's table of float32 exponentials of the
+  256 differences from a row's max (:func:`_softmax_table`), each row summed in order in
+  float32 (the last of the running sums), then ``rint(e / sum * floor(1 / y_scale)) +
+  y_zero_point`` saturated; X_zero_point cancels. (onnxruntime's sources of earlier
+  versions multiply before dividing, which overflows float32 on short rows, and wrap int8;
+  1.32's kernel divides first and saturates, as this does: checked on rounding-sensitive
+  cases.)
 - QLinearConcat (``axis``, required): each input whose scale and zero point are not the
   output's is dequantized and quantized again (onnxruntime's table does the same per value);
   the rest are concatenated as they are.
@@ -63,10 +71,11 @@ from ....ir.dtypes import DTYPES, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, UINT8,
 from ....ops.conv import Pool
 from ....ops.elementwise import Cast, Elementwise
 from ....ops.linalg import MatMul
+from ....ops.indexing import Cumulative
 from ....ops.movement import Concat, Gather, Transpose
 from ....ops.quant import Dequantize, DynamicQuantize, Quantize
 from ....ops.reduce import Reduce
-from ....ops.shape import ShapeOf, ViewAs
+from ....ops.shape import Flatten, ShapeOf, ViewAs
 from ..translate import CONTRIB, TranslateContext
 from .conv import _pool_kernel, _window
 from .quant import _exact_in_float32, _float_product
@@ -286,6 +295,80 @@ def qlinear_concat(ctx: TranslateContext) -> None:
                  [q])
         parts.append(q)
     ctx.emit(Concat(int(ctx.attr("axis"))), parts, ctx.outputs[:1])
+
+
+# the float32 exp table QLinearSoftmax reads: scaled so a row's sum stays below
+# float32's maximum with this margin (e**5) to spare, as onnxruntime scales it
+SOFTMAX_TABLE_MARGIN = 5.0
+FLOAT32_MAX = np.finfo(np.float32).max
+
+
+def _softmax_table(ctx: TranslateContext, x_scale, length) -> str:
+    """onnxruntime's QLinearSoftmax table: entry ``255 + d`` is float32(exp((d + shift) *
+    x_scale)) in float64 for ``d`` = x - (the row's max) in -255..0, with ``shift`` =
+    max(0, log(float32(FLT_MAX / length)) - 5) / x_scale, so the exponentials of a row of
+    ``length`` sum to at most FLT_MAX / e**5. ``x_scale`` and ``length`` (float32) are
+    constants or value names; a constant table is computed here."""
+    steps = np.arange(-255, 1, dtype=np.float64)
+    if not isinstance(x_scale, str) and not isinstance(length, str):
+        with np.errstate(all="ignore"):
+            shift = max(0.0, np.log(np.float64(FLOAT32_MAX / length)) - SOFTMAX_TABLE_MARGIN) / np.float64(x_scale)
+            return ctx.constant("exp table", np.exp((steps + shift) * np.float64(x_scale)).astype(np.float32))
+    s = _Scalars(ctx)
+    room = _cast(ctx, s.name(s.op("div", FLOAT32_MAX, length, "room"), "room"), FLOAT64, "room float64")
+    log = _ew(ctx, "sub", [_ew(ctx, "log", [room], "log room"), ctx.constant("margin", np.float64(5))], "log margin")
+    scale = _cast(ctx, s.name(x_scale, "x_scale"), FLOAT64, "x_scale float64")
+    shift = _ew(ctx, "div", [_ew(ctx, "max", [log, ctx.constant("zero", np.float64(0))], "shift"), scale], "shift")
+    exponent = _ew(ctx, "mul", [_ew(ctx, "add", [ctx.constant("steps", steps), shift], "steps"), scale], "exponent")
+    return _cast(ctx, _ew(ctx, "exp", [exponent], "exp float64"), FLOAT32, "exp table")
+
+
+def qlinear_softmax(ctx: TranslateContext) -> None:
+    # inputs: X, X_scale, X_zero_point, Y_scale, Y_zero_point; attributes axis, opset
+    dt = _eight_bit(ctx, 0, "X")
+    if ctx.attr("opset") is None:
+        ctx.fail("attribute 'opset' is required (the Softmax version whose axis it follows)")
+    flat = int(ctx.attr("opset")) < 13  # Softmax before 13: over all the dims from axis on
+    x = ctx.value(0)
+    axis = int(ctx.attr("axis", 1 if flat else -1))
+    if not -x.rank <= axis < max(x.rank, 1):
+        ctx.fail(f"axis {axis} is out of range for input '{x.name}' of rank {x.rank}")
+    axis = axis + x.rank if axis < 0 else axis
+    s = _Scalars(ctx)
+    xs, ys = s.input(1, "X_scale", (FLOAT32,)), s.input(3, "Y_scale", (FLOAT32,))
+    _per_tensor(ctx, 2, "X_zero_point", (dt,), False)  # differences from the row's max cancel it
+    _per_tensor(ctx, 4, "Y_zero_point", (dt,), False)
+    rows = x.name
+    if flat:
+        rows = ctx.tmp("rows")
+        ctx.emit(Flatten(axis), [x.name], [rows])
+        axis = 1
+    shape = ctx.graph.values[rows].shape
+    if isinstance(shape[axis], int):
+        length = np.float32(shape[axis])
+    else:
+        dim = ctx.tmp("row length")
+        ctx.emit(ShapeOf(axis, axis + 1), [rows], [dim])
+        length = _cast(ctx, dim, FLOAT32, "row length float32")
+    top = ctx.tmp("row max")
+    ctx.emit(Reduce("max", (axis,), True), [rows], [top])
+    below = _ew(ctx, "sub", [_cast(ctx, rows, INT32, "X int32"), _cast(ctx, top, INT32, "row max int32")], "below max")
+    index = _ew(ctx, "add", [below, ctx.constant("table offset", np.int32(255))], "table index")
+    exps = ctx.tmp("exps")
+    ctx.emit(Gather(0), [_softmax_table(ctx, xs, length), index], [exps])
+    # the kernel sums a row in order, in float32: the last of the running sums
+    running, total = ctx.tmp("running sums"), ctx.tmp("row sum")
+    ctx.emit(Cumulative("sum"), [exps, ctx.constant("axis", np.int64(axis))], [running])
+    ctx.emit(Gather(axis), [running, ctx.constant("last", np.array([-1], np.int64))], [total])
+    steps = s.op("div", np.float32(1), ys, "steps per one")
+    steps = np.floor(steps) if not isinstance(steps, str) else _ew(ctx, "floor", [steps], "whole steps per one")
+    q = _ew(ctx, "mul", [_ew(ctx, "div", [exps, total], "fraction"), s.name(steps, "steps")], "scaled fraction")
+    # rint, plus the zero point, saturated (onnxruntime 1.32 saturates int8 too)
+    out = ctx.tmp("Y rows") if flat else ctx.outputs[0]
+    ctx.emit(Quantize(dt, multiply=True), [q, ctx.constant("one", np.float32(1))]
+             + ([ctx.inputs[4]] if ctx.has(4) else []), [out])
+    if flat:
+        ctx.emit(ViewAs(x.shape), [out], ctx.outputs[:1])
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -686,6 +769,7 @@ def dequantize_linear(ctx: TranslateContext) -> None:
 def register(r) -> None:
     for op, fn in (("QLinearAdd", qlinear_add), ("QLinearMul", qlinear_mul), ("QLinearSigmoid", qlinear_sigmoid),
                    ("QLinearLeakyRelu", qlinear_leaky_relu), ("QLinearConcat", qlinear_concat),
+                   ("QLinearSoftmax", qlinear_softmax),
                    ("QLinearGlobalAveragePool", qlinear_global_average_pool),
                    ("QLinearAveragePool", qlinear_average_pool), ("MatMulIntegerToFloat", matmul_integer_to_float),
                    ("DynamicQuantizeMatMul", dynamic_quantize_matmul), ("QGemm", qgemm),
