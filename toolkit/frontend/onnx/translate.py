@@ -55,9 +55,12 @@ class Registry:
 # onnxruntime's contrib domain: its quantizer and transformer optimizer write these ops into
 # models; onnx has no schemas for them, so their translations give their own attribute defaults
 CONTRIB = "com.microsoft"
-# ops onnxruntime defines in the default domain, where onnx has no schema for them (its
-# transformer optimizer writes SimplifiedLayerNormalization there): read as contrib ops
-ORT_DEFAULT_DOMAIN = frozenset({"SimplifiedLayerNormalization"})
+# ops onnxruntime defines in the default domain where onnx has no schema for them (its
+# transformer optimizer writes SimplifiedLayerNormalization there, and LayerNormalization
+# into models of opsets below 17, where onnx has none yet): read as contrib ops. Of the
+# other ops onnxruntime defines there below onnx's versions, none is written by its tools
+# (onnx's old experimental ops: Affine, Crop, Scale, ImageScaler...)
+ORT_DEFAULT_DOMAIN = frozenset({"SimplifiedLayerNormalization", "LayerNormalization"})
 
 
 _REGISTRY: Registry | None = None

@@ -21,7 +21,7 @@ from ....ops.elementwise import Elementwise
 from ....ops.linalg import Gemm, MatMul
 from ....ops.reduce import Hardmax, LayerNorm, LogSoftmax, Softmax
 from ....ops.shape import Fill, Flatten, Identity, ShapeOf, ViewAs
-from ..translate import TranslateContext
+from ..translate import CONTRIB, TranslateContext
 
 
 def matmul(ctx: TranslateContext) -> None:
@@ -117,4 +117,8 @@ def register(r) -> None:
     for op in SOFTMAX_FAMILY:
         r.add(op, (1, 11, 13), softmax)
     r.add("LayerNormalization", (17,), layer_norm)
+    # onnxruntime's own LayerNormalization-1 of the default domain, which its transformer
+    # optimizer writes into models of opsets below 17: the semantics ONNX adopted at 17
+    # (translate.ORT_DEFAULT_DOMAIN routes it here; layer_norm gives 17's defaults)
+    r.add("LayerNormalization", (1,), layer_norm, foldable=False, domain=CONTRIB)
     r.add("Dropout", (7, 10, 12, 13, 22), dropout)
