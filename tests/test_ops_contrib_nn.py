@@ -663,3 +663,24 @@ def test_bert_layer_as_fused(target):
                       "segs": rng.integers(0, SEGMENTS, (b, s)).astype(I32),
                       "mask": (np.arange(s) < lengths[:, None]).astype(I32)})
     check(model, target, feeds)
+
+
+@pytest.mark.parametrize("past", [False, True])
+def test_group_query_attention_padded_first_prompt(past, target):
+    """A right-padded first prompt (seqlens_k + 1 below seq; with past, an empty one): the
+    rows of real tokens and the presents match onnxruntime, whose rows of padding tokens are
+    unspecified (symwasm computes them as if real)."""
+    from util import build
+    rng = np.random.default_rng(22)
+    model = _gqa_model(4, 2, False, past)
+    m = build(model, target)
+    for b, s in [(3, 6), (2, 9)]:
+        feeds = _gqa_feeds(rng, model, b, s, 0)
+        lengths = rng.integers(1, s + 1, b)
+        lengths[0] = s
+        feeds["seqlens_k"] = (lengths - 1).astype(I32)
+        got, want = m.run(feeds), ort_reference(model, feeds)
+        for name in ("present_k", "present_v"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+        for i, n in enumerate(lengths):
+            np.testing.assert_allclose(got["y"][i, :n], want["y"][i, :n], rtol=1e-5, atol=1e-5)

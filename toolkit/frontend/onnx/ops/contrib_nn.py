@@ -636,9 +636,11 @@ def multi_head_attention(ctx: TranslateContext) -> None:
             ctx.emit(Identity(), [x], [ctx.outputs[i]])
 
 
-def _lengths_check(ctx: TranslateContext, i: int, what: str, expected: str, plus_one: bool, why: str) -> None:
+def _lengths_check(ctx: TranslateContext, i: int, what: str, expected: str, plus_one: bool, why: str,
+                   short_if: str | None = None) -> None:
     """A run-time check that every element of int32 input ``i`` (+ 1 with ``plus_one``)
-    equals ``expected`` (an int64 tensor of one element)."""
+    equals ``expected`` (an int64 tensor of one element), or, where the bool ``short_if`` is
+    true, lies in [1, expected]."""
     v = ctx.value(i)
     if v.dtype != INT32:
         ctx.fail(f"{what} '{v.name}' has dtype {v.dtype}; it must be int32")
@@ -647,6 +649,10 @@ def _lengths_check(ctx: TranslateContext, i: int, what: str, expected: str, plus
     if plus_one:
         wide = _ew(ctx, "add", [wide, ctx.constant("one", np.array(1, np.int64))])
     differs = _ew(ctx, "not", [_ew(ctx, "equal", [wide, expected])])
+    if short_if:
+        short = _ew(ctx, "and", [_ew(ctx, "less", [wide, expected]),
+                                 _ew(ctx, "greater", [wide, ctx.constant("zero", np.array(0, np.int64))])])
+        differs = _ew(ctx, "and", [differs, _ew(ctx, "not", [_ew(ctx, "and", [short, short_if])])])
     anywhere = ctx.tmp(f"{what}_differs")
     ctx.emit(Reduce("max", None, keepdims=False), [differs], [anywhere])
     ctx.emit(Assert(f"{what} '{v.name}' {why}"), [anywhere], [])
@@ -680,7 +686,8 @@ def group_query_attention(ctx: TranslateContext) -> None:
     onnxruntime reads each batch entry's length from seqlens_k (length - 1), so a batch may
     mix lengths inside a past buffer longer than its own past (shared buffers). symwasm
     implements the case without padding: every seqlens_k + 1 and total_sequence_length equal
-    past + seq, which is checked at run time."""
+    past + seq, which is checked at run time; only a first prompt (no past) may be
+    right-padded (seqlens_k + 1 from 1 to seq)."""
     _require_float32(ctx, 0)
     heads, kv_heads = _num_heads(ctx), _num_heads(ctx, "kv_num_heads")
     if heads % kv_heads:
@@ -731,8 +738,16 @@ def group_query_attention(ctx: TranslateContext) -> None:
         k_all, v_all = k, v
     total = ctx.tmp("total")
     ctx.emit(ShapeOf(2, 3), [k_all], [total])
+    # a first prompt (no past) may be right-padded: its rows past seqlens_k are padding,
+    # which onnxruntime leaves unspecified and symwasm computes as if real
+    if ctx.has(3):
+        past_length = ctx.tmp("past_length")
+        ctx.emit(ShapeOf(2, 3), [ctx.inputs[3]], [past_length])
+        first = _ew(ctx, "equal", [past_length, ctx.constant("zero", np.array(0, np.int64))])
+    else:
+        first = ctx.constant("first_prompt", np.array(True))
     why = "differs from past + new sequence length; padded batches (lengths below the past buffer) are not supported"
-    _lengths_check(ctx, 5, "seqlens_k", total, True, f"+ 1 {why}")
+    _lengths_check(ctx, 5, "seqlens_k", total, True, f"+ 1 {why} after the first prompt", first)
     _lengths_check(ctx, 6, "total_sequence_length", total, False, why)
     _attend(ctx, q, k_all, v_all, _scale(ctx), None, _causal_mask(ctx, q, k_all), None, ctx.outputs[0])
     for i, x in ((1, k_all), (2, v_all)):
