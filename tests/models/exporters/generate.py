@@ -348,6 +348,18 @@ def spox_topk_pool():
     return {"x": x}, {"top_scores": values, "kept": kept}
 
 
+def spox_einsum_cumsum():
+    """Attention scores through Einsum, a running (exclusive, reversed) CumSum over the
+    sequence, and a second Einsum that contracts the heads away."""
+    import spox
+    import spox.opset.ai.onnx.v17 as op
+    q = spox.argument(spox.Tensor(np.float32, ("batch", 2, "seq", 4)))
+    k = spox.argument(spox.Tensor(np.float32, ("batch", 2, "seq", 4)))
+    scores = op.einsum([q, k], equation="bhqd,bhkd->bhqk")
+    running = op.cum_sum(scores, op.const(np.int64(3)), exclusive=1, reverse=1)
+    return {"q": q, "k": k}, {"y": op.einsum([running, k], equation="bhqk,bhkd->bqd")}
+
+
 def spox_specs() -> list[Spec]:
     bs = [{"batch": 1, "seq": 5}, {"batch": 3, "seq": 17}]
 
@@ -366,6 +378,9 @@ def spox_specs() -> list[Spec]:
              {"x": (("seq", "batch", 4), ("float",))}, [{"batch": 1, "seq": 3}, {"batch": 2, "seq": 11}]),
         spec("topk_pool", "TopK with k = seq // 2 from the shape, rows kept in order (GatherElements)",
              spox_topk_pool, {"x": (("batch", "seq", 8), ("float",))}, [{"batch": 1, "seq": 4}, {"batch": 2, "seq": 13}]),
+        spec("einsum_cumsum", "Einsum attention scores, exclusive reversed CumSum, Einsum over heads",
+             spox_einsum_cumsum, {"q": (("batch", 2, "seq", 4), ("float",)), "k": (("batch", 2, "seq", 4), ("float",))},
+             [{"batch": 1, "seq": 3}, {"batch": 2, "seq": 10}]),
         spec("if_branch", "If on a run-time int64 flag, branches of different ops", spox_if_branch,
              {"x": (("batch", "seq", 5), ("float",)), "mode": ((), ("value", np.int64(1)))},
              [{"batch": 2, "seq": 4}, {"batch": 1, "seq": 9}]),
@@ -597,6 +612,28 @@ def paddle_transformer():
     return Encoder()
 
 
+def paddle_interpolate():
+    import paddle.nn as nn
+    import paddle.nn.functional as F
+
+    class Upsample(nn.Layer):
+        """The three resizes segmentation heads use, on an input of unknown height and width:
+        bilinear (align_corners off and on) and nearest, to twice the size read from the shape
+        (paddle2onnx 2.1 refuses any scale_factor: "the 0th elementwise MUST be ir::FloatAttribute")."""
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2D(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            size = [y.shape[2] * 2, y.shape[3] * 2]
+            return (F.interpolate(y, size=size, mode="bilinear", align_corners=False),
+                    F.interpolate(y, size=size, mode="bilinear", align_corners=True),
+                    F.interpolate(y, size=size, mode="nearest"))
+
+    return Upsample()
+
+
 def paddle_specs() -> list[Spec]:
     def spec(name, about, build, inputs, bindings, opset, **kw):
         specs = {n: (shape, "int64" if kind[0] == "int" else "float32") for n, (shape, kind) in inputs.items()}
@@ -611,6 +648,9 @@ def paddle_specs() -> list[Spec]:
         spec("transformer_op13", "Paddle nn.TransformerEncoder (2 layers) with a position table sliced to seq",
              paddle_transformer, {"ids": (("batch", "seq"), ("int", 0, 250, np.int64))},
              [{"batch": 1, "seq": 5}, {"batch": 3, "seq": 12}], 13),
+        spec("interpolate_op11", "Paddle F.interpolate x2: bilinear (align_corners off, on) and nearest",
+             paddle_interpolate, {"image": (("batch", 3, "height", "width"), ("float",))},
+             [{"batch": 1, "height": 5, "width": 7}, {"batch": 2, "height": 12, "width": 9}], 11),
         spec("crnn_ctc_op13", "CRNN text recognizer: conv stack, BiLSTM, CTC softmax and greedy argmax",
              paddle_crnn, {"line": (("batch", 1, 32, "width"), ("unit",))},
              [{"batch": 1, "width": 40}, {"batch": 2, "width": 96}], 13),
