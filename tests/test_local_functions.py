@@ -80,3 +80,19 @@ def test_unknown_attribute_refused(tmp_path):
     with pytest.raises(CompileError, match=r"^node 's' \(scaled_sum\): 'axis' is not an attribute of the model's "
                                            r"function 'this.scaled_sum' \(it has: axes, scale\)$"):
         compile_model(m, tmp_path / "m.wasm")
+
+
+def test_local_function_called_inside_a_branch(target):
+    """A call in an If branch is expanded there, at the branch's place in the model."""
+    then = helper.make_graph([helper.make_node("scaled_sum", ["x"], ["t"], domain="this", scale=3.0)], "then", [],
+                             [vinfo("t", np.float32, None)])
+    other = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e"], keepdims=1, axes=[1])], "else", [],
+                              [vinfo("e", np.float32, None)])
+    m = _model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)])
+    m.opset_import[0].version = 17  # ReduceMax takes its axes as an attribute until 18
+    m.graph.input.append(vinfo("c", np.bool_, []))
+    rng = np.random.default_rng(1)
+    feeds = [{"x": rand(rng, (n, k)), "c": np.array(c)} for n, k, c in [(2, 3, True), (4, 1, False), (1, 5, True)]]
+    check_model(m, target, feeds, rtol=1e-5, atol=1e-5,
+                ref=lambda _, f: {"y": 3.0 * f["x"].sum(axis=1, keepdims=True) if f["c"]
+                                  else f["x"].max(axis=1, keepdims=True)})
