@@ -17,6 +17,15 @@ F32, U8, I8, I32 = np.float32, np.uint8, np.int8, np.int32
 MS = "com.microsoft"
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _in_a_scratch_folder(tmp_path_factory):
+    """onnxruntime's quantizers write scratch files (sym_shape_infer_temp.onnx, external data
+    named by UUIDs) into the working directory: keep them out of the checkout."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("quantizer_scratch"))
+        yield
+
+
 def contrib_model(nodes, inputs, outputs, initializers=()):
     g = helper.make_graph(list(nodes), "test", list(inputs), list(outputs), initializer=list(initializers))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
