@@ -190,3 +190,17 @@ def test_reshape_resolved_at_run_time_leaves_its_target_alone(target):
     for n, k in ((1, 5), (3, 4)):
         feeds = {"x": np.random.default_rng(n).random((n, k), dtype=np.float32)}
         assert_outputs_match(mod.run(feeds), reference(m, feeds))
+
+
+def test_an_index_out_of_range_is_rejected_when_the_output_is_empty(target):
+    """Kernels return at once when their outputs are empty (an input of (2**40, 0) must not
+    walk its rows); one that rejects inputs still checks a non-empty index, as onnxruntime and
+    onnx.reference do (the run-time fuzz campaign caught the early return accepting it)."""
+    m = make_model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)],
+                   [vinfo("x", np.float32, ["n", "k"]), vinfo("i", np.int64, ["m"])], [vinfo("y", np.float32, None)])
+    mod = build(m, target)
+    with pytest.raises(wasm_runtime.ModelError) as e:
+        mod.run({"x": np.zeros((3, 0), np.float32), "i": np.array([7])})
+    assert e.value.status == 2 and "7" in str(e.value)
+    feeds = {"x": np.zeros((3, 0), np.float32), "i": np.array([2, -1])}
+    assert_outputs_match(mod.run(feeds), reference(m, feeds))

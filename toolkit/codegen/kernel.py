@@ -226,6 +226,9 @@ class KernelBuilder:
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self._loops = 0  # loops made so far: a loop whose body made more holds another
         self._body: ir.Block | None = None  # where the body starts when a test precedes it
+        self._early: ir.Instruction | None = None  # return_if_no_outputs' branch
+        self._early_if_valid: ir.Value | None = None  # its condition for a kernel that rejects inputs
+        self._rejects_inputs = False  # a fail_if with a status: inputs are checked
 
     def tensor(self, index: int, dtype: DType, shape: Sequence[Dim]) -> Tensor:
         return Tensor(self, index, dtype, shape)
@@ -332,29 +335,50 @@ class KernelBuilder:
         self.b._insert(flag)
         self.fail_if(self.b.icmp_signed("!=", flag, ir.Constant(I32, 0)), STATUS_CANCELLED)
 
-    def return_if_no_outputs(self, first: int, types: Sequence[tuple[DType, Sequence[Dim]]]) -> None:
+    def return_if_no_outputs(self, first: int, types: Sequence[tuple[DType, Sequence[Dim]]],
+                             inputs: Sequence[tuple[DType, Sequence[Dim]]] = ()) -> None:
         """Return at once when each of the tensors from ``first`` on (the kernel's outputs,
         ``types``) has a dim of 0: there is nothing to write, and loops over the other dims
         would walk up to 2**63 empty rows (an input of shape (2**40, 0) costs no memory, so
         the memory limit bounds nothing). No test when an output's dims are all known and
-        none is 0."""
+        none is 0. A kernel that rejects inputs (:meth:`fail_if` with an input status: an
+        index out of range) returns early only when its integer ``inputs`` are empty too, so
+        an index that onnxruntime rejects is rejected even where the output is empty."""
+        none = self._all_empty(list(enumerate(types, first)))
+        if none is None:
+            return
+        indices = self._all_empty([(k, t) for k, t in enumerate(inputs) if t[0].is_int])
+        self._early_if_valid = self.b.and_(none, indices if indices is not None else ir.Constant(ir.IntType(1), 0))
+        nothing, body = self.fn.append_basic_block("nothing_to_write"), self.fn.append_basic_block("body")
+        self._early = self.b.cbranch(none, nothing, body)
+        self.b.position_at_end(nothing)
+        self.b.ret(ir.Constant(I32, 0))
+        self.b.position_at_end(body)
+        self._body = self.b.block
+
+    def _all_empty(self, tensors: Sequence[tuple[int, tuple[DType, Sequence[Dim]]]]) -> ir.Value | None:
+        """An i1: each of the ``tensors`` (argument index, type) has a dim of 0 at run time;
+        None when one of them has all its dims known and none is 0."""
         none: ir.Value = ir.Constant(ir.IntType(1), 1)
-        for k, (dtype, shape) in enumerate(types, first):
+        for k, (dtype, shape) in tensors:
             if any(isinstance(d, int) and d == 0 for d in shape):
                 continue
             unknown = [a for a, d in enumerate(shape) if not isinstance(d, int)]
             if not unknown:
-                return
+                return None
             t = self.tensor(k, dtype, shape)
             empty = self.b.icmp_signed("==", t.dim(unknown[0]), i64(0))
             for a in unknown[1:]:
                 empty = self.b.or_(empty, self.b.icmp_signed("==", t.dim(a), i64(0)))
             none = self.b.and_(none, empty)
-        self.fail_if(none, 0)
-        self._body = self.b.block
+        return none
 
     def fail_if(self, cond: ir.Value, status: int, details: Sequence[ir.Value] = ()) -> None:
         """If ``cond``: write ``details`` for the message and return ``status``."""
+        if status in (STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE):
+            # a kernel that rejects inputs (an index out of range) checks them even when its
+            # outputs are empty, as onnxruntime does: no early return (finish drops it)
+            self._rejects_inputs = True
         b = self.b
         bad = self.fn.append_basic_block("fail")
         ok = self.fn.append_basic_block("ok")
@@ -373,6 +397,8 @@ class KernelBuilder:
 
     def finish(self) -> ir.Function:
         self.b.ret(ir.Constant(I32, 0))
+        if self._early is not None and self._rejects_inputs:
+            self._early.replace_usage(self._early.operands[0], self._early_if_valid)
         if self._body is not None:
             # the body's fixed-size allocas go back to the entry block, where SROA and mem2reg
             # promote them to registers (they look only there)

@@ -116,7 +116,8 @@ class KernelTable:
             name = "".join(c if c.isalnum() else "_" for c in f"k{len(self.prog.kernels)}_{stem}{dtype}")
             kb = KernelBuilder(self.module, name, self.target)
             if noutputs and not getattr(build, "writes_scalars", False):
-                kb.return_if_no_outputs(len(types_c) - noutputs, types_c[len(types_c) - noutputs:])
+                kb.return_if_no_outputs(len(types_c) - noutputs, types_c[len(types_c) - noutputs:],
+                                        types_c[:len(types_c) - noutputs])
             build(kb, params_c, types_c)
             kb.finish()
             ref = KernelRef(len(self.prog.kernels), name, len(types), nscalars, noutputs, signature(types_c))
