@@ -22,6 +22,7 @@ import onnx
 import pytest
 
 from toolkit import backend
+from util import assert_like_stored
 
 HERE = Path(__file__).resolve().parent / "models" / "exporters"
 MANIFEST = json.loads((HERE / "exporters.json").read_text())
@@ -47,12 +48,7 @@ def check_model(name: str, target: str) -> None:
             assert len(got) == len(info["outputs"]), f"{name}: {len(got)} outputs, onnxruntime gives {len(info['outputs'])}"
             for out, g in zip(info["outputs"], got):
                 w = arrays[f"{k}/out/{out}"]
-                where = f"{name} {out} at {binding}"
-                assert g.shape == w.shape and g.dtype == w.dtype, f"{where}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-                if out in info["exact_outputs"] or not np.issubdtype(w.dtype, np.floating):
-                    np.testing.assert_array_equal(g, w, err_msg=where)
-                else:
-                    np.testing.assert_allclose(g, w, rtol=info["rtol"], atol=info["atol"], err_msg=where)
+                assert_like_stored(g, w, info, out, f"{name} {out} at {binding}")
     finally:
         rep.close()
 

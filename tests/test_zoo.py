@@ -19,6 +19,7 @@ import onnx
 import pytest
 
 from toolkit import backend
+from util import assert_like_stored
 
 ZOO = Path(__file__).resolve().parent / "models" / "zoo"
 MANIFEST = json.loads((ZOO / "zoo.json").read_text())
@@ -62,12 +63,7 @@ def test_zoo_model(name, target):
             feeds, want = _binding(name, k)
             got = rep.run(feeds)
             for out, g, w in zip(info["outputs"], got, want):
-                where = f"{name} {out} at {binding}"
-                assert g.shape == w.shape and g.dtype == w.dtype, f"{where}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-                if out in info["exact_outputs"] or not np.issubdtype(w.dtype, np.floating):
-                    np.testing.assert_array_equal(g, w, err_msg=where)
-                else:
-                    np.testing.assert_allclose(g, w, rtol=info["rtol"], atol=info["atol"], err_msg=where)
+                assert_like_stored(g, w, info, out, f"{name} {out} at {binding}")
     finally:
         rep.close()
 

@@ -88,6 +88,17 @@ def assert_outputs_match(got: Mapping[str, np.ndarray], want: Mapping[str, np.nd
             np.testing.assert_array_equal(g, w, err_msg=name)
 
 
+def assert_like_stored(got: np.ndarray, want: np.ndarray, info: Mapping, output: str, where: str) -> None:
+    """An output against onnxruntime's as a zoo's manifest stored it: same shape and dtype;
+    exact for integers and the manifest's ``exact_outputs``, else within its rtol/atol."""
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{where}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+    if output in info["exact_outputs"] or not np.issubdtype(want.dtype, np.floating):
+        np.testing.assert_array_equal(got, want, err_msg=where)
+    else:
+        np.testing.assert_allclose(got, want, rtol=info["rtol"], atol=info["atol"], err_msg=where)
+
+
 def check_model(model: onnx.ModelProto, target: str, feeds_list: Sequence[Mapping[str, np.ndarray]],
                 rtol: float = 1e-5, atol: float = 1e-6, ref=reference, **compile_kw) -> wasm_runtime.Model:
     """One compiled module, run on every feed set, each compared with onnx.reference (or
