@@ -193,13 +193,19 @@ def _span_scalar(x: tuple, other: tuple) -> bool:
 # ----------------------------------------------------------------------------- elementwise
 
 
-def qlinear_add(ctx: TranslateContext) -> None:
-    # inputs: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point
+def _binary(ctx: TranslateContext) -> tuple:
+    """QLinearAdd's and QLinearMul's common part (inputs A, A_scale, A_zero_point, B, B_scale,
+    B_zero_point, C_scale, C_zero_point): the 8-bit dtype both operands share, the scalars'
+    builder and the three scales."""
     out = _eight_bit(ctx, 0, "A")
     if _eight_bit(ctx, 3, "B") != out:
         ctx.fail(f"A and B differ in dtype ({ctx.value(0).dtype}, {ctx.value(3).dtype})")
     s = _Scalars(ctx)
-    sa, sb, sc = (s.input(i, w, (FLOAT32,)) for i, w in ((1, "A_scale"), (4, "B_scale"), (6, "C_scale")))
+    return out, s, *(s.input(i, w, (FLOAT32,)) for i, w in ((1, "A_scale"), (4, "B_scale"), (6, "C_scale")))
+
+
+def qlinear_add(ctx: TranslateContext) -> None:
+    out, s, sa, sb, sc = _binary(ctx)
     za, zb, zc = (s.input(i, w, (out,), 0) for i, w in ((2, "A_zero_point"), (5, "B_zero_point"),
                                                         (7, "C_zero_point")))
     ra, rb = s.op("div", sa, sc, "A scale ratio"), s.op("div", sb, sc, "B scale ratio")
@@ -215,11 +221,7 @@ def qlinear_add(ctx: TranslateContext) -> None:
 
 
 def qlinear_mul(ctx: TranslateContext) -> None:
-    out = _eight_bit(ctx, 0, "A")
-    if _eight_bit(ctx, 3, "B") != out:
-        ctx.fail(f"A and B differ in dtype ({ctx.value(0).dtype}, {ctx.value(3).dtype})")
-    s = _Scalars(ctx)
-    sa, sb, sc = (s.input(i, w, (FLOAT32,)) for i, w in ((1, "A_scale"), (4, "B_scale"), (6, "C_scale")))
+    out, s, sa, sb, sc = _binary(ctx)
     zc = s.input(7, "C_zero_point", (out,), 0)
     ratio = s.op("div", s.op("mul", sa, sb, "scale product"), sc, "multiplier")
     prod = _ew(ctx, "mul", [_centred(ctx, 0, 2, "A"), _centred(ctx, 3, 5, "B")], "product")
