@@ -228,7 +228,7 @@ class KernelBuilder:
         self._body: ir.Block | None = None  # where the body starts when a test precedes it
         self._early: ir.Instruction | None = None  # return_if_no_outputs' branch
         self._early_if_valid: ir.Value | None = None  # its condition for a kernel that rejects inputs
-        self._rejects_inputs = False  # a fail_if with a status: inputs are checked
+        self._rejects_inputs = False  # a fail_if with an input status: inputs are checked
 
     def tensor(self, index: int, dtype: DType, shape: Sequence[Dim]) -> Tensor:
         return Tensor(self, index, dtype, shape)
@@ -377,7 +377,8 @@ class KernelBuilder:
         """If ``cond``: write ``details`` for the message and return ``status``."""
         if status in (STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE):
             # a kernel that rejects inputs (an index out of range) checks them even when its
-            # outputs are empty, as onnxruntime does: no early return (finish drops it)
+            # outputs are empty, as onnxruntime does (finish narrows its early return to empty
+            # integer inputs)
             self._rejects_inputs = True
         b = self.b
         bad = self.fn.append_basic_block("fail")
