@@ -89,7 +89,7 @@ def test_unconvertible_old_opset_is_a_clear_error():
 
 
 def test_ai_onnx_ml_is_named():
-    g = helper.make_graph([helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml")], "g",
+    g = helper.make_graph([helper.make_node("SVMRegressor", ["x"], ["y"], domain="ai.onnx.ml")], "g",
                           [vinfo("x", np.float32, [2])], [vinfo("y", np.float32, None)])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
     with pytest.raises(CompileError, match="'ai.onnx.ml'"):

@@ -21,13 +21,17 @@ from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
+from . import shared_dims
 from .names import text_names
 from .ops import sequence
-from .translate import CONTRIB, ORT_DEFAULT_DOMAIN, Entry, TranslateContext, ident, registry, version_in_effect
+from .ops.ml import REFUSED as ML_REFUSED
+from .translate import CONTRIB, ML, ORT_DEFAULT_DOMAIN, Entry, TranslateContext, ident, registry, version_in_effect
 
 PREVIEW = "ai.onnx.preview"
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
+# the newest version of the ai.onnx.ml domain the onnx package knows (its schemas go with it)
+MAX_ML_OPSET = max(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.domain == ML)
 # a weight computed from constants (a ConstantOfShape, a Reshape or Cast of an initializer:
 # ir.graph.WEIGHT_INPUTS) folds whatever its size, as onnxruntime folds it when a session
 # starts: left to run time it would be recomputed and packed again on every run, through the
@@ -140,13 +144,37 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values;
     ``ranges`` gives symbols bounds (``lo``, ``hi``; None for the default), which the
     module checks at run time and the compiler uses to simplify. ``check_facts``: see
-    :attr:`Graph.check_facts`."""
+    :attr:`Graph.check_facts`. A dim name that several inputs give is one dim where their
+    copies meet in an op, and one per input where they never do (:mod:`.shared_dims`)."""
     proto = load_onnx(model)
     binds = dict(binds or {})
+    split = shared_dims.shared_names(proto.graph, binds, ANONYMOUS_DIMS, {i.name for i in proto.graph.initializer})
+    trial = None
+    while split.active():
+        try:
+            trial = _import_graph(proto, binds, ranges, check_facts, split)
+        except CompileError:  # an op that needs the copies equal to compile
+            trial = None
+            break
+        if not shared_dims.merge_met(trial, split):
+            break
+        trial = None
+    graph = _import_graph(proto, binds, ranges, check_facts, shared_dims.Split())
+    if trial is not None and shared_dims.opaque_dims(trial) <= shared_dims.opaque_dims(graph):
+        trial.notes.extend(shared_dims.notes(split))
+        return trial
+    return graph
+
+
+def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
+                  ranges: Mapping[str, tuple[int | None, int | None]] | None, check_facts: bool,
+                  split: shared_dims.Split) -> Graph:
     ranges = dict(ranges or {})
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    if opset is None and any(o.domain == "ai.onnx.ml" for o in proto.opset_import):
-        raise CompileError("ops of domain 'ai.onnx.ml' (classical machine learning) are not supported")
+    if opset is None and any(o.domain == ML for o in proto.opset_import):
+        # a model of ml ops alone (one LinearRegressor) may import no default opset: their
+        # translations emit core ops, which no default opset version changes
+        opset = MAX_OPSET
     if opset is None:
         raise CompileError("malformed ONNX model: it imports no version of the default opset")
     converted_from = None
@@ -169,13 +197,17 @@ def import_model(model, binds: Mapping[str, int] | None = None,
 
     unused_binds = set(binds)
     # the model's own dim names first, so no generated name (x_dim0_0) can take one of them
+    ranged = set()
     for inp in g.input:
         for d in inp.type.tensor_type.shape.dim:
-            if d.dim_param not in ANONYMOUS_DIMS and d.dim_param not in binds and d.dim_param not in graph.scope.symbols:
-                lo, hi = ranges.pop(d.dim_param, (None, None))
+            name = split.symbol(d.dim_param, inp.name)
+            if d.dim_param not in ANONYMOUS_DIMS and d.dim_param not in binds and name not in graph.scope.symbols:
+                lo, hi = ranges.get(d.dim_param, (None, None))  # a split name's range holds for each copy
+                ranged.add(d.dim_param)
                 if lo is not None and hi is not None and lo > hi:
                     raise CompileError(f"--range {d.dim_param}: the minimum {lo} exceeds the maximum {hi}")
-                graph.scope.get(d.dim_param, lo=max(lo or 0, 0), hi=hi)
+                graph.scope.get(name, lo=max(lo or 0, 0), hi=hi)
+    ranges = {k: v for k, v in ranges.items() if k not in ranged}
     if ranges:
         raise CompileError(f"--range names unknown symbols: {', '.join(sorted(ranges))} "
                            f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
@@ -208,7 +240,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
                     unused_binds.discard(d.dim_param)
                     shape.append(int(binds[d.dim_param]))
                 else:
-                    shape.append(graph.scope.get(d.dim_param))
+                    shape.append(graph.scope.get(split.symbol(d.dim_param, inp.name)))
             else:
                 shape.append(graph.scope.fresh(f"{ident(inp.name)}_dim{axis}", kind="input"))
         graph.add_value(Value(inp.name, dt, tuple(shape)))
@@ -372,7 +404,7 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
     name = n.name or f"{n.op_type}_{index}"
     label = f"node '{name}' ({n.op_type})"
     local = _LOCAL_FUNCTIONS.get().get((n.domain, n.op_type, n.overload))
-    if local is None and n.domain not in ("", "ai.onnx", PREVIEW, CONTRIB):
+    if local is None and n.domain not in ("", "ai.onnx", PREVIEW, CONTRIB, ML):
         raise CompileError(f"{label}: ops of domain '{n.domain}' are not supported")
     for i in n.input:
         if i and i not in graph.values:
@@ -393,6 +425,8 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
         return _import_preview(graph, reg, n, name, label, opset)
     if n.domain == CONTRIB:
         return _import_contrib(graph, reg, n, name, label)
+    if n.domain == ML:
+        return _import_ml(graph, reg, n, name, label)
     version = version_in_effect(n.op_type, opset)
     if version is None and n.op_type in ORT_DEFAULT_DOMAIN:
         return _import_contrib(graph, reg, n, name, label)
@@ -450,6 +484,38 @@ def _import_contrib(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str)
     ctx = TranslateContext(graph, n, name, 1, attrs)
     _translate(graph, entry, ctx, n, label)
     return 1
+
+
+def _import_ml(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str) -> int:
+    """An op of the ai.onnx.ml domain, at the version in effect at the model's import of that
+    domain; its attributes are checked against onnx's schema of that version and its
+    defaults filled in. ml nodes are never folded: their translations' core ops are.
+    Returns the op's version."""
+    ml_opset = _DOMAIN_OPSETS.get().get(ML)
+    if ml_opset is None:
+        raise CompileError(f"{label}: the model imports no version of domain '{ML}'")
+    if not 1 <= ml_opset <= MAX_ML_OPSET:
+        raise CompileError(f"{label}: the model imports version {ml_opset} of domain '{ML}'; the onnx package "
+                           f"knows versions 1 to {MAX_ML_OPSET}")
+    implemented = f"symwasm implements these of it: {', '.join(reg.ops(ML))}"
+    if n.op_type in ML_REFUSED:
+        raise CompileError(f"{label}: op '{n.op_type}' of domain '{ML}' is not supported: {ML_REFUSED[n.op_type]}")
+    try:
+        version = onnx.defs.get_schema(n.op_type, ml_opset, ML).since_version
+    except (onnx.defs.SchemaError, TypeError):
+        raise CompileError(f"{label}: unsupported op '{n.op_type}' of domain '{ML}' (it has none at version "
+                           f"{ml_opset}); {implemented}") from None
+    entry = reg.lookup(n.op_type, version, ML)
+    known = reg.versions(n.op_type, ML)
+    if entry is None and not known:
+        raise CompileError(f"{label}: unsupported op '{n.op_type}' of domain '{ML}'; {implemented}")
+    if entry is None:
+        raise CompileError(f"{label}: {n.op_type} version {version} (in effect at '{ML}' opset {ml_opset}) is not "
+                           f"supported; symwasm implements versions {', '.join(map(str, known))}")
+    _check_arity(n, ml_opset, label)
+    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, ml_opset, label))
+    _translate(graph, entry, ctx, n, label)
+    return version
 
 
 def _import_preview(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str, opset: int) -> int:

@@ -32,8 +32,9 @@ class Entry:
 
 
 class Registry:
-    """Translations by (domain, op type): the default domain's, and those of the
-    ``com.microsoft`` ops that onnxruntime's tools write into shipped models (:data:`CONTRIB`)."""
+    """Translations by (domain, op type): the default domain's, those of the
+    ``com.microsoft`` ops that onnxruntime's tools write into shipped models (:data:`CONTRIB`),
+    and those of the classical machine-learning domain (:data:`ML`)."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], list[Entry]] = {}
@@ -61,6 +62,9 @@ CONTRIB = "com.microsoft"
 # other ops onnxruntime defines there below onnx's versions, none is written by its tools
 # (onnx's old experimental ops: Affine, Crop, Scale, ImageScaler...)
 ORT_DEFAULT_DOMAIN = frozenset({"SimplifiedLayerNormalization", "LayerNormalization"})
+# onnx's classical machine-learning domain (skl2onnx's and onnxmltools' linear models,
+# scalers, trees): onnx has schemas for its ops, at the domain's own versions (1 to 5)
+ML = "ai.onnx.ml"
 
 
 _REGISTRY: Registry | None = None
@@ -70,11 +74,12 @@ def registry() -> Registry:
     global _REGISTRY
     if _REGISTRY is None:
         from .ops import (constant, contrib_nn, contrib_quant, control, conv, data_dependent, elementwise, indexing,
-                          layout, misc, nn, quant, random, reduce, rnn, select, sequence, shape, signal, tensor, text)
+                          layout, misc, ml, nn, quant, random, reduce, rnn, select, sequence, shape, signal, tensor,
+                          text)
 
         r = Registry()
         for family in (constant, control, elementwise, shape, tensor, indexing, reduce, nn, conv, data_dependent,
-                       select, layout, rnn, quant, misc, signal, random, sequence, text, contrib_nn, contrib_quant):
+                       select, layout, rnn, quant, misc, signal, random, sequence, text, contrib_nn, contrib_quant, ml):
             family.register(r)
         _REGISTRY = r
     return _REGISTRY
