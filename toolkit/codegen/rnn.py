@@ -18,6 +18,13 @@ Sequence lengths: a batch entry of length L takes steps 0 .. L-1 (reversed: L-1 
 steps 0 .. L-1); at a step past L its states stay, and Y gets a zero at that step's own
 position (so each position past L is zeroed once). Y_h and Y_c are zero when L is 0, as in
 onnxruntime. A length outside [0, seq] fails with (length, seq, batch index).
+
+8-bit W and R (``op.quantized``, onnxruntime's DynamicQuantizeLSTM): each GEMM is
+onnxruntime's dynamically quantized one (:func:`_quantized_product`). The input projection
+covers the steps up to the longest sequence (onnxruntime's range is that of X's first
+max(sequence_lens) steps); the recurrent GEMM's operand is the previous step's hidden state,
+in which an entry past its length counts as zero when Y is an output (onnxruntime reads it
+back from Y, where it is zero) and as its last state otherwise (its Y_h buffer).
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
-from .kernel import I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64
+from .kernel import F32, I32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic
 from .linalg import Mat, matmul
 from .scalar import Scalar
 
@@ -50,7 +57,10 @@ class _Layer:
         self.x, self.w, self.r = take(), take(), take()
         self.bias, self.lens = take(plan.has_b), take(plan.has_lens)
         self.h0, self.c0, self.peep = take(plan.has_h0), take(plan.has_c0), take(plan.has_p)
+        quantized = op.quantized is not None
+        self.w_scale, self.r_scale = take(quantized), take(quantized)
         self.xw, self.gates, self.states = take(), take(), take()
+        self.sums = take(quantized)
         self.y, self.yh, self.yc = take(plan.has_y), take(plan.has_yh), take(plan.has_yc)
         x = self.x
         self.seq, self.batch = (x.dim(1), x.dim(0)) if op.layout else (x.dim(0), x.dim(1))
@@ -129,13 +139,74 @@ def build_recurrent(kb: KernelBuilder, params, types: Sequence[TensorType]) -> N
             n = L.length(bi)
             # unsigned: a negative length is out of range too
             kb.fail_if(b.icmp_unsigned(">", n, L.seq), STATUS_OUT_OF_RANGE, [n, L.seq, bi])
+    steps = L.seq  # of the input projection: up to the longest sequence
+    if op.quantized is not None and L.lens is not None:
+        steps = kb.accumulate(L.batch, i64(0), lambda m, bi: _smax(b, m, L.length(bi)), "longest")
     per_dir = op.spec.activations
     for d in range(op.directions):
         reverse = op.direction == "reverse" or d == 1
-        _direction(L, d, reverse, op.activations[d * per_dir:(d + 1) * per_dir])
+        _direction(L, d, reverse, op.activations[d * per_dir:(d + 1) * per_dir], steps)
 
 
-def _direction(L: _Layer, d: int, reverse: bool, acts) -> None:
+def _smax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _clamp(b: ir.IRBuilder, v: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    v = b.select(b.fcmp_ordered("<", v, lo), lo, v)
+    return b.select(b.fcmp_ordered(">", v, hi), hi, v)
+
+
+def _quantized_product(L: _Layer, d: int, a: Mat, m: ir.Value, k: ir.Value, w: Tensor, scale: Tensor,
+                       per_column: bool, w_zero: int, y: Mat, c: Mat | None, kept=None) -> None:
+    """``y = a @ (w - w_zero) * scale (+ c)`` over all gates columns, as onnxruntime's
+    quantized GEMM of an LSTM computes it: ``a`` ([m, k] float32, rows contiguous) quantized
+    to uint8 over its range (0 included; scale ``(hi - lo) / 255``, 1 for an empty range;
+    zero point ``rint(clamp(-lo / scale, 0, 255))``; ``clamp(rint(a / scale) + zp, 0,
+    255)``); the exact int32 sums of ``(qa - zp) * (w - w_zero)``; each times the float32
+    ``a_scale * w_scale`` of its column (``scale``: direction ``d``'s one value, or its
+    column's). ``w``: direction ``d`` of [directions, k, gates * hidden]. ``kept(i)``: whether
+    row i counts (a row that does not is zero, and its sums are not computed)."""
+    kb, b, n = L.kb, L.kb.b, L.gh
+    zero, one, top = ir.Constant(F32, 0.0), ir.Constant(F32, 1.0), ir.Constant(F32, 255.0)
+
+    def row_count(i: ir.Value) -> ir.Value:
+        return k if kept is None else b.select(kept(i), k, i64(0))
+
+    def extend(i: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        def element(kk: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            v = a.load(kb, i, kk)
+            return [intrinsic(b, "llvm.maximum", vals[0], v), intrinsic(b, "llvm.minimum", vals[1], v)]
+
+        return kb.carry(i64(0), row_count(i), acc, element, "range_k")
+
+    hi, lo = kb.carry(i64(0), m, [zero, zero], extend, "range")
+    a_scale = b.select(b.fcmp_ordered("==", hi, lo), one, b.fdiv(b.fsub(hi, lo), top))
+    a_zero = intrinsic(b, "llvm.rint", _clamp(b, b.fsub(zero, b.fdiv(lo, a_scale)), zero, top))
+    a_zero_int = fptosi_sat(b, a_zero, I32)
+    signed = w.dtype.name == "int8"
+    w_base = L.mul(i64(d), k, n)
+    sums = L.sums
+    with kb.loop(m, "qi") as i:
+        with kb.loop(n, "qz") as j:
+            sums.store(j, ir.Constant(I32, 0))
+        with kb.loop(row_count(i), "qk") as kk:
+            q = _clamp(b, b.fadd(intrinsic(b, "llvm.rint", b.fdiv(a.load(kb, i, kk), a_scale)), a_zero), zero, top)
+            qa = b.sub(fptosi_sat(b, q, I32), a_zero_int)
+            row = L.add(w_base, L.mul(kk, n))
+            with kb.loop(n, "qj") as j:
+                raw = w.load_raw(L.add(row, j))
+                wv = b.sub(b.sext(raw, I32) if signed else b.zext(raw, I32), ir.Constant(I32, w_zero))
+                sums.store(j, b.add(sums.load(j), b.mul(qa, wv)))
+        with kb.loop(n, "qo") as j:
+            col_scale = scale.load(L.add(L.mul(i64(d), n), j) if per_column else i64(d))
+            v = b.fmul(b.sitofp(sums.load(j), F32), b.fmul(a_scale, col_scale))
+            if c is not None:
+                v = b.fadd(v, c.load(kb, i, j))
+            y.store(kb, i, j, v)
+
+
+def _direction(L: _Layer, d: int, reverse: bool, acts, steps: ir.Value) -> None:
     kb, op, s = L.kb, L.op, L.s
     b = kb.b
     dt = L.x.dtype
@@ -143,8 +214,13 @@ def _direction(L: _Layer, d: int, reverse: bool, acts) -> None:
     one = i64(1)
     # the input projection of every step, with W's bias
     wb = Mat(L.bias, L.mul(i64(d), gh, i64(2)), i64(0), one) if L.bias is not None else None
-    matmul(kb, dt, Mat(L.x, i64(0), L.size, one), L.weights(L.w, op.w_transposed, d, L.size, i64(0)),
-           Mat(L.xw, i64(0), gh, one), L.mul(L.seq, batch), gh, L.size, c=wb)
+    q = op.quantized
+    if q is None:
+        matmul(kb, dt, Mat(L.x, i64(0), L.size, one), L.weights(L.w, op.w_transposed, d, L.size, i64(0)),
+               Mat(L.xw, i64(0), gh, one), L.mul(L.seq, batch), gh, L.size, c=wb)
+    else:
+        _quantized_product(L, d, Mat(L.x, i64(0), L.size, one), L.mul(steps, batch), L.size, L.w, L.w_scale,
+                           q.w_per_column, q.w_zero[d], Mat(L.xw, i64(0), gh, one), wb)
     second = L.mul(batch, hidden)  # where the second state row starts
     with kb.loop(batch, "b0") as bi:
         row = L.mul(bi, hidden)
@@ -218,7 +294,14 @@ def _direction(L: _Layer, d: int, reverse: bool, acts) -> None:
 
                 each_unit(t, gru_hidden)
         else:
-            recur(hmat, 0, 4)
+            if q is None:
+                recur(hmat, 0, 4)
+            else:
+                # an entry past its length at the previous step (t - 1 >= length) is zero in Y
+                kept = None if L.y is None or L.lens is None else (
+                    lambda bi: b.icmp_signed("<=", t, L.length(bi)))
+                _quantized_product(L, d, hmat, batch, hidden, L.r, L.r_scale, q.r_per_column, q.r_zero[d],
+                                   Mat(L.gates, i64(0), gh, one), None, kept)
             each_unit(t, lambda u: _lstm_unit(L, u, d, acts, second))
     # the final states
     with kb.loop(batch, "bh") as bi:

@@ -14,6 +14,12 @@ and the batch may be symbolic; hidden and input sizes too (they are read from th
 reverse direction L-1 down to 0); Y is zero past L, Y_h and Y_c hold the state after its
 last step, and are zero when L is 0. A length outside [0, seq_length] fails the run naming
 the node and the input.
+
+Quantized weights (onnxruntime's DynamicQuantizeLSTM, ``Recurrent.quantized``): W and R are
+8-bit, [directions, in, gates * hidden], with float32 scales (inputs W_SCALE and R_SCALE, one
+per direction or one per column) and one zero point per direction. Each GEMM quantizes its
+float operand to uint8 over that operand's own range first, as onnxruntime does
+(:func:`toolkit.codegen.rnn._quantized_product`).
 """
 from __future__ import annotations
 
@@ -26,12 +32,12 @@ from ..codegen import rnn as K
 from ..codegen.scalar import Scalar
 from ..ir import dims as D
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT32, FLOATS, INDEX, DType
+from ..ir.dtypes import FLOAT32, FLOATS, INDEX, INT8, INT32, UINT8, DType
 from ..ir.graph import Graph, Node, Value
 from .base import CoreOp, InferContext, replace_node
 from .elementwise import SCALAR
 
-X, W, R, B, SEQUENCE_LENS, INITIAL_H, INITIAL_C, P = range(8)
+X, W, R, B, SEQUENCE_LENS, INITIAL_H, INITIAL_C, P, W_SCALE, R_SCALE = range(10)
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 
 
@@ -111,6 +117,19 @@ class Activation:
 
 
 @dataclass(frozen=True)
+class QuantizedWeights:
+    """8-bit W and R as onnxruntime's DynamicQuantizeLSTM takes them: the zero point of each
+    direction (onnxruntime reads one per direction, the first, even of per-column zero
+    points, which it requires to be equal), and whether the scales (inputs W_SCALE and
+    R_SCALE) hold one value per direction or one per column of [directions, gates * hidden]."""
+
+    w_zero: tuple[int, ...]
+    r_zero: tuple[int, ...]
+    w_per_column: bool
+    r_per_column: bool
+
+
+@dataclass(frozen=True)
 class Plan:
     """Which optional inputs and outputs a node has (the kernel's arguments)."""
 
@@ -130,7 +149,8 @@ class Recurrent(CoreOp):
     in turn (f for RNN; f, g for GRU; f, g, h for LSTM). ``clip`` bounds every activation's
     input (None: no clip). ``w_transposed`` / ``r_transposed``: W and R come as
     [directions, in, gates * hidden] (a constant's transpose made at compile time) instead
-    of ONNX's [directions, gates * hidden, in]."""
+    of ONNX's [directions, gates * hidden, in]. ``quantized``: W and R are 8-bit (see the
+    module's docstring); they come transposed, both flags set."""
 
     cell: str
     direction: str = "forward"
@@ -142,6 +162,7 @@ class Recurrent(CoreOp):
     layout: int = 0
     w_transposed: bool = False
     r_transposed: bool = False
+    quantized: QuantizedWeights | None = None
 
     @property
     def kernel_name(self) -> str:
@@ -187,8 +208,11 @@ class Recurrent(CoreOp):
             for axis, (got, want) in enumerate(zip(v.shape, shape)):
                 ctx.require_eq(got, want, f"{what} '{v.name}' dim {axis} (expected {layout} {D.fmt_shape(shape)})")
 
-        for v in (w, r):
-            ctx.check_dtype(v, (x.dtype,))
+        if self.quantized is None:
+            for v in (w, r):
+                ctx.check_dtype(v, (x.dtype,))
+        else:
+            self._check_quantized(ctx, x, w, r, dirs, gh)
         expect(w, (dirs, size, gh) if self.w_transposed else (dirs, gh, size), "W",
                "[directions, input, gates*hidden]" if self.w_transposed else "[directions, gates*hidden, input]")
         expect(r, (dirs, hidden, gh) if self.r_transposed else (dirs, gh, hidden), "R",
@@ -216,10 +240,30 @@ class Recurrent(CoreOp):
                     ctx.wants(0), ctx.wants(1), ctx.wants(2))
         # the kernel's scratch buffers: the input projection, the step's gates, the states
         scratch = ((D.mul(seq, batch), gh), (batch, gh), (cell.state_rows, batch, hidden))
-        ctx.info = (plan, scratch)
+        ctx.info = (plan, scratch, gh)
         y = (batch, seq, dirs, hidden) if self.layout else (seq, dirs, batch, hidden)
         for i, shape in enumerate((y, state, state)):
             ctx.set_output(i, x.dtype, shape)
+
+    def _check_quantized(self, ctx: InferContext, x: Value, w: Value, r: Value, dirs: int, gh: Dim) -> None:
+        q = self.quantized
+        if self.cell != "lstm" or not (self.w_transposed and self.r_transposed) or self.layout:
+            ctx.fail("quantized weights are onnxruntime's DynamicQuantizeLSTM's: LSTM, W and R given as "
+                     "[directions, in, gates*hidden], layout 0")
+        if x.dtype != FLOAT32:
+            ctx.fail(f"input X '{x.name}' has dtype {x.dtype}; with 8-bit weights it must be float32")
+        for v in (w, r):
+            ctx.check_dtype(v, (INT8, UINT8))
+        for i, what, per_column, zeros in ((W_SCALE, "W_scale", q.w_per_column, q.w_zero),
+                                           (R_SCALE, "R_scale", q.r_per_column, q.r_zero)):
+            v = ctx.input(i)
+            ctx.check_dtype(v, (FLOAT32,))
+            shape = (dirs, gh) if per_column else (dirs,)
+            if v.rank != len(shape) or len(zeros) != dirs:
+                ctx.fail(f"{what} '{v.name}' has shape {D.fmt_shape(v.shape)}; expected {D.fmt_shape(shape)} "
+                         f"with {dirs} zero point(s)")
+            for axis, (got, want) in enumerate(zip(v.shape, shape)):
+                ctx.require_eq(got, want, f"{what} '{v.name}' dim {axis}")
 
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
         """Transpose a constant W and R once, so the kernel's GEMMs read contiguous rows."""
@@ -237,11 +281,14 @@ class Recurrent(CoreOp):
         return None if op is self else replace_node(graph, node, op, inputs)
 
     def lower(self, lw, node) -> None:
-        plan, scratch = node.info
+        plan, scratch, gh = node.info
         work = compute_dtype(lw.value(node.inputs[X]).dtype)
         tensors = [lw.tensor(node.inputs[i]) for i in range(len(node.inputs)) if node.inputs[i]]
         tensors += [lw.scratch(what, work, shape) for what, shape in zip(("input projection", "gates", "states"),
                                                                           scratch)]
+        if self.quantized is not None:
+            # one row of a quantized GEMM's int32 sums
+            tensors.append(lw.scratch("integer sums", INT32, (gh,)))
         outs = [o for o in node.outputs if o]
         tensors += [lw.alloc(o) for o in outs]
         error = None
@@ -257,4 +304,4 @@ def compute_dtype(dt: DType) -> DType:
     return FLOAT32 if dt.is_narrow_float else dt
 
 
-__all__ = ["Recurrent", "Activation", "ActivationSpec", "Plan", "CELLS", "ACTIVATIONS"]
+__all__ = ["Recurrent", "Activation", "ActivationSpec", "Plan", "QuantizedWeights", "CELLS", "ACTIVATIONS"]

@@ -62,6 +62,19 @@ in its order, since float32 rounding depends on it.
 - QuantizeLinear, DequantizeLinear (``axis``, default 1; what the QDQ quantizer writes with
   its contrib option, for 16-bit and 4-bit types): the core Quantize and Dequantize, per
   tensor or per axis.
+- DynamicQuantizeLSTM (LSTM's attributes but ``layout``, which it lacks; int8 or uint8 W
+  [directions, input, 4 * hidden] and R [directions, hidden, 4 * hidden], float32 scales
+  and zero points of W's and R's dtype, per direction ([directions]) or per column
+  ([directions, 4 * hidden]); int32 sequence_lens): the core Recurrent with quantized
+  weights. onnxruntime does not dequantize the weights: each GEMM quantizes its float
+  operand (X for the input projection, the previous hidden state at each step) to uint8
+  over its own range, as DynamicQuantizeLinear does, and takes the exact int32 products
+  times ``a_scale * w_scale``; so does the kernel (toolkit/codegen/rnn.py; dequantized
+  weights give errors near 5e-3). Zero points must be constants; as onnxruntime requires,
+  per-column ones are all 0 for int8 and all equal for uint8, and one per direction is
+  read. onnxruntime splits the batch of the recurrent GEMM into one slice per thread, each
+  quantized over its own range, when the batch is above 4 (or 2 or more with hidden up to
+  256); this computes the one-thread result.
 """
 from __future__ import annotations
 
@@ -75,10 +88,12 @@ from ....ops.indexing import Cumulative
 from ....ops.movement import Concat, Gather, Transpose
 from ....ops.quant import Dequantize, DynamicQuantize, Quantize
 from ....ops.reduce import Reduce
+from ....ops.rnn import QuantizedWeights, Recurrent
 from ....ops.shape import Flatten, ShapeOf, ViewAs
 from ..translate import CONTRIB, TranslateContext
 from .conv import _pool_kernel, _window
 from .quant import _exact_in_float32, _float_product
+from .rnn import activations
 
 EIGHT_BIT = (UINT8, INT8)
 INT4, UINT4 = DTYPES["int4"], DTYPES["uint4"]
@@ -768,6 +783,68 @@ def dequantize_linear(ctx: TranslateContext) -> None:
     ctx.emit(Dequantize(None, int(ctx.attr("axis", 1))))
 
 
+# ----------------------------------------------------------------------------- recurrent
+
+# DynamicQuantizeLSTM's inputs after LSTM's eight
+LSTM_W_SCALE, LSTM_W_ZERO, LSTM_R_SCALE, LSTM_R_ZERO = range(8, 12)
+
+
+def _lstm_zero_points(ctx: TranslateContext, weights: int, scale: int, zero: int, what: str,
+                      directions: int) -> tuple[tuple[int, ...], bool]:
+    """The zero point of each direction of W or R (a constant, as onnxruntime checks it)
+    and whether the scales are per column."""
+    w, s, z = ctx.value(weights), ctx.value(scale), ctx.value(zero)
+    for v, name in ((s, f"{what}_scale"), (z, f"{what}_zero_point")):
+        if v is None:
+            ctx.fail(f"input {name} is required")
+    if z.dtype != w.dtype:
+        ctx.fail(f"{what}_zero_point '{z.name}' has dtype {z.dtype}; it must be {what}'s, {w.dtype}")
+    if z.rank != s.rank or s.rank not in (1, 2):
+        ctx.fail(f"{what}_scale '{s.name}' has shape {s.describe()} and {what}_zero_point '{z.name}' "
+                 f"{z.describe()}; both must be [directions] (per tensor) or [directions, 4*hidden] "
+                 f"(per column)")
+    if z.const is None:
+        ctx.fail(f"{what}_zero_point '{z.name}' must be a constant")
+    zeros = z.const.astype(np.int64).reshape(len(z.const), -1)
+    if zeros.shape[0] != directions:
+        ctx.fail(f"{what}_zero_point '{z.name}' has shape {z.describe()}; it must have {directions} direction(s)")
+    per_column = s.rank == 2
+    if per_column and w.dtype == INT8 and zeros.any():
+        ctx.fail(f"{what}_zero_point '{z.name}': per-column zero points of int8 weights must be 0 "
+                 f"(onnxruntime's DynamicQuantizeLSTM requires it)")
+    if per_column and (zeros != zeros.flat[0]).any():
+        ctx.fail(f"{what}_zero_point '{z.name}': per-column zero points of uint8 weights must all be equal "
+                 f"(onnxruntime's DynamicQuantizeLSTM requires it)")
+    return tuple(int(v) for v in zeros[:, 0]), per_column
+
+
+def dynamic_quantize_lstm(ctx: TranslateContext) -> None:
+    direction = ctx.attr("direction", "forward")
+    directions = 2 if direction == "bidirectional" else 1
+    if int(ctx.attr("layout", 0)):
+        ctx.fail("layout is not an attribute of DynamicQuantizeLSTM (X is [seq, batch, input])")
+    hidden = ctx.attr("hidden_size")
+    if hidden is None:
+        ctx.fail("hidden_size is required")
+    clip = ctx.attr("clip")
+    if clip is not None and not clip > 0:
+        ctx.fail(f"clip {clip} must be positive")
+    if _eight_bit(ctx, 1, "W") != _eight_bit(ctx, 2, "R"):
+        r = ctx.value(2)
+        ctx.fail(f"R '{r.name}' has dtype {r.dtype}; W and R must have one dtype")
+    lens = ctx.value(4)
+    if lens is not None and lens.dtype != INT32:
+        ctx.fail(f"sequence_lens '{lens.name}' has dtype {lens.dtype}; DynamicQuantizeLSTM takes int32")
+    w_zero, w_per_column = _lstm_zero_points(ctx, 1, LSTM_W_SCALE, LSTM_W_ZERO, "W", directions)
+    r_zero, r_per_column = _lstm_zero_points(ctx, 2, LSTM_R_SCALE, LSTM_R_ZERO, "R", directions)
+    op = Recurrent("lstm", direction, activations(ctx, "lstm", directions), int(hidden),
+                   float(clip) if clip is not None else None, input_forget=bool(ctx.attr("input_forget", 0)),
+                   w_transposed=True, r_transposed=True,
+                   quantized=QuantizedWeights(w_zero, r_zero, w_per_column, r_per_column))
+    lstm_inputs = (ctx.inputs[:8] + [""] * 8)[:8]
+    ctx.emit(op, lstm_inputs + [ctx.inputs[LSTM_W_SCALE], ctx.inputs[LSTM_R_SCALE]])
+
+
 def register(r) -> None:
     for op, fn in (("QLinearAdd", qlinear_add), ("QLinearMul", qlinear_mul), ("QLinearSigmoid", qlinear_sigmoid),
                    ("QLinearLeakyRelu", qlinear_leaky_relu), ("QLinearConcat", qlinear_concat),
@@ -776,5 +853,6 @@ def register(r) -> None:
                    ("QLinearAveragePool", qlinear_average_pool), ("MatMulIntegerToFloat", matmul_integer_to_float),
                    ("DynamicQuantizeMatMul", dynamic_quantize_matmul), ("QGemm", qgemm),
                    ("MatMulNBits", matmul_nbits), ("GatherBlockQuantized", gather_block_quantized),
-                   ("QuantizeLinear", quantize_linear), ("DequantizeLinear", dequantize_linear)):
+                   ("QuantizeLinear", quantize_linear), ("DequantizeLinear", dequantize_linear),
+                   ("DynamicQuantizeLSTM", dynamic_quantize_lstm)):
         r.add(op, (1,), fn, foldable=False, domain=CONTRIB)

@@ -18,7 +18,9 @@ from ..translate import TranslateContext
 VERSIONS = (7, 14, 22)
 
 
-def _activations(ctx: TranslateContext, cell: str, directions: int) -> tuple[Activation, ...]:
+def activations(ctx: TranslateContext, cell: str, directions: int) -> tuple[Activation, ...]:
+    """The node's activations (with their alpha and beta), every direction's in turn; also
+    onnxruntime's DynamicQuantizeLSTM's (contrib_quant)."""
     spec = CELLS[cell]
     names = ctx.attr("activations")
     if names is None:
@@ -57,7 +59,7 @@ def recurrent(ctx: TranslateContext) -> None:
     clip = ctx.attr("clip")
     if clip is not None and not clip > 0:
         ctx.fail(f"clip {clip} must be positive")
-    op = Recurrent(cell, direction, _activations(ctx, cell, 2 if direction == "bidirectional" else 1),
+    op = Recurrent(cell, direction, activations(ctx, cell, 2 if direction == "bidirectional" else 1),
                    int(hidden) if hidden is not None else None, float(clip) if clip is not None else None,
                    linear_before_reset=bool(ctx.attr("linear_before_reset", 0)),
                    input_forget=bool(ctx.attr("input_forget", 0)),
