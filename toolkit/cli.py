@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wasm_runtime.metadata import SYMBOL_KINDS, shape_text
+from wasm_runtime.metadata import SYMBOL_KINDS, declared_dim, shape_text
 
 EPILOG = """examples:
   symwasm compile model.onnx -o model.wasm
@@ -161,8 +161,8 @@ def _random_input(info, binds: dict[str, int], rng: np.random.Generator) -> np.n
     for d in info.shape:
         if isinstance(d, int):
             shape.append(d)
-        elif d in binds:
-            shape.append(binds[d])
+        elif d in binds or declared_dim(d) in binds:  # --random N=4 sizes a copy N@y of a shared name too
+            shape.append(binds.get(d, binds.get(declared_dim(d))))
         else:
             raise SystemExit(f"error: input '{info.name}' has symbolic dim '{d}': give --random {d}=VALUE")
     if info.dtype == np.bool_:

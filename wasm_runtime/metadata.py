@@ -66,6 +66,14 @@ def wasm_metadata(path: str | Path) -> dict:
 
 
 SYMBOL_KINDS = {"input": "bound from input shapes", "data": "computed at run time from tensor values"}
+# a dim name that several inputs give, whose copies never meet in an op, is one symbol per input
+# (toolkit/frontend/onnx/shared_dims.py): N for the first input, N@y for input y's copy
+SHARED_DIM_MARK = "@"
+
+
+def declared_dim(symbol: str) -> str:
+    """The name the model gave the dim a symbol stands for (``N`` for ``N@y``)."""
+    return symbol.partition(SHARED_DIM_MARK)[0]
 
 
 def shape_text(shape) -> str:

@@ -532,17 +532,18 @@ def provably_le(a: Dim, b: Dim) -> bool:
     return lo >= 0
 
 
-def free_symbols(d: Dim) -> set[Sym]:
-    out: set[Sym] = set()
+def atoms(d: Dim) -> set[Atom]:
+    """Every atom of ``d``: its symbols and its op atoms (``bcast(a, b)``), nested ones too."""
+    out: set[Atom] = set()
     seen: set[int] = set()  # expressions share subexpressions: visit each node once
 
     def walk(x):
         if isinstance(x, int) or id(x) in seen:
             return
         seen.add(id(x))
-        if isinstance(x, Sym):
+        if isinstance(x, Atom):
             out.add(x)
-        elif isinstance(x, _Op):
+        if isinstance(x, _Op):
             for c in x.args:
                 walk(c)
         elif isinstance(x, Expr):
@@ -552,6 +553,10 @@ def free_symbols(d: Dim) -> set[Sym]:
 
     walk(d)
     return out
+
+
+def free_symbols(d: Dim) -> set[Sym]:
+    return {a for a in atoms(d) if isinstance(a, Sym)}
 
 
 def substitute(d: Dim, fn: Callable[[Sym], Dim | None], memo: dict | None = None) -> Dim:

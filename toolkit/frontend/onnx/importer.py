@@ -21,6 +21,7 @@ from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
 from ...program.liveness import ARENA_LIMIT
+from . import shared_dims
 from .names import text_names
 from .ops import sequence
 from .ops.ml import REFUSED as ML_REFUSED
@@ -143,9 +144,31 @@ def import_model(model, binds: Mapping[str, int] | None = None,
     """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values;
     ``ranges`` gives symbols bounds (``lo``, ``hi``; None for the default), which the
     module checks at run time and the compiler uses to simplify. ``check_facts``: see
-    :attr:`Graph.check_facts`."""
+    :attr:`Graph.check_facts`. A dim name that several inputs give is one dim where their
+    copies meet in an op, and one per input where they never do (:mod:`.shared_dims`)."""
     proto = load_onnx(model)
     binds = dict(binds or {})
+    split = shared_dims.shared_names(proto.graph, binds, ANONYMOUS_DIMS, {i.name for i in proto.graph.initializer})
+    trial = None
+    while split.active():
+        try:
+            trial = _import_graph(proto, binds, ranges, check_facts, split)
+        except CompileError:  # an op that needs the copies equal to compile
+            trial = None
+            break
+        if not shared_dims.merge_met(trial, split):
+            break
+        trial = None
+    graph = _import_graph(proto, binds, ranges, check_facts, shared_dims.Split())
+    if trial is not None and shared_dims.opaque_dims(trial) <= shared_dims.opaque_dims(graph):
+        trial.notes.extend(shared_dims.notes(split))
+        return trial
+    return graph
+
+
+def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
+                  ranges: Mapping[str, tuple[int | None, int | None]] | None, check_facts: bool,
+                  split: shared_dims.Split) -> Graph:
     ranges = dict(ranges or {})
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None and any(o.domain == ML for o in proto.opset_import):
@@ -174,13 +197,17 @@ def import_model(model, binds: Mapping[str, int] | None = None,
 
     unused_binds = set(binds)
     # the model's own dim names first, so no generated name (x_dim0_0) can take one of them
+    ranged = set()
     for inp in g.input:
         for d in inp.type.tensor_type.shape.dim:
-            if d.dim_param not in ANONYMOUS_DIMS and d.dim_param not in binds and d.dim_param not in graph.scope.symbols:
-                lo, hi = ranges.pop(d.dim_param, (None, None))
+            name = split.symbol(d.dim_param, inp.name)
+            if d.dim_param not in ANONYMOUS_DIMS and d.dim_param not in binds and name not in graph.scope.symbols:
+                lo, hi = ranges.get(d.dim_param, (None, None))  # a split name's range holds for each copy
+                ranged.add(d.dim_param)
                 if lo is not None and hi is not None and lo > hi:
                     raise CompileError(f"--range {d.dim_param}: the minimum {lo} exceeds the maximum {hi}")
-                graph.scope.get(d.dim_param, lo=max(lo or 0, 0), hi=hi)
+                graph.scope.get(name, lo=max(lo or 0, 0), hi=hi)
+    ranges = {k: v for k, v in ranges.items() if k not in ranged}
     if ranges:
         raise CompileError(f"--range names unknown symbols: {', '.join(sorted(ranges))} "
                            f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
@@ -213,7 +240,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
                     unused_binds.discard(d.dim_param)
                     shape.append(int(binds[d.dim_param]))
                 else:
-                    shape.append(graph.scope.get(d.dim_param))
+                    shape.append(graph.scope.get(split.symbol(d.dim_param, inp.name)))
             else:
                 shape.append(graph.scope.fresh(f"{ident(inp.name)}_dim{axis}", kind="input"))
         graph.add_value(Value(inp.name, dt, tuple(shape)))
