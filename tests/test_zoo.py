@@ -1,8 +1,10 @@
 """The zoo of real exported models (tests/models/zoo/, built by tests/models/generate.py):
-BERT and GPT-2 from transformers, ViT, ResNet-18, MobileNetV3, an EfficientNet block, a
-U-Net, a YOLO-style head with NonMaxSuppression, a Conv+LSTM speech model and a GRU model,
-exported by torch.onnx at opsets 11, 13 and 17 (and the torch.export exporter at 18), plus
-onnxruntime's dynamic and static int8 quantizations.
+BERT and GPT-2 from transformers, a Llama decoder step with grouped-query attention and a KV
+cache, Whisper's encoder and its decoder step with self- and cross-attention caches, ViT,
+ResNet-18, MobileNetV3, an EfficientNet block, a U-Net, a YOLO-style head with
+NonMaxSuppression, a Conv+LSTM speech model and a GRU model, exported by torch.onnx at
+opsets 11, 13 and 17 (and the torch.export exporter at 18), plus onnxruntime's dynamic and
+static int8 quantizations.
 
 Each model is compiled unmodified, once per target, and run at every binding of its dynamic
 dims the manifest lists, against onnxruntime's outputs stored beside it. The quantized models
@@ -47,6 +49,11 @@ def test_the_zoo_is_what_the_issue_asks_for():
         assert len(info["bindings"]) >= 2
     assert {11, 13, 17} <= opsets
     assert {"pytorch", "onnx.quantize"} <= producers, producers
+    # decoders exported step-wise with their KV caches as inputs, bound to an empty cache too
+    for name in ("llama_gqa_kv_op17", "whisper_decoder_with_past_op17"):
+        assert "past" in MANIFEST[name]["dynamic"], name
+        assert {b["past"] for b in MANIFEST[name]["bindings"]} >= {0, 7}, name
+    assert "whisper_encoder_op17" in MANIFEST
     exporters = {info["exporter"] for info in MANIFEST.values()}
     assert {"onnxruntime.quantization.quantize_dynamic", "onnxruntime.quantization.quantize_static"} <= exporters
     total = sum((ZOO / f).stat().st_size for f in [i["file"] for i in MANIFEST.values()]

@@ -58,6 +58,8 @@ def feeds_for(spec: "Spec", binding: dict[str, int], seed: int) -> dict[str, np.
             out[name] = m
         elif kind == "zeros":
             out[name] = np.zeros(dims, np.int64)
+        elif kind == "positions":  # a decoder's positions continue after its KV cache's
+            out[name] = np.broadcast_to(binding["past"] + np.arange(dims[1]), dims).astype(np.int64)
         else:
             out[name] = rng.standard_normal(dims).astype(np.float32)
     return out
@@ -188,6 +190,104 @@ def vit() -> nn.Module:
     cfg = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2,
                     num_attention_heads=4, intermediate_size=96, num_labels=10, attn_implementation="eager")
     return HFWrap(ViTForImageClassification(cfg), ["pixel_values"], ["logits"])
+
+
+def _cache(flat):
+    """A transformers DynamicCache holding the past keys and values ``flat`` (key 0, value 0,
+    key 1, ...) as they are: the model's update concatenates the step's keys and values to
+    them, one Concat per tensor in the graph. (DynamicCache(pairs) would first concatenate
+    each past to a 1-D empty tensor.)"""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+    cache = DynamicCache()
+    cache.layers = []
+    for k, v in zip(flat[0::2], flat[1::2]):
+        layer = DynamicLayer()
+        layer.lazy_initialization(k, v)
+        layer.keys, layer.values = k, v
+        cache.layers.append(layer)
+    return cache
+
+
+def _flat(cache) -> list[torch.Tensor]:
+    return [t for layer in cache.layers for t in (layer.keys, layer.values)]
+
+
+class LlamaWithPast(nn.Module):
+    """A decoder step as users deploy it (optimum, transformers.js): input_ids, the attention
+    mask over past and new tokens, position_ids, and each layer's past key and value as plain
+    tensors in; logits and each layer's present key and value out."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        o = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       past_key_values=_cache(past), use_cache=True)
+        return (o.logits, *_flat(o.past_key_values))
+
+
+LLAMA_LAYERS, LLAMA_KV_HEADS, LLAMA_HEAD_DIM = 2, 2, 12
+
+
+def llama() -> nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=128, hidden_size=48, intermediate_size=64, num_hidden_layers=LLAMA_LAYERS,
+                      num_attention_heads=4, num_key_value_heads=LLAMA_KV_HEADS, max_position_embeddings=128,
+                      tie_word_embeddings=False, attn_implementation="eager")
+    return LlamaWithPast(LlamaForCausalLM(cfg))
+
+
+WHISPER_LAYERS, WHISPER_HEADS, WHISPER_HEAD_DIM, WHISPER_MELS, WHISPER_POSITIONS = 2, 4, 12, 16, 16
+
+
+def _whisper() -> nn.Module:
+    """One random Whisper (seeded by export): its encoder and decoder graphs share weights."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    cfg = WhisperConfig(vocab_size=128, d_model=WHISPER_HEADS * WHISPER_HEAD_DIM, encoder_layers=WHISPER_LAYERS,
+                        decoder_layers=WHISPER_LAYERS, encoder_attention_heads=WHISPER_HEADS,
+                        decoder_attention_heads=WHISPER_HEADS, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                        num_mel_bins=WHISPER_MELS, max_source_positions=WHISPER_POSITIONS, max_target_positions=32,
+                        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+                        suppress_tokens=[], begin_suppress_tokens=[], attn_implementation="eager")
+    return WhisperForConditionalGeneration(cfg)
+
+
+class WhisperEncoder(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features):
+        return self.model.model.encoder(input_features=input_features).last_hidden_state
+
+
+class WhisperDecoderWithPast(nn.Module):
+    """Whisper's decoder after the first step, as optimum exports it: input_ids, each layer's
+    past self-attention key and value and its cross-attention key and value (computed once
+    from the encoder's output) in; logits and the present self-attention keys and values out."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, *past):
+        from transformers.cache_utils import EncoderDecoderCache
+        own, cross = past[:2 * WHISPER_LAYERS], past[2 * WHISPER_LAYERS:]
+        cache = EncoderDecoderCache(_cache(own), _cache(cross))
+        # the layers run cross-attention only when given encoder states; with the cross keys
+        # and values cached they never read them
+        o = self.model.model.decoder(input_ids=input_ids, encoder_hidden_states=cross[0],
+                                     past_key_values=cache, use_cache=True)
+        return (self.model.proj_out(o.last_hidden_state), *_flat(o.past_key_values.self_attention_cache))
+
+
+def whisper_encoder() -> nn.Module:
+    return WhisperEncoder(_whisper())
+
+
+def whisper_decoder_with_past() -> nn.Module:
+    return WhisperDecoderWithPast(_whisper())
 
 
 # ------------------------------------------------------------------------------ vision (torchvision's layouts)
@@ -475,6 +575,44 @@ BS = {0: "batch", 1: "seq"}
 IMG = {0: "batch", 2: "height", 3: "width"}
 
 
+def llama_and_whisper() -> list[Spec]:
+    """Decoders with a KV cache, exported step-wise as users ship them: past 0 is the first
+    step (an empty cache), seq 1 a decode step. The example each graph is traced at has a
+    non-empty past and a few new tokens, so no branch on an empty cache or one token freezes."""
+    kv = ("batch", LLAMA_KV_HEADS, "past", LLAMA_HEAD_DIM)
+    llama_in = {"input_ids": (("batch", "seq"), "ids"), "attention_mask": (("batch", "total"), "mask"),
+                "position_ids": (("batch", "seq"), "positions"),
+                **{f"past_key_values.{i}.{t}": (kv, "float") for i in range(LLAMA_LAYERS) for t in ("key", "value")}}
+    llama_out = ["logits"] + [f"present.{i}.{t}" for i in range(LLAMA_LAYERS) for t in ("key", "value")]
+    llama_dyn = {"input_ids": BS, "attention_mask": {0: "batch", 1: "total"}, "position_ids": BS, "logits": BS,
+                 **{k: {0: "batch", 2: "past"} for k in list(llama_in)[3:]},
+                 **{k: {0: "batch", 2: "total"} for k in llama_out[1:]}}
+    steps = [{"batch": 2, "past": 3, "seq": 4}, {"batch": 1, "past": 0, "seq": 5}, {"batch": 2, "past": 7, "seq": 1}]
+    steps = [{**b, "total": b["past"] + b["seq"]} for b in steps]
+    own = ("batch", WHISPER_HEADS, "past", WHISPER_HEAD_DIM)
+    cross = ("batch", WHISPER_HEADS, "enc_seq", WHISPER_HEAD_DIM)
+    dec_in = {"input_ids": (("batch", "seq"), "ids"),
+              **{f"past_key_values.{i}.decoder.{t}": (own, "float") for i in range(WHISPER_LAYERS) for t in ("key", "value")},
+              **{f"past_key_values.{i}.encoder.{t}": (cross, "float") for i in range(WHISPER_LAYERS) for t in ("key", "value")}}
+    dec_out = ["logits"] + [f"present.{i}.decoder.{t}" for i in range(WHISPER_LAYERS) for t in ("key", "value")]
+    dec_dyn = {"input_ids": BS, "logits": BS,
+               **{k: {0: "batch", 2: "past" if ".decoder." in k else "enc_seq"} for k in list(dec_in)[1:]},
+               **{k: {0: "batch", 2: "total"} for k in dec_out[1:]}}
+    frames = 2 * WHISPER_POSITIONS  # the encoder's second conv halves the frames to its positions
+    return [
+        Spec("llama_gqa_kv_op17", "Llama decoder step with a KV cache (transformers LlamaForCausalLM, 2 layers, "
+             "hidden 48, 4 query heads sharing 2 key/value heads, RoPE, RMSNorm, SwiGLU)", llama, 17, llama_in,
+             llama_out, llama_dyn, steps, vocab=128),
+        Spec("whisper_encoder_op17", f"Whisper encoder (transformers WhisperForConditionalGeneration, d_model 48, "
+             f"2 layers, {WHISPER_MELS} mels x {frames} frames)", whisper_encoder, 17,
+             {"input_features": (("batch", WHISPER_MELS, frames), "float")}, ["last_hidden_state"],
+             {"input_features": {0: "batch"}, "last_hidden_state": {0: "batch"}}, [{"batch": 1}, {"batch": 3}]),
+        Spec("whisper_decoder_with_past_op17", "Whisper decoder step with self- and cross-attention KV caches "
+             "(the same model as whisper_encoder_op17, 2 layers)", whisper_decoder_with_past, 17, dec_in, dec_out,
+             dec_dyn, [{**b, "enc_seq": WHISPER_POSITIONS} for b in steps], vocab=128),
+    ]
+
+
 def specs() -> list[Spec]:
     image = {"pixels": (("batch", 3, "height", "width"), "float")}
     img_bindings = [{"batch": 1, "height": 32, "width": 32}, {"batch": 2, "height": 48, "width": 40}]
@@ -499,6 +637,7 @@ def specs() -> list[Spec]:
                     gpt2, 18, gpt_in, ["logits"], {"input_ids": BS, "attention_mask": BS},
                     [{"batch": 1, "seq": 5}, {"batch": 2, "seq": 19}], vocab=600,
                     exporter="torch.onnx (torch.export, dynamo=True)"))
+    out += llama_and_whisper()
     out.append(Spec("vit_op17", "ViT image classifier (transformers ViTForImageClassification, 32x32, patch 8)",
                     vit, 17, {"pixel_values": (("batch", 3, 32, 32), "float")}, ["logits"],
                     {"pixel_values": {0: "batch"}, "logits": {0: "batch"}}, [{"batch": 1}, {"batch": 3}]))
