@@ -1,10 +1,10 @@
 """The zoo of real exported models (tests/models/zoo/, built by tests/models/generate.py):
 BERT and GPT-2 from transformers, a Llama decoder step with grouped-query attention and a KV
-cache, Whisper's encoder and its decoder step with self- and cross-attention caches, ViT,
-ResNet-18, MobileNetV3, an EfficientNet block, a U-Net, a YOLO-style head with
-NonMaxSuppression, a Conv+LSTM speech model and a GRU model, exported by torch.onnx at
-opsets 11, 13 and 17 (and the torch.export exporter at 18), plus onnxruntime's dynamic and
-static int8 quantizations.
+cache, Whisper's encoder and its decoder step with self- and cross-attention caches, CLIP's
+two towers, DETR with a pixel mask, wav2vec2 over raw audio, ViT, ResNet-18, MobileNetV3,
+an EfficientNet block, a U-Net, a YOLO-style head with NonMaxSuppression, a Conv+LSTM
+speech model and a GRU model, exported by torch.onnx at opsets 11, 13 and 17 (and the
+torch.export exporter at 18), plus onnxruntime's dynamic and static int8 quantizations.
 
 Each model is compiled unmodified, once per target, and run at every binding of its dynamic
 dims the manifest lists, against onnxruntime's outputs stored beside it. The quantized models
@@ -54,6 +54,12 @@ def test_the_zoo_is_what_the_issue_asks_for():
         assert "past" in MANIFEST[name]["dynamic"], name
         assert {b["past"] for b in MANIFEST[name]["bindings"]} >= {0, 7}, name
     assert "whisper_encoder_op17" in MANIFEST
+    # CLIP's towers take batches of their own; DETR's mask and wav2vec2's frames follow run-time sizes
+    assert {"batch_text", "batch_img", "seq"} <= set(MANIFEST["clip_op17"]["dynamic"])
+    assert len({(b["batch_text"], b["batch_img"]) for b in MANIFEST["clip_op17"]["bindings"]}) >= 2
+    assert {"height", "width"} <= set(MANIFEST["detr_op17"]["dynamic"])
+    assert "pixel_mask" in MANIFEST["detr_op17"]["inputs"]
+    assert "samples" in MANIFEST["wav2vec2_op17"]["dynamic"]
     exporters = {info["exporter"] for info in MANIFEST.values()}
     assert {"onnxruntime.quantization.quantize_dynamic", "onnxruntime.quantization.quantize_static"} <= exporters
     total = sum((ZOO / f).stat().st_size for f in [i["file"] for i in MANIFEST.values()]

@@ -56,6 +56,11 @@ def feeds_for(spec: "Spec", binding: dict[str, int], seed: int) -> dict[str, np.
             for b in range(1, dims[0]):
                 m[b, max(2, dims[1] - 2 * b):] = 0
             out[name] = m
+        elif kind == "pixel_mask":  # batched images padded to one size: image b keeps a smaller top-left
+            m = np.zeros(dims, np.int64)
+            for b in range(dims[0]):
+                m[b, :max(1, dims[1] - b * dims[1] // 3), :max(1, dims[2] - b * dims[2] // 3)] = 1
+            out[name] = m
         elif kind == "zeros":
             out[name] = np.zeros(dims, np.int64)
         elif kind == "positions":  # a decoder's positions continue after its KV cache's
@@ -288,6 +293,46 @@ def whisper_encoder() -> nn.Module:
 
 def whisper_decoder_with_past() -> nn.Module:
     return WhisperDecoderWithPast(_whisper())
+
+
+# ------------------------------------------------------------------------------ CLIP, DETR, wav2vec2 (transformers)
+
+def clip() -> nn.Module:
+    """Both towers and the contrastive head. eos_token_id 2 is what openai/clip-vit-* ship:
+    the text tower pools at ArgMax(input_ids) (the end-of-text token has the highest id)."""
+    from transformers import CLIPConfig, CLIPModel
+    text = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=32, projection_dim=24, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    vision = dict(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, projection_dim=24)
+    cfg = CLIPConfig(text_config=text, vision_config=vision, projection_dim=24, attn_implementation="eager")
+    return HFWrap(CLIPModel(cfg), ["input_ids", "attention_mask", "pixel_values"],
+                  ["logits_per_image", "text_embeds", "image_embeds"])
+
+
+def detr() -> nn.Module:
+    """DETR with transformers' own ResNet as its backbone (no timm). init_std 0.5, not 0.02:
+    at 0.02 the ten queries' boxes agree to 6e-8, so a wrong mask or position embedding
+    would hide under the tolerance."""
+    from transformers import DetrConfig, DetrForObjectDetection, ResNetConfig
+    backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 32], depths=[1, 1, 1], layer_type="basic",
+                            out_features=["stage3"])
+    cfg = DetrConfig(backbone_config=backbone, use_timm_backbone=False, use_pretrained_backbone=False, d_model=32,
+                     encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
+                     encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=10, num_labels=5, init_std=0.5,
+                     attn_implementation="eager")
+    return HFWrap(DetrForObjectDetection(cfg), ["pixel_values", "pixel_mask"], ["logits", "pred_boxes"])
+
+
+def wav2vec2() -> nn.Module:
+    """wav2vec2-base's layout: GroupNorm conv feature extractor (strides 5, 2, 2: 20 samples
+    a frame), grouped positional conv with weight norm, post-norm transformer, CTC head."""
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+    cfg = Wav2Vec2Config(vocab_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, feat_extract_norm="group",
+                         do_stable_layer_norm=False, attn_implementation="eager")
+    return HFWrap(Wav2Vec2ForCTC(cfg), ["input_values"], ["logits"])
 
 
 # ------------------------------------------------------------------------------ vision (torchvision's layouts)
@@ -613,6 +658,36 @@ def llama_and_whisper() -> list[Spec]:
     ]
 
 
+def clip_detr_wav2vec2() -> list[Spec]:
+    """A two-tower model with a batch per tower, a detector with a padding mask over dynamic
+    height and width, and an encoder over raw audio."""
+    text = {"input_ids": (("batch_text", "seq"), "ids"), "attention_mask": (("batch_text", "seq"), "mask")}
+    clip_dyn = {"input_ids": {0: "batch_text", 1: "seq"}, "attention_mask": {0: "batch_text", 1: "seq"},
+                "pixel_values": {0: "batch_img"}, "logits_per_image": {0: "batch_img", 1: "batch_text"},
+                "text_embeds": {0: "batch_text"}, "image_embeds": {0: "batch_img"}}
+    hw = {0: "batch", 1: "height", 2: "width"}
+    return [
+        # at the second binding, two rows' highest id (where the text tower pools) sits in
+        # their padding, so the attention mask shows in the outputs
+        Spec("clip_op17", "CLIP (transformers CLIPModel: text and ViT towers, 2 layers each, hidden 32, "
+             "projection 24)", clip, 17, {**text, "pixel_values": (("batch_img", 3, 32, 32), "float")},
+             ["logits_per_image", "text_embeds", "image_embeds"], clip_dyn,
+             [{"batch_text": 2, "seq": 7, "batch_img": 1}, {"batch_text": 4, "seq": 9, "batch_img": 3}], vocab=100),
+        # the second binding's sizes are not multiples of the backbone's stride (16), and its
+        # second image is padded
+        Spec("detr_op17", "DETR (transformers DetrForObjectDetection, tiny ResNet backbone, 1+1 layers, d_model "
+             "32, 10 queries) with a pixel mask", detr, 17,
+             {"pixel_values": (("batch", 3, "height", "width"), "float"),
+              "pixel_mask": (("batch", "height", "width"), "pixel_mask")}, ["logits", "pred_boxes"],
+             {"pixel_values": IMG, "pixel_mask": hw, "logits": {0: "batch"}, "pred_boxes": {0: "batch"}},
+             [{"batch": 1, "height": 40, "width": 48}, {"batch": 2, "height": 61, "width": 53}]),
+        Spec("wav2vec2_op17", "wav2vec2 CTC (transformers Wav2Vec2ForCTC, GroupNorm feature extractor, 2 layers, "
+             "hidden 32)", wav2vec2, 17, {"input_values": (("batch", "samples"), "float")}, ["logits"],
+             {"input_values": {0: "batch", 1: "samples"}, "logits": {0: "batch", 1: "frames"}},
+             [{"batch": 1, "samples": 400}, {"batch": 2, "samples": 2400}]),
+    ]
+
+
 def specs() -> list[Spec]:
     image = {"pixels": (("batch", 3, "height", "width"), "float")}
     img_bindings = [{"batch": 1, "height": 32, "width": 32}, {"batch": 2, "height": 48, "width": 40}]
@@ -673,6 +748,7 @@ def specs() -> list[Spec]:
                     {"ids": (("batch", "seq"), "ids"), "h0": ((1, "batch", 48), "float")}, ["logits", "h"],
                     {"ids": BS, "h0": {1: "batch"}, "logits": BS, "h": {1: "batch"}},
                     [{"batch": 1, "seq": 6}, {"batch": 4, "seq": 21}], vocab=300))
+    out += clip_detr_wav2vec2()
     return out
 
 
