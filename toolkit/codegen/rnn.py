@@ -33,7 +33,7 @@ from typing import Sequence
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import DType
+from ..ir.dtypes import INT8, DType
 from .kernel import F32, I32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic
 from .linalg import Mat, matmul
 from .scalar import Scalar
@@ -184,7 +184,7 @@ def _quantized_product(L: _Layer, d: int, a: Mat, m: ir.Value, k: ir.Value, w: T
     a_scale = b.select(b.fcmp_ordered("==", hi, lo), one, b.fdiv(b.fsub(hi, lo), top))
     a_zero = intrinsic(b, "llvm.rint", _clamp(b, b.fsub(zero, b.fdiv(lo, a_scale)), zero, top))
     a_zero_int = fptosi_sat(b, a_zero, I32)
-    signed = w.dtype.name == "int8"
+    signed = w.dtype == INT8
     w_base = L.mul(i64(d), k, n)
     sums = L.sums
     with kb.loop(m, "qi") as i:
