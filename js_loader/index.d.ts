@@ -78,6 +78,12 @@ export interface TensorInfo {
   readonly shape: readonly (number | string)[];
 }
 
+/** An input as the metadata lists it: `default` (compile --overridable) is what a run that
+ * does not feed it gets, base64 of its little-endian bytes. */
+export interface InputInfo extends TensorInfo {
+  readonly default?: { shape: number[]; data: string };
+}
+
 /**
  * An input to `Model.run`: dense row-major data and its concrete shape. The data's typed
  * array must hold the input's dtype; `dtype` says which one when the array could hold two
@@ -101,9 +107,10 @@ export interface Metadata {
   target: string;
   features: string[];
   /** check_facts: compiled with --check-facts; weight_inputs: initializers the model also
-   * lists as inputs (ONNX IR version 3), compiled as constants (a run that feeds one is refused). */
+   * lists as inputs (ONNX IR version 3), compiled as constants (a run that feeds one is refused;
+   * compile --overridable keeps one an input with a default instead). */
   model: { name: string; opset: number; notes?: string[]; check_facts?: boolean; weight_inputs?: string[] };
-  inputs: TensorInfo[];
+  inputs: InputInfo[];
   outputs: TensorInfo[];
   symbols: Record<string, { kind: string; min: number | null; max: number | null }>;
   values: Record<string, { dtype: string; shape: (number | string)[]; [key: string]: unknown }>;

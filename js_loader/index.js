@@ -664,6 +664,14 @@ function tensorInfos(metadata) {
   return { inputs: Object.freeze(metadata.inputs.map(info)), outputs: Object.freeze(metadata.outputs.map(info)) };
 }
 
+/** An input's default (compile --overridable: {shape, data: base64 of little-endian bytes}) as
+ * the feed a run that does not give the input gets; null when it has none. */
+function defaultFeed({ dtype, default: given }) {
+  if (!given) return null;
+  const bytes = Uint8Array.from(atob(given.data), (c) => c.charCodeAt(0));
+  return { data: new DTYPES[dtype].array(bytes.buffer), shape: given.shape, dtype };
+}
+
 /**
  * A loaded module: one instance with its own VM context. `run` takes `{name: {data, shape}}`
  * and returns `{name: {data, shape, dtype}}`.
@@ -680,6 +688,8 @@ export class Model {
   #views = null;
   /** The inputs' names, for run's check of the feeds. */
   #inputNames;
+  /** Per input, its default feed (compile --overridable), decoded the first time a run omits it. */
+  #defaults = [];
 
   /**
    * Use loadModel(); this checks the metadata against the program and creates the model's
@@ -802,18 +812,21 @@ export class Model {
         const names = inputs.map((i) => i.name);
         const unknown = keys.filter((k) => !names.includes(k)).sort();
         const weights = unknown.filter((k) => (this.metadata.model.weight_inputs || []).includes(k));
-        const why = weights.length ? ` (${weights.join(', ')}: weights the model also lists as inputs, as ONNX IR ` +
-          'version 3 wrote them, which symwasm compiles as the constants they hold)' : '';
+        const why = weights.length ? ` (${weights.join(', ')}: initializers the model also lists as inputs, which ` +
+          'symwasm compiles as the constants they hold; compile with --overridable ' +
+          `${weights.join(',')} to let a run feed them)` : '';
         throw new ModelError(`unknown input(s) ${unknown.join(', ')}; the model takes ${names.join(', ')}${why}`,
           STATUS.INVALID_INPUT);
       }
     }
     for (let i = 0; i < inputs.length; i++) {
       const info = inputs[i];
+      let feed = feeds[info.name];
       if (!Object.hasOwn(feeds, info.name)) {
-        throw new ModelError(`input '${info.name}' is missing`, STATUS.INVALID_INPUT);
+        feed = this.#defaults[i] ??= defaultFeed(this.metadata.inputs[i]);
+        if (feed === null) throw new ModelError(`input '${info.name}' is missing`, STATUS.INVALID_INPUT);
       }
-      this.#setInput(i, info, feeds[info.name]);
+      this.#setInput(i, info, feed);
     }
     this.#check(this.#call(this.#io ? 'sw_run_io' : 'sw_run', this.#ctx));
     const result = {};

@@ -13,6 +13,7 @@ from onnx import helper
 import wasm_runtime
 from toolkit.compiler import compile_model
 from toolkit.frontend.onnx.importer import import_model
+from toolkit.ir.graph import CompileError
 from util import _TMP, assert_outputs_match, build, const, make_model, ort_reference, vinfo
 
 
@@ -96,16 +97,66 @@ def test_weights_in_an_external_data_file(target):
 def test_weights_listed_as_inputs_run_as_constants(target):
     """ONNX IR version 3 lists every initializer among the inputs. symwasm compiles them as
     the constants they hold (so they fold and pack), runs without them as onnxruntime does,
-    and refuses a feed of one naming it as such, where onnxruntime would take the override."""
+    and refuses a feed of one naming it as such and the flag that lets a run feed it
+    (onnxruntime refuses it as an invalid input name)."""
     m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [vinfo("x", np.float32, ["n", 3]),
                                                                    vinfo("w", np.float32, [3])],
                    [vinfo("y", np.float32, None)], [const("w", np.array([1, 2, 3], np.float32))], opset=8)
     m.ir_version = 3
     assert ("1 initializers the model also lists as inputs (as IR version 3 wrote weights) are compiled as the "
-            "constants they hold; a run cannot feed them") in import_model(m).notes
+            "constants they hold; a run cannot feed them (compile --overridable NAME keeps one an input with its "
+            "value as the default)") in import_model(m).notes
     rng = np.random.default_rng(5)
     mod = _run_both(m, target, [{"x": rng.standard_normal((n, 3), dtype=np.float32)} for n in (1, 4)])
-    with pytest.raises(wasm_runtime.ModelError, match=r"unknown input\(s\) w; the model takes x \(w: weights the model "
-                                                      r"also lists as inputs, as ONNX IR version 3 wrote them, which "
-                                                      r"symwasm compiles as the constants they hold\)"):
+    with pytest.raises(wasm_runtime.ModelError, match=r"unknown input\(s\) w; the model takes x \(w: initializers the "
+                                                      r"model also lists as inputs, which symwasm compiles as the "
+                                                      r"constants they hold; compile with --overridable w to let a "
+                                                      r"run feed them\)"):
         mod.run({"x": np.ones((2, 3), np.float32), "w": np.zeros(3, np.float32)})
+
+
+def _with_defaults(ir_version: int) -> onnx.ModelProto:
+    """y = x * s + b, where the initializers s (a scalar) and b (a vector) are listed as inputs."""
+    m = make_model([helper.make_node("Mul", ["x", "s"], ["xs"]), helper.make_node("Add", ["xs", "b"], ["y"])],
+                   [vinfo("x", np.float32, ["n", 3]), vinfo("s", np.float32, []), vinfo("b", np.float32, [3])],
+                   [vinfo("y", np.float32, None)],
+                   [const("s", np.array(2, np.float32)), const("b", np.array([1, 2, 3], np.float32))], opset=8)
+    m.ir_version = ir_version
+    return m
+
+
+def test_overridable_initializers_are_inputs_with_their_values_as_defaults(target):
+    """compile --overridable keeps initializers listed as inputs as inputs a run may feed or
+    omit, as onnxruntime reads them from IR version 4 on: checked against onnxruntime with each
+    omitted, overridden, and overridden with another shape where the input's dims allow it."""
+    m = _with_defaults(8)
+    assert import_model(m, overridable=["s"]).input_defaults.keys() == {"s"}
+    mod = build(m, target, overridable=["all"])
+    rng = np.random.default_rng(6)
+    for n in (1, 4):
+        x = rng.standard_normal((n, 3), dtype=np.float32)
+        for extra in ({}, {"s": np.array(-3, np.float32)}, {"b": np.array([5, 6, 7], np.float32)},
+                      {"s": np.array(0.5, np.float32), "b": np.zeros(3, np.float32)}):
+            feeds = {"x": x, **extra}
+            assert_outputs_match(mod.run(feeds), ort_reference(m, feeds))
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'b' dim 0: expected 3, got 4"):
+        mod.run({"x": np.ones((2, 3), np.float32), "b": np.zeros(4, np.float32)})
+    # IR version 3, where onnxruntime never takes the override: opting in makes the same inputs
+    m3 = _with_defaults(3)
+    mod3 = build(m3, target, overridable=["s", "b"])
+    x = rng.standard_normal((2, 3), dtype=np.float32)
+    np.testing.assert_allclose(mod3.run({"x": x})["y"], x * 2 + np.array([1, 2, 3], np.float32), rtol=1e-6)
+    np.testing.assert_allclose(mod3.run({"x": x, "s": np.array(3, np.float32)})["y"],
+                               x * 3 + np.array([1, 2, 3], np.float32), rtol=1e-6)
+
+
+def test_overridable_names_an_initializer_listed_as_an_input():
+    m = _with_defaults(8)
+    with pytest.raises(CompileError, match=r"--overridable names x, zz, which are not an initializer the model lists "
+                                           r"as an input \(those are: s, b\)"):
+        import_model(m, overridable=["x", "zz"])
+    bad = _with_defaults(8)
+    bad.graph.input[1].type.tensor_type.elem_type = onnx.TensorProto.INT64
+    with pytest.raises(CompileError, match=r"input 's' is int64\(\), but its initializer, the default --overridable "
+                                           r"gives it, is float32\(\)"):
+        import_model(bad, overridable=["s"])

@@ -100,7 +100,8 @@ def cmd_compile(args) -> int:
     try:
         r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges,
                           static=args.static, cpu=args.cpu, relaxed=args.relaxed_simd,
-                          check_facts=args.check_facts)
+                          check_facts=args.check_facts,
+                          overridable=[n for a in args.overridable for n in a.split(",") if n])
     except CompileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -511,6 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an upper bound for symbols, e.g. --max seq=512,batch=8 (like --range seq=:512): "
                         "the module rejects larger inputs, and the memory planned from the input dims is "
                         "reserved once for the largest legal shapes, so steady-state runs allocate nothing")
+    c.add_argument("--overridable", action="append", default=[], metavar="NAME[,...]|all",
+                   help="initializers the model also lists as inputs (as ONNX IR version 3 wrote every "
+                        "weight) are compiled as the constants they hold, and a run cannot feed them; "
+                        "these stay inputs, their values the default a run gets when it does not feed "
+                        "them (repeatable; 'all' for every one). onnxruntime lets a run override any")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(fn=cmd_compile)
 

@@ -2,12 +2,13 @@
 kernel object and weights -> one module file."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 from . import __version__
 from .abi import FORMAT_VERSION
@@ -48,7 +49,12 @@ def _dim_json(d):
 def build_metadata(graph: Graph, prog: Encoded, target, memory=None, variants: dict | None = None) -> dict:
     def io(name):
         v = graph.values[name]
-        return {"name": name, "dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
+        entry = {"name": name, "dtype": v.dtype.name, "shape": [_dim_json(d) for d in v.shape]}
+        if name in graph.input_defaults:  # compile --overridable: what a run that does not feed it gets
+            d = graph.input_defaults[name]
+            le = d.astype(d.dtype.newbyteorder("<")) if d.dtype.kind in "biuf" else d  # ml_dtypes' formats: bytes
+            entry["default"] = {"shape": list(d.shape), "data": base64.b64encode(le.tobytes()).decode()}
+        return entry
 
     symbols = {}
     for v in graph.values.values():
@@ -124,7 +130,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                   progress: Callable[[str], None] | None = None,
                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
                   static: bool = False, cpu: str | None = None, relaxed: bool = False,
-                  check_facts: bool = False) -> CompileResult:
+                  check_facts: bool = False, overridable: Collection[str] = ()) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
     symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
     demands a static module: every shape known at compile time, so the program is only
@@ -138,7 +144,9 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     it derived, a bound it proved, Reshape's 0 and -1 it resolved, a branch it decided) and
     fail naming the node and the fact that did not hold: for testing the compiler. The
     environment variable ``SYMWASM_CHECK_FACTS=1`` turns it on for every compile (the test
-    suite's fact-checking run, ``make check-facts``).
+    suite's fact-checking run, ``make check-facts``). ``overridable`` names initializers the
+    model also lists as inputs (as IR version 3 wrote weights) that stay inputs a run may
+    feed, their values the default (``all``: every one); the others compile as constants.
 
     Raises ValueError for an unknown target or CPU, and
     :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
@@ -162,7 +170,8 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         files[relaxed_simd(tgt)] = out.with_name(f"{out.stem}.relaxed{out.suffix or '.wasm'}")
     variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
         if tgt.is_wasm else None
-    graph = import_model(model, binds, ranges, check_facts or os.environ.get("SYMWASM_CHECK_FACTS") == "1")
+    graph = import_model(model, binds, ranges, check_facts or os.environ.get("SYMWASM_CHECK_FACTS") == "1",
+                         overridable)
     graph.keep_quantized_weights = tgt.is_wasm
     t = stage("import", t0)
     graph = run_pipeline(graph)

@@ -15,6 +15,8 @@ Either raises :class:`ModelError` with status CANCELLED, and the model runs norm
 """
 from __future__ import annotations
 
+import base64
+import functools
 import math
 import os
 import struct
@@ -129,6 +131,17 @@ class TensorInfo:
         except ImportError as e:
             raise ImportError(f"{where}'{self.name}': {e}") from None
         self.shape: tuple = tuple(d["shape"])
+        self._default = d.get("default")  # compile --overridable: the value a run that does not feed it gets
+
+    @functools.cached_property
+    def default(self) -> np.ndarray | None:
+        """The value a run that does not feed this input gets (compile --overridable), or None;
+        read-only, decoded once."""
+        if self._default is None:
+            return None
+        data = base64.b64decode(self._default["data"])
+        le = self.dtype.newbyteorder("<") if self.dtype.kind in "biuf" else self.dtype
+        return np.frombuffer(data, le).reshape(self._default["shape"])
 
     def __repr__(self) -> str:
         return f"TensorInfo({self.name!r}, {self.dtype}, {self.shape})"
@@ -427,14 +440,18 @@ class Model:
             unknown = [repr(k) if not isinstance(k, str) else k for k in inputs if k not in names]
             if unknown:
                 weights = [k for k in unknown if k in self.metadata["model"].get("weight_inputs", ())]
-                why = (f" ({', '.join(weights)}: weights the model also lists as inputs, as ONNX IR version 3 "
-                       f"wrote them, which symwasm compiles as the constants they hold)") if weights else ""
+                why = (f" ({', '.join(weights)}: initializers the model also lists as inputs, which symwasm "
+                       f"compiles as the constants they hold; compile with --overridable {','.join(weights)} to "
+                       f"let a run feed them)") if weights else ""
                 raise ModelError(f"unknown input(s) {', '.join(unknown)}; the model takes "
                                  f"{', '.join(names)}{why}", STATUS["INVALID_INPUT"])
-            for name in names:
-                if name not in inputs:
-                    raise ModelError(f"input '{name}' is missing", STATUS["INVALID_INPUT"])
-            return [inputs[name] for name in names]
+            defaults = {}
+            for info in self.inputs:
+                if info.name not in inputs:
+                    defaults[info.name] = info.default
+                    if defaults[info.name] is None:
+                        raise ModelError(f"input '{info.name}' is missing", STATUS["INVALID_INPUT"])
+            return [inputs[name] if name in inputs else defaults[name] for name in names]
         if isinstance(inputs, (list, tuple)):
             if len(inputs) != len(names):
                 raise ModelError(f"run got {len(inputs)} arrays, but the model takes {len(names)} inputs: "

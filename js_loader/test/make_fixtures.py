@@ -229,14 +229,28 @@ def weight_inputs():
     return m, runs, None, {"a weight fed as an input": {**runs[0], "w": f32(3)}}
 
 
+def input_defaults():
+    """Initializers listed as inputs that compile --overridable keeps as inputs: a run that omits
+    one gets its value (an int64 vector and a float scalar), a run that feeds one overrides it."""
+    m = model("input_defaults", [helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+                                 helper.make_node("Mul", ["x", "s"], ["xs"]), helper.make_node("Add", ["xs", "kf"], ["y"])],
+              [("x", F32, ["n", 3]), ("s", F32, []), ("k", TensorProto.INT64, ["m"])], [("y", F32, ["n", 3])],
+              [numpy_helper.from_array(np.array(2.5, np.float32), "s"),
+               numpy_helper.from_array(np.array([1, -2, 3], np.int64), "k")])
+    runs = [{"x": f32(1, 3)}, {"x": f32(4, 3), "s": np.array(-1, np.float32)},
+            {"x": f32(2, 3), "k": np.array([7], np.int64)}]
+    return m, runs, None, {"an override of the wrong dtype": {"x": f32(1, 3), "s": np.array(1, np.float64)}}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
-                                    e8m0, strings, dense, wide, weight_inputs)}  # new ones last: they share RNG
+                                    e8m0, strings, dense, wide, weight_inputs, input_defaults)}  # new ones last: they share RNG
+COMPILE_OPTIONS = {"input_defaults": {"overridable": ["all"]}}
 RELAXED = {"dense", "wide"}  # compiled with the relaxed-SIMD variant too
 NAMED_ONLY = {"wide"}  # 32 MiB of files: built only when named, not among all
 
 
 def encode(arr) -> dict:
-    arr = np.ascontiguousarray(arr)
+    arr = np.require(arr, requirements="C")  # (ascontiguousarray would make a scalar 1-d)
     if arr.dtype.kind in "OUS":  # strings: a list, as JS passes them
         return {"dtype": "string", "shape": list(arr.shape), "strings": [str(s) for s in arr.reshape(-1)]}
     return {"dtype": arr.dtype.name, "shape": list(arr.shape),
@@ -253,7 +267,7 @@ def run_record(ref: ReferenceEvaluator, names: list[str], feeds: dict) -> dict:
 def build(name: str, out: Path) -> dict:
     m, runs, growth, errors = FIXTURES[name]()
     wasm = out / f"{name}.wasm"
-    result = compile_model(m, wasm, target="wasm32", relaxed=name in RELAXED)
+    result = compile_model(m, wasm, target="wasm32", relaxed=name in RELAXED, **COMPILE_OPTIONS.get(name, {}))
     ref = ReferenceEvaluator(m)
     names = [o.name for o in m.graph.output]
     host = wasm_runtime.load(wasm)

@@ -172,6 +172,14 @@ test('the small dtypes cross the ABI as their raw codes (bfloat16 bits, float8, 
   }
 });
 
+test('an input with a default (compile --overridable) may be omitted or fed, as onnx.reference reads it', async () => {
+  const model = await loadModel(wasmPath('input_defaults'));
+  const runs = fixtures.input_defaults.runs;
+  assert.deepEqual(runs.map((r) => Object.keys(r.inputs).sort()), [['x'], ['s', 'x'], ['k', 'x']]);
+  for (const run of [...runs, ...runs]) await assertRunMatches(model, run);  // twice: the decoded defaults are kept
+  assert.deepEqual(model.metadata.inputs.map((i) => i.default?.shape), [undefined, [], [3]]);
+});
+
 test('a feed may name its dtype: a Uint8Array as bool or uint8', async () => {
   const model = await loadModel(wasmPath('int64_ops'));
   const run = fixtures.int64_ops.runs[0];

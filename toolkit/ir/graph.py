@@ -192,6 +192,9 @@ class Graph:
     # initializers the model also lists as graph inputs (IR < 4): compiled as constants, and
     # named when a run feeds one (onnxruntime lets a run override them)
     weight_inputs: list[str] = field(default_factory=list)
+    # initializers listed as inputs that compile --overridable keeps as inputs: their values,
+    # which a run that does not feed them gets
+    input_defaults: dict[str, np.ndarray] = field(default_factory=dict)
 
     def add_value(self, v: Value) -> Value:
         self.values[v.name] = v

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from contextvars import ContextVar
-from typing import Mapping
+from typing import Collection, Mapping
 
 import numpy as np
 import onnx
@@ -140,26 +140,29 @@ def _check_arity(node: onnx.NodeProto, opset: int, label: str) -> None:
 
 def import_model(model, binds: Mapping[str, int] | None = None,
                  ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
-                 check_facts: bool = False) -> Graph:
+                 check_facts: bool = False, overridable: Collection[str] = ()) -> Graph:
     """Build the graph IR of an ONNX model. ``binds`` fixes named symbols to values;
     ``ranges`` gives symbols bounds (``lo``, ``hi``; None for the default), which the
     module checks at run time and the compiler uses to simplify. ``check_facts``: see
-    :attr:`Graph.check_facts`. A dim name that several inputs give is one dim where their
-    copies meet in an op, and one per input where they never do (:mod:`.shared_dims`)."""
+    :attr:`Graph.check_facts`. ``overridable``: initializers the model also lists as inputs
+    that stay inputs, their values the default a run may override (``all``: every one); the
+    others are compiled as the constants they hold. A dim name that several inputs give is
+    one dim where their copies meet in an op, and one per input where they never do
+    (:mod:`.shared_dims`)."""
     proto = load_onnx(model)
     binds = dict(binds or {})
     split = shared_dims.shared_names(proto.graph, binds, ANONYMOUS_DIMS, {i.name for i in proto.graph.initializer})
     trial = None
     while split.active():
         try:
-            trial = _import_graph(proto, binds, ranges, check_facts, split)
+            trial = _import_graph(proto, binds, ranges, check_facts, split, overridable)
         except CompileError:  # an op that needs the copies equal to compile
             trial = None
             break
         if not shared_dims.merge_met(trial, split):
             break
         trial = None
-    graph = _import_graph(proto, binds, ranges, check_facts, shared_dims.Split())
+    graph = _import_graph(proto, binds, ranges, check_facts, shared_dims.Split(), overridable)
     if trial is not None and shared_dims.opaque_dims(trial) <= shared_dims.opaque_dims(graph):
         trial.notes.extend(shared_dims.notes(split))
         return trial
@@ -168,7 +171,7 @@ def import_model(model, binds: Mapping[str, int] | None = None,
 
 def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
                   ranges: Mapping[str, tuple[int | None, int | None]] | None, check_facts: bool,
-                  split: shared_dims.Split) -> Graph:
+                  split: shared_dims.Split, overridable: Collection[str] = ()) -> Graph:
     ranges = dict(ranges or {})
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None and any(o.domain == ML for o in proto.opset_import):
@@ -211,12 +214,15 @@ def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
     if ranges:
         raise CompileError(f"--range names unknown symbols: {', '.join(sorted(ranges))} "
                            f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
+    defaults = _overridable(g, overridable)
     for k, inp in enumerate(g.input):
         if not inp.name:
             raise CompileError(f"malformed ONNX model: graph input {k} has an empty name")
         if inp.name in graph.values:  # IR < 4 lists initializers as inputs too
-            graph.weight_inputs.append(inp.name)
-            continue
+            if inp.name not in defaults:
+                graph.weight_inputs.append(inp.name)
+                continue
+            graph.input_defaults[inp.name] = graph.values.pop(inp.name).const
         tt = inp.type.tensor_type
         kind = inp.type.WhichOneof("value")
         if kind in ("sequence_type", "optional_type"):
@@ -245,6 +251,13 @@ def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
                 shape.append(graph.scope.fresh(f"{ident(inp.name)}_dim{axis}", kind="input"))
         graph.add_value(Value(inp.name, dt, tuple(shape)))
         graph.inputs.append(inp.name)
+        default = graph.input_defaults.get(inp.name)
+        if default is not None and dt.np == np.dtype(object):
+            raise CompileError(f"input '{inp.name}': a string input cannot have a default (--overridable)")
+        if default is not None and (default.dtype != dt.np or default.ndim != len(shape) or any(
+                isinstance(d, int) and d != n for d, n in zip(shape, default.shape))):
+            raise CompileError(f"input '{inp.name}' is {dt.name}{D.fmt_shape(shape)}, but its initializer, the default "
+                               f"--overridable gives it, is {default.dtype}{tuple(default.shape)}")
     if unused_binds:
         raise CompileError(f"--bind names unknown symbols: {', '.join(sorted(unused_binds))} "
                            f"(the inputs' symbols are: {', '.join(graph.scope.symbols) or 'none'})")
@@ -274,7 +287,11 @@ def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
     _note_contradicting_info(graph, g)
     if graph.weight_inputs:
         graph.notes.append(f"{len(graph.weight_inputs)} initializers the model also lists as inputs (as IR version 3 "
-                           f"wrote weights) are compiled as the constants they hold; a run cannot feed them")
+                           f"wrote weights) are compiled as the constants they hold; a run cannot feed them "
+                           f"(compile --overridable NAME keeps one an input with its value as the default)")
+    if graph.input_defaults:
+        graph.notes.append(f"inputs with a default a run may override (compile --overridable): "
+                           f"{', '.join(graph.input_defaults)}")
     for out in g.output:
         if out.name not in graph.values:
             raise CompileError(f"graph output '{out.name}' is not produced by any node")
@@ -286,6 +303,18 @@ def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
         del graph.values[name]
     _adopt_output_names(graph, g)
     return graph
+
+
+def _overridable(g: onnx.GraphProto, names: Collection[str]) -> set[str]:
+    """The initializers listed as inputs that ``names`` (compile --overridable) keeps as inputs."""
+    listed = [i.name for i in g.input if i.name in {t.name for t in g.initializer}]
+    if "all" in names:
+        return set(listed)
+    unknown = sorted(set(names) - set(listed))
+    if unknown:
+        raise CompileError(f"--overridable names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
+                           f"not an initializer the model lists as an input (those are: {', '.join(listed) or 'none'})")
+    return set(names)
 
 
 # how many times one model's code may be specialized after rank-polymorphic Ifs: each
