@@ -67,6 +67,23 @@ def test_copies_that_meet_in_a_broadcast_are_one_dim_and_the_others_stay_apart(t
         mod.run({"x": np.zeros((2, 8), F32), "y": np.zeros((5, 8), F32), "z": np.zeros((3, 8), F32)})
 
 
+def test_groups_merged_earlier_in_one_pass_are_found_by_their_inputs(target):
+    """a meets c and b meets d, then c meets d: when the third meeting is read, c's and d's
+    copies have been merged into a's and b's groups, and the two groups are still one dim
+    (the importer failed with an IndexError, on a Llama step with a KV cache exported by
+    torch.export, where seven inputs name 'batch')."""
+    m = make_model([helper.make_node("Add", ["a", "c"], ["ac"]), helper.make_node("Add", ["b", "d"], ["bd"]),
+                    helper.make_node("Add", ["c", "d"], ["cd"])],
+                   [vinfo(i, F32, ["N", 3]) for i in "abcd"], [vinfo(o, F32, None) for o in ("ac", "bd", "cd")])
+    g = import_model(m)
+    assert {g.values[i].shape for i in g.inputs} == {(g.scope.get("N"), 3)}
+    rng = np.random.default_rng(4)
+    mod = _run(m, target, [{i: rng.standard_normal((k, 3), F32) for i in "abcd"} for k in (2, 5)])
+    with pytest.raises(wasm_runtime.ModelError, match=r"input 'd' dim 0 \(N\): got 3, but N = 2 from input 'a'"):
+        mod.run({"a": np.zeros((2, 3), F32), "b": np.zeros((2, 3), F32), "c": np.zeros((2, 3), F32),
+                 "d": np.zeros((3, 3), F32)})
+
+
 def test_copies_apart_that_would_cost_what_the_compiler_knows_stay_one_dim(target):
     """An If that yields x or y: with x's N and y's N apart its output's dim would be known
     only at run time; as one dim it is N."""

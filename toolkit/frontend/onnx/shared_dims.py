@@ -84,14 +84,17 @@ def merge_met(graph: Graph, split: Split) -> bool:
     for node in graph.all_nodes():
         for c in node.checks:
             scan(c.a, c.b)
+    # a symbol stands for the first input of its group as imported: merging renames groups,
+    # so later sets find their groups by that input, not by the symbol the group has now
+    first_input = {split.symbol(name, g[0]): g[0] for name, groups in split.groups.items() for g in groups}
     merged = False
     for syms in found:
         for name in {copies[s] for s in syms}:
-            ours = [s for s in syms if copies[s] == name]
-            if len(ours) < 2:
-                continue
+            ours = {first_input[s] for s in syms if copies[s] == name}
             groups = split.groups[name]
-            joined = [g for g in groups if split.symbol(name, g[0]) in ours]
+            joined = [g for g in groups if ours & set(g)]
+            if len(joined) < 2:
+                continue
             first = groups.index(joined[0])
             groups[first] = [i for g in joined for i in g]
             for g in joined[1:]:
