@@ -339,3 +339,361 @@ def test_bad_attributes_name_node_and_op(op, attrs, match):
 def test_bad_input_dtype_names_node_and_op():
     model = ml_model([node("Normalizer", ["x"], ["y"])], [vinfo("x", np.uint8, ["N", 2])], [vinfo("y", F32, None)])
     refused(model, r"node 'n' \(Normalizer\)")
+
+
+# ----------------------------------------------------------------------------- tree ensembles
+
+
+def random_trees(rng, trees, depth, features, modes=("BRANCH_LEQ",), tracks=False, integral=False):
+    """nodes_* attributes of ``trees`` random trees of at most ``depth`` levels (node ids
+    out of order) and the (tree, node) of each leaf."""
+    attrs = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values", "nodes_modes",
+                             "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true")}
+    leaves = []
+    for t in range(trees):
+        first = len(attrs["nodes_nodeids"])
+        count = [0]
+
+        def grow(level):
+            """The subtree's nodes in pre-order (each tree's root first, as exporters write
+            them and as onnxruntime finds the root)."""
+            me = count[0]
+            count[0] += 1
+            leaf = level == depth or (level > 0 and rng.random() < 0.3)
+            k = len(attrs["nodes_nodeids"])
+            attrs["nodes_treeids"].append(t)
+            attrs["nodes_nodeids"].append(me)
+            attrs["nodes_featureids"].append(0 if leaf else int(rng.integers(features)))
+            threshold = float(rng.integers(-2, 3)) if integral else float(np.float32(rng.uniform(-2, 2)))
+            attrs["nodes_values"].append(0.0 if leaf else threshold)
+            attrs["nodes_modes"].append("LEAF" if leaf else str(rng.choice(modes)))
+            attrs["nodes_missing_value_tracks_true"].append(int(tracks and rng.random() < 0.5))
+            attrs["nodes_truenodeids"].append(0)
+            attrs["nodes_falsenodeids"].append(0)
+            if leaf:
+                leaves.append((t, me))
+            else:
+                attrs["nodes_truenodeids"][k] = grow(level + 1)
+                attrs["nodes_falsenodeids"][k] = grow(level + 1)
+            return me
+        grow(0)
+        # the tree's ids shuffled (onnxruntime wants them below the ensemble's node count)
+        renumber = rng.permutation(count[0]).tolist()
+        for key in ("nodes_nodeids", "nodes_truenodeids", "nodes_falsenodeids"):
+            attrs[key][first:] = [renumber[i] for i in attrs[key][first:]]
+        leaves[:] = [(lt, renumber[n] if lt == t else n) for lt, n in leaves]
+    if not tracks:
+        del attrs["nodes_missing_value_tracks_true"]
+    return attrs, leaves
+
+
+def leaf_weights(rng, leaves, outputs, prefix, which=None, scale=1.0):
+    """One weight per leaf and output (``which``: the outputs each leaf weighs, a function
+    of the leaf's index)."""
+    w = {f"{prefix}_treeids": [], f"{prefix}_nodeids": [], f"{prefix}_ids": [], f"{prefix}_weights": []}
+    for k, (t, n) in enumerate(leaves):
+        for out in (range(outputs) if which is None else which(k)):
+            w[f"{prefix}_treeids"].append(t)
+            w[f"{prefix}_nodeids"].append(n)
+            w[f"{prefix}_ids"].append(out)
+            w[f"{prefix}_weights"].append(float(np.float32(rng.uniform(-1, 1) * scale)))
+    return w
+
+
+def with_nans(rng, n, c, dtype):
+    x = features(rng, n, c, dtype, -2, 2)
+    x[rng.random((n, c)) < 0.2] = np.nan
+    return x
+
+
+def integral(rng, n, c, dtype):
+    return rng.integers(-3, 4, size=(n, c)).astype(dtype)
+
+
+def run_regressor(target, attrs, x_dtype=F32, c=4, make_x=features, ml_opset=1, seed=0, rtol=1e-5, atol=1e-5,
+                  ref=ort_reference):
+    rng = np.random.default_rng(seed)
+    model = ml_model([node("TreeEnsembleRegressor", ["x"], ["y"], **attrs)], [vinfo("x", x_dtype, ["N", c])],
+                     [vinfo("y", F32, None)], ml_opset=ml_opset)
+    feeds = [{"x": make_x(rng, n, c, x_dtype)} for n in (1, 7, 40)]
+    return check_model(model, target, feeds, rtol=rtol, atol=atol, ref=ref)
+
+
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("targets", [1, 3])
+def test_tree_ensemble_regressor(aggregate, targets, target):
+    rng = np.random.default_rng(20)
+    attrs, leaves = random_trees(rng, 6, 4, 4)
+    attrs.update(leaf_weights(rng, leaves, targets, "target"), n_targets=targets, aggregate_function=aggregate,
+                 base_values=[float(v) for v in rng.uniform(-1, 1, targets).astype(F32)])
+    run_regressor(target, attrs)
+
+
+@pytest.mark.parametrize("aggregate", ["SUM", "MIN", "MAX"])
+def test_tree_ensemble_regressor_sparse_targets(aggregate, target):
+    """Each leaf weighs one of three targets: under MIN and MAX a target no reached leaf
+    weighs is 0."""
+    rng = np.random.default_rng(21)
+    attrs, leaves = random_trees(rng, 3, 3, 4)
+    attrs.update(leaf_weights(rng, leaves, 3, "target", which=lambda k: [k % 3]), n_targets=3,
+                 aggregate_function=aggregate)
+    run_regressor(target, attrs)
+
+
+@pytest.mark.parametrize("transform", ["LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
+def test_tree_ensemble_regressor_post_transforms(transform, target):
+    rng = np.random.default_rng(22)
+    targets = 1 if transform == "PROBIT" else 3
+    attrs, leaves = random_trees(rng, 4, 3, 4)
+    # PROBIT's one target: averaged weights in (0, 1)
+    weights = leaf_weights(rng, leaves, targets, "target", scale=1.0)
+    if transform == "PROBIT":
+        weights["target_weights"] = [float(np.float32(0.1 + 0.8 * abs(w))) for w in weights["target_weights"]]
+    attrs.update(weights, n_targets=targets, post_transform=transform,
+                 aggregate_function="AVERAGE" if transform == "PROBIT" else "SUM")
+    # onnxruntime's erfinv loses digits near 0.5 to cancellation in float32 (its sqrt(v*v -
+    # w) - v), so a different rounding of the average or the log moves it by ~1e-4 there
+    run_regressor(target, attrs, rtol=1e-4, atol=1e-3 if transform == "PROBIT" else 1e-5)
+
+
+@pytest.mark.parametrize("modes", [("BRANCH_LT",), ("BRANCH_GTE",), ("BRANCH_GT",), ("BRANCH_EQ",), ("BRANCH_NEQ",),
+                                   ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ")],
+                         ids=["LT", "GTE", "GT", "EQ", "NEQ", "mixed"])
+def test_tree_ensemble_modes(modes, target):
+    """Integer-valued features and thresholds, so equality decides branches."""
+    rng = np.random.default_rng(23)
+    attrs, leaves = random_trees(rng, 5, 4, 3, modes=modes, integral=True)
+    attrs.update(leaf_weights(rng, leaves, 1, "target"), n_targets=1)
+    run_regressor(target, attrs, c=3, make_x=integral)
+
+
+@pytest.mark.parametrize("modes", [("BRANCH_LEQ",), ("BRANCH_LEQ", "BRANCH_GT", "BRANCH_NEQ")], ids=["LEQ", "mixed"])
+def test_tree_ensemble_missing_values(modes, target):
+    """NaN features: the nodes that track them to the true branch take it; the others
+    compare (false, but for NEQ)."""
+    rng = np.random.default_rng(24)
+    attrs, leaves = random_trees(rng, 5, 4, 3, modes=modes, tracks=True)
+    attrs.update(leaf_weights(rng, leaves, 2, "target"), n_targets=2)
+    run_regressor(target, attrs, c=3, make_x=with_nans)
+
+
+@pytest.mark.parametrize("x_dtype", [F64, I32, I64])
+def test_tree_ensemble_feature_dtypes(x_dtype, target):
+    """onnxruntime has float and double kernels only (and onnx.reference gives integer
+    outputs): integer features are checked against onnxruntime's float32 kernel on the same
+    values as float32, which is what its C++ comparisons of an integer with a float threshold
+    compare."""
+    rng = np.random.default_rng(25)
+    attrs, leaves = random_trees(rng, 4, 4, 4, integral=True)
+    attrs.update(leaf_weights(rng, leaves, 1, "target"), n_targets=1)
+    as_float = ml_model([node("TreeEnsembleRegressor", ["x"], ["y"], **attrs)], [vinfo("x", F32, ["N", 4])],
+                        [vinfo("y", F32, None)])
+
+    def ref(model, feeds):
+        if x_dtype == F64:
+            return ort_reference(model, feeds)
+        return ort_reference(as_float, {"x": feeds["x"].astype(F32)})
+    run_regressor(target, attrs, x_dtype=x_dtype, make_x=integral if x_dtype != F64 else features, ref=ref)
+
+
+def test_tree_ensemble_float64_compares_without_rounding(target):
+    """A float64 feature just above a threshold stays above it (rounded to float32 it would
+    equal it)."""
+    attrs = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+                 nodes_values=[0.5, 0.0, 0.0], nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"],
+                 nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0], target_treeids=[0, 0],
+                 target_nodeids=[1, 2], target_ids=[0, 0], target_weights=[-1.0, 1.0], n_targets=1)
+    model = ml_model([node("TreeEnsembleRegressor", ["x"], ["y"], **attrs)], [vinfo("x", F64, ["N", 1])],
+                     [vinfo("y", F32, None)])
+    x = np.array([[0.5], [0.5 + 1e-12], [0.5 - 1e-12]], F64)
+    check_model(model, target, [{"x": x}, {"x": x[1:]}], ref=ort_reference)
+
+
+def test_tree_ensemble_single_leaf_trees(target):
+    """Trees that are one leaf (no comparison at all)."""
+    attrs = dict(nodes_treeids=[0, 1, 1, 1], nodes_nodeids=[0, 0, 1, 2], nodes_featureids=[0, 2, 0, 0],
+                 nodes_values=[0.0, 0.25, 0.0, 0.0], nodes_modes=["LEAF", "BRANCH_LT", "LEAF", "LEAF"],
+                 nodes_truenodeids=[0, 1, 0, 0], nodes_falsenodeids=[0, 2, 0, 0], target_treeids=[0, 1, 1],
+                 target_nodeids=[0, 1, 2], target_ids=[0, 0, 0], target_weights=[0.5, -1.0, 2.0], n_targets=1)
+    model = ml_model([node("TreeEnsembleRegressor", ["x"], ["y"], **attrs)], [vinfo("x", F32, ["N", 3])],
+                     [vinfo("y", F32, None)], ml_opset=3)
+    check_model(model, target, [{"x": np.array([[0, 0, v]] * n, F32)} for n, v in ((1, 0.0), (3, 0.5))],
+                ref=ort_reference)
+
+
+def test_random_forest_from_scikit_learn(target):
+    """A scikit-learn RandomForestRegressor's trees written as skl2onnx writes them (BRANCH_LEQ,
+    each leaf's value divided by the tree count, SUM), against onnxruntime and scikit-learn."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(26)
+    x_train = rng.standard_normal((200, 5)).astype(F32)
+    y_train = x_train[:, 0] * 2 - x_train[:, 3] + rng.standard_normal(200) * 0.1
+    forest = RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0).fit(x_train, y_train)
+    attrs = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values", "nodes_modes",
+                             "nodes_truenodeids", "nodes_falsenodeids", "target_treeids", "target_nodeids",
+                             "target_ids", "target_weights")}
+    for t, estimator in enumerate(forest.estimators_):
+        tree = estimator.tree_
+        for k in range(tree.node_count):
+            leaf = tree.children_left[k] == -1
+            attrs["nodes_treeids"].append(t)
+            attrs["nodes_nodeids"].append(k)
+            attrs["nodes_featureids"].append(0 if leaf else int(tree.feature[k]))
+            attrs["nodes_values"].append(0.0 if leaf else float(tree.threshold[k]))
+            attrs["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")
+            attrs["nodes_truenodeids"].append(0 if leaf else int(tree.children_left[k]))
+            attrs["nodes_falsenodeids"].append(0 if leaf else int(tree.children_right[k]))
+            if leaf:
+                attrs["target_treeids"].append(t)
+                attrs["target_nodeids"].append(k)
+                attrs["target_ids"].append(0)
+                attrs["target_weights"].append(float(tree.value[k].ravel()[0] / len(forest.estimators_)))
+    attrs["n_targets"] = 1
+    m = run_regressor(target, attrs, c=5, seed=27, rtol=1e-5)
+    x = rng.standard_normal((50, 5)).astype(F32)
+    np.testing.assert_allclose(m.run({"x": x})["y"][:, 0], forest.predict(x), rtol=1e-4, atol=1e-4)
+
+
+def run_classifier(target, attrs, labels, c=4, make_x=features, seed=0, atol=1e-5):
+    rng = np.random.default_rng(seed)
+    strings = labels.dtype == object
+    attrs = dict(attrs, **{"classlabels_strings" if strings else "classlabels_int64s": labels.tolist()})
+    model = ml_model([node("TreeEnsembleClassifier", ["x"], ["label", "scores"], **attrs)],
+                     [vinfo("x", F32, ["N", c])], [vinfo("label", object if strings else I64, None),
+                                                   vinfo("scores", F32, None)], ml_opset=3)
+    feeds = [{"x": make_x(rng, n, c, F32)} for n in (1, 7, 40)]
+    return check_model(model, target, feeds, rtol=1e-5, atol=atol, ref=ort_reference)
+
+
+CLASS_LABELS = {"ints": np.array([7, -2, 5, 0], I64), "range": np.arange(4, dtype=I64),
+                "strings": np.array(["cat", "dog", "", "émeu"], object)}
+
+
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("labels", list(CLASS_LABELS))
+def test_tree_ensemble_classifier_forest(labels, transform, target):
+    """A random forest's form: every leaf weighs every class."""
+    rng = np.random.default_rng(30)
+    attrs, leaves = random_trees(rng, 5, 4, 4)
+    attrs.update(leaf_weights(rng, leaves, 4, "class"), post_transform=transform)
+    run_classifier(target, attrs, CLASS_LABELS[labels])
+
+
+@pytest.mark.parametrize("base", [0, 4])
+def test_tree_ensemble_classifier_boosting(base, target):
+    """Gradient boosting's form: each tree weighs one class; base values or none."""
+    rng = np.random.default_rng(31)
+    attrs, leaves = random_trees(rng, 8, 3, 4)
+    attrs.update(leaf_weights(rng, leaves, 4, "class", which=lambda k: [leaves[k][0] % 4]), post_transform="SOFTMAX")
+    if base:
+        attrs["base_values"] = [float(v) for v in rng.uniform(-1, 1, base).astype(F32)]
+    run_classifier(target, attrs, CLASS_LABELS["ints"])
+
+
+def test_tree_ensemble_classifier_sparse_leaves(target):
+    """Each leaf weighs a random subset of the classes: a class no reached leaf weighs is
+    never the label, whatever its score (0) against negative ones."""
+    rng = np.random.default_rng(32)
+    attrs, leaves = random_trees(rng, 2, 3, 4)
+    subsets = [sorted(rng.choice(4, size=int(rng.integers(1, 3)), replace=False).tolist()) for _ in leaves]
+    weights = leaf_weights(rng, leaves, 4, "class", which=lambda k: subsets[k])
+    weights["class_weights"] = [-abs(w) for w in weights["class_weights"]]
+    attrs.update(weights)
+    run_classifier(target, attrs, CLASS_LABELS["ints"])
+
+
+BINARY = [
+    # (name, classes weighed on every leaf, weights' sign, base values, post transform)
+    ("forest", (0, 1), "positive", [], "NONE"),
+    ("forest-base2", (0, 1), "mixed", [0.25, -0.5], "NONE"),
+    ("class1-positive", (1,), "positive", [], "NONE"),
+    ("class1-mixed-logistic", (1,), "mixed", [], "LOGISTIC"),
+    ("class1-mixed-softmax-base2", (1,), "mixed", [0.1, 0.3], "SOFTMAX"),
+    ("class0-positive", (0,), "positive", [], "NONE"),
+    ("class0-mixed", (0,), "mixed", [], "NONE"),
+    ("class1-positive-base2-logistic", (1,), "positive", [0.1, 0.3], "LOGISTIC"),
+    ("class0-positive-softmax", (0,), "positive", [], "SOFTMAX"),
+    ("class0-mixed-base2", (0,), "mixed", [0.2, -0.4], "NONE"),
+    ("class0-mixed-logistic-base2", (0,), "mixed", [0.2, -0.4], "LOGISTIC"),
+]
+
+
+@pytest.mark.parametrize("labels", [np.array([3, 9], I64), np.array(["no", "yes"], object)], ids=["ints", "strings"])
+@pytest.mark.parametrize("classes,sign,base,transform", [b[1:] for b in BINARY], ids=[b[0] for b in BINARY])
+def test_tree_ensemble_classifier_binary(classes, sign, base, transform, labels, target):
+    """onnxruntime's binary rules, each form its exporters write (one class id: gradient
+    boosting and skl2onnx's binary forests; both: a forest written for two classes)."""
+    rng = np.random.default_rng(33)
+    attrs, leaves = random_trees(rng, 4, 3, 4)
+    weights = leaf_weights(rng, leaves, 2, "class", which=lambda k: classes)
+    if sign == "positive":
+        weights["class_weights"] = [abs(w) / 2 for w in weights["class_weights"]]
+    attrs.update(weights, post_transform=transform)
+    if base:
+        attrs["base_values"] = base
+    run_classifier(target, attrs, labels)
+
+
+def tree_model(op="TreeEnsembleRegressor", ml_opset=3, **changes):
+    attrs = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+                 nodes_values=[0.5, 0.0, 0.0], nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"],
+                 nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0])
+    prefix = "target" if op == "TreeEnsembleRegressor" else "class"
+    attrs.update({f"{prefix}_treeids": [0, 0], f"{prefix}_nodeids": [1, 2], f"{prefix}_ids": [0, 0],
+                  f"{prefix}_weights": [-1.0, 1.0]})
+    attrs.update(dict(n_targets=1) if prefix == "target" else dict(classlabels_int64s=[0, 1]))
+    attrs.update(changes)
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    outputs = ["y"] if prefix == "target" else ["label", "y"]
+    return ml_model([node(op, ["x"], outputs, **attrs)], [vinfo("x", F32, ["N", 2])],
+                    [vinfo(o, F32 if o == "y" else I64, None) for o in outputs], ml_opset=ml_opset)
+
+
+TREE_ERRORS = [
+    ("cycle", dict(nodes_modes=["BRANCH_LEQ"] * 3, nodes_truenodeids=[1, 2, 1], nodes_falsenodeids=[2, 2, 1]),
+     r"node 1 of tree 0 leads back to node 2: a tree cannot loop"),
+    ("missing child", dict(nodes_truenodeids=[5, 0, 0]), r"its true child, node 5, is not a node of the tree"),
+    ("own child", dict(nodes_falsenodeids=[0, 0, 0]), r"node 0 of tree 0 is its own false child"),
+    ("leaf without weight", dict(target_nodeids=[1, 1], target_ids=[0, 0]),
+     r"leaf 1 of tree 0 has two weights for target 0"),
+    ("bare leaf", dict(target_treeids=[0], target_nodeids=[1], target_ids=[0], target_weights=[1.0]),
+     r"leaf 2 of tree 0 has no weight"),
+    ("target id", dict(target_ids=[0, 1]), r"target_ids has 1; the ensemble has 1 targets"),
+    ("feature", dict(nodes_featureids=[2, 0, 0]), r"a node reads feature 2; input 'x' has 2 features"),
+    ("mode", dict(nodes_modes=["BRANCH_LE", "LEAF", "LEAF"]), r"nodes_modes has 'BRANCH_LE'"),
+    ("lengths", dict(nodes_values=[0.5, 0.0]), r"nodes_values has 2 values; nodes_treeids has 3"),
+    ("root first", dict(nodes_nodeids=[1, 0, 2], nodes_truenodeids=[0, 1, 0], nodes_falsenodeids=[0, 2, 0],
+                        nodes_modes=["LEAF", "BRANCH_LEQ", "LEAF"], target_nodeids=[1, 2]),
+     r"tree 0 does not start with its root: its first node, node 1, is a child"),
+    ("as tensor", dict(nodes_values=None, nodes_values_as_tensor=onnx.numpy_helper.from_array(
+        np.array([0.5, 0, 0], F64))), r"nodes_values_as_tensor \(double-precision thresholds and weights\) is not"),
+    ("n_targets", dict(n_targets=None), r"n_targets None must be given"),
+    ("aggregate", dict(aggregate_function="MEDIAN"), r"aggregate_function 'MEDIAN' is not one of SUM, AVERAGE"),
+]
+
+
+@pytest.mark.parametrize("changes,match", [e[1:] for e in TREE_ERRORS], ids=[e[0] for e in TREE_ERRORS])
+def test_tree_ensemble_errors_name_node_and_op(changes, match):
+    refused(tree_model(**changes), rf"node 'n' \(TreeEnsembleRegressor\): .*{match}")
+
+
+CLASSIFIER_ERRORS = [
+    ("class on some leaves", dict(class_ids=[0, 1]), r"class 0 has weights on some leaves and not on others"),
+    ("probit", dict(post_transform="PROBIT"), r"post_transform PROBIT with class 1 on no leaf"),
+    ("one class", dict(classlabels_int64s=[4]), r"1 class label; a classifier needs two or more"),
+    ("base values", dict(base_values=[0.5]), r"base_values has 1 values; it must have one per class \(2\)"),
+    ("no labels", dict(classlabels_int64s=None), r"exactly one of classlabels_int64s and classlabels_strings"),
+]
+
+
+@pytest.mark.parametrize("changes,match", [e[1:] for e in CLASSIFIER_ERRORS], ids=[e[0] for e in CLASSIFIER_ERRORS])
+def test_tree_ensemble_classifier_errors_name_node_and_op(changes, match):
+    refused(tree_model("TreeEnsembleClassifier", **changes), rf"node 'n' \(TreeEnsembleClassifier\): .*{match}")
+
+
+def test_tree_ensemble_version_5_is_refused_by_version():
+    """ml opset 5 replaced the tree ensembles by TreeEnsemble; their version 5 is refused
+    naming the versions implemented."""
+    refused(tree_model(ml_opset=5), r"node 'n' \(TreeEnsembleRegressor\): TreeEnsembleRegressor version 5 \(in effect "
+                                    r"at 'ai.onnx.ml' opset 5\) is not supported; symwasm implements versions 1, 3")

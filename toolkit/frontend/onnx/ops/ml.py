@@ -15,11 +15,14 @@ first, as onnxruntime casts them (its outputs are float32).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ....ir import dims as D
 from ....ir.dtypes import FLOAT32, FLOAT64, INT32, INT64, STRING
 from ....ops.elementwise import Cast, Elementwise
+from ....ops.indexing import GatherElements
 from ....ops.linalg import Gemm
 from ....ops.movement import Concat, Gather
 from ....ops.reduce import ArgMax, Reduce, Softmax
@@ -50,16 +53,17 @@ def _f32(ctx: TranslateContext, what: str, value) -> str:
     return ctx.constant(what, np.asarray(value, np.float32))
 
 
-def _float_features(ctx: TranslateContext, rows: bool) -> str:
-    """Input 0 as float32; with ``rows``, as (N, C): a rank-1 input is one row, and other
-    ranks are refused (onnxruntime refuses them too, or reads only their first two dims)."""
+def _float_features(ctx: TranslateContext, rows: bool, wide: bool = False) -> str:
+    """Input 0 as float32 (float64 stays float64 when ``wide``); with ``rows``, as (N, C): a
+    rank-1 input is one row, and other ranks are refused (onnxruntime refuses them too, or
+    reads only their first two dims)."""
     v = ctx.value(0)
     if v.dtype not in FEATURES:
         ctx.fail(f"input '{v.name}' has dtype {v.dtype}; {ctx.op_type} takes float32, float64, int32 or int64")
     if v.rank == 0 or (rows and v.rank > 2):
         ctx.fail(f"input '{v.name}' is {v.describe()}; {ctx.op_type} takes (N, C) features, or (C) as one row")
     x = v.name
-    if v.dtype != FLOAT32:
+    if v.dtype != FLOAT32 and not (wide and v.dtype == FLOAT64):
         x = ctx.tmp("features")
         ctx.emit(Cast(FLOAT32), [v.name], [x])
     if rows and v.rank == 1:
@@ -346,8 +350,382 @@ def imputer(ctx: TranslateContext) -> None:
     _ew(ctx, "where", [missing, ctx.constant("imputed", imputed), v.name], ctx.outputs[0])
 
 
+# ----------------------------------------------------------------------------- tree ensembles
+
+# nodes_modes, in the order of their codes in a forest's mode table
+MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "LEAF")
+LEAF = MODES.index("LEAF")
+# each branch mode's comparison of a feature with the node's threshold (then negated or not)
+COMPARISONS = {"BRANCH_LEQ": ("less_equal", False), "BRANCH_LT": ("less", False),
+               "BRANCH_GTE": ("greater_equal", False), "BRANCH_GT": ("greater", False),
+               "BRANCH_EQ": ("equal", False), "BRANCH_NEQ": ("equal", True)}
+AGGREGATES = ("SUM", "AVERAGE", "MIN", "MAX")
+
+
+@dataclass(frozen=True)
+class Forest:
+    """A tree ensemble's nodes as tables indexed by node position (the attributes' order),
+    read once from the attributes. A leaf's two children are itself, so a row that reached
+    its leaf stays there while deeper trees go on descending."""
+
+    features: np.ndarray  # int64; 0 for a leaf
+    thresholds: np.ndarray  # float32
+    modes: np.ndarray  # int64 codes into MODES
+    true: np.ndarray  # int64 positions of the children
+    false: np.ndarray
+    tracks_true: np.ndarray  # bool: a NaN feature takes the true branch
+    roots: np.ndarray  # int64: where each tree starts (as onnxruntime: where the tree id changes)
+    depth: int  # branch nodes on the longest path from a root
+    weights: np.ndarray  # float32 (nodes, outputs): a leaf's weight per target or class (its sum, min or max)
+    present: np.ndarray  # bool (nodes, outputs): the leaf has a weight for that output
+
+
+def _forest(ctx: TranslateContext, prefix: str, outputs: int, aggregate: str) -> Forest:
+    """The nodes_* attributes and the ``prefix``_* weights (target or class) of a tree
+    ensemble with ``outputs`` targets or classes, checked as onnxruntime checks them."""
+    for name in ("nodes_values_as_tensor", "nodes_hitrates_as_tensor", "base_values_as_tensor",
+                 f"{prefix}_weights_as_tensor"):
+        if ctx.attr(name) is not None:
+            ctx.fail(f"{name} (double-precision thresholds and weights) is not supported; symwasm reads the float "
+                     f"attributes")
+
+    def ints(name: str) -> np.ndarray:
+        return np.asarray(ctx.attr(name) or [], np.int64)
+
+    trees, ids = ints("nodes_treeids"), ints("nodes_nodeids")
+    n = trees.size
+    if n == 0:
+        ctx.fail("the ensemble has no nodes (nodes_treeids is empty)")
+    modes_given = list(ctx.attr("nodes_modes") or [])
+    columns = {"nodes_nodeids": ids, "nodes_featureids": ints("nodes_featureids"),
+               "nodes_truenodeids": ints("nodes_truenodeids"), "nodes_falsenodeids": ints("nodes_falsenodeids"),
+               "nodes_values": _floats(ctx, "nodes_values"), "nodes_modes": modes_given}
+    for name, column in columns.items():
+        if len(column) != n:
+            ctx.fail(f"{name} has {len(column)} values; nodes_treeids has {n} (one per node)")
+    unknown = sorted(set(modes_given) - set(MODES))
+    if unknown:
+        ctx.fail(f"nodes_modes has '{unknown[0]}'; a node's mode is one of {', '.join(MODES)}")
+    modes = np.array([MODES.index(m) for m in modes_given], np.int64)
+    leaf = modes == LEAF
+    position: dict[tuple[int, int], int] = {}
+    for k, key in enumerate(zip(trees.tolist(), ids.tolist())):
+        if key in position:
+            ctx.fail(f"node {key[1]} of tree {key[0]} is given twice")
+        position[key] = k
+
+    def child(k: int, which: str) -> int:
+        if leaf[k]:
+            return k
+        key = (int(trees[k]), int(columns[f"nodes_{which}nodeids"][k]))
+        if key not in position:
+            ctx.fail(f"node {ids[k]} of tree {trees[k]}: its {which} child, node {key[1]}, is not a node of the tree")
+        if position[key] == k:
+            ctx.fail(f"node {ids[k]} of tree {trees[k]} is its own {which} child")
+        return position[key]
+
+    true = np.array([child(k, "true") for k in range(n)], np.int64)
+    false = np.array([child(k, "false") for k in range(n)], np.int64)
+    features = np.where(leaf, 0, columns["nodes_featureids"])
+    if (features < 0).any():
+        ctx.fail(f"nodes_featureids has {features.min()}; feature indices are 0 or more")
+    tracks = ints("nodes_missing_value_tracks_true")[:n]
+    tracks_true = np.zeros(n, bool)
+    tracks_true[:tracks.size] = tracks == 1
+    # a tree's root is its first node, which exporters write first (onnx.reference reads it
+    # so; onnxruntime looks for it otherwise, and the two disagree on any other layout)
+    roots = np.array([k for k in range(n) if k == 0 or trees[k] != trees[k - 1]], np.int64)
+    if len(set(trees[roots].tolist())) != roots.size:
+        ctx.fail("the nodes of a tree are not given together (nodes_treeids comes back to a tree after another)")
+    children = np.concatenate([true[~leaf], false[~leaf]])
+    inner = np.intersect1d(roots, children)
+    if inner.size:
+        k = int(inner[0])
+        ctx.fail(f"tree {trees[k]} does not start with its root: its first node, node {ids[k]}, is a child of "
+                 f"another node (exporters write each tree's root first)")
+    depth = _depth(ctx, leaf, true, false, ids, trees)
+
+    weight_trees, weight_nodes = ints(f"{prefix}_treeids"), ints(f"{prefix}_nodeids")
+    weight_ids, weight_values = ints(f"{prefix}_ids"), _floats(ctx, f"{prefix}_weights")
+    for name, column in ((f"{prefix}_treeids", weight_trees), (f"{prefix}_nodeids", weight_nodes),
+                         (f"{prefix}_weights", weight_values)):
+        if column.size != weight_ids.size:
+            ctx.fail(f"{name} has {column.size} values; {prefix}_ids has {weight_ids.size} (one per weight)")
+    weights = np.zeros((n, outputs), np.float32)
+    present = np.zeros((n, outputs), bool)
+    for t, node_id, out, w in zip(weight_trees.tolist(), weight_nodes.tolist(), weight_ids.tolist(),
+                                  weight_values.tolist()):
+        k = position.get((t, node_id))
+        if k is None:
+            ctx.fail(f"a weight is given for node {node_id} of tree {t}, which is not a node")
+        if not leaf[k]:  # onnxruntime ignores them (old onnxmltools wrote some)
+            continue
+        if not 0 <= out < outputs:
+            ctx.fail(f"{prefix}_ids has {out}; the ensemble has {outputs} {prefix}s")
+        if present[k, out]:
+            ctx.fail(f"leaf {node_id} of tree {t} has two weights for {prefix} {out} (onnxruntime's result then "
+                     f"depends on the count of {prefix}s)")
+        weights[k, out], present[k, out] = w, True
+    bare = np.flatnonzero(leaf & ~present.any(axis=1))
+    if bare.size:
+        ctx.fail(f"leaf {ids[bare[0]]} of tree {trees[bare[0]]} has no weight")
+    if aggregate in ("MIN", "MAX"):  # a leaf without a weight for an output does not take part in its min or max
+        weights = np.where(present, weights, np.float32(np.inf if aggregate == "MIN" else -np.inf))
+    return Forest(features, columns["nodes_values"], modes, true, false, tracks_true, roots, depth, weights, present)
+
+
+def _depth(ctx: TranslateContext, leaf: np.ndarray, true: np.ndarray, false: np.ndarray, ids: np.ndarray,
+           trees: np.ndarray) -> int:
+    """The most branch nodes on a path from any node to a leaf; a loop is refused (it
+    would never reach a leaf)."""
+    depth = np.where(leaf, 0, -1)
+    on_path = np.zeros(leaf.size, bool)
+    for start in range(leaf.size):
+        stack = [start]
+        while stack:
+            k = stack[-1]
+            if depth[k] >= 0:
+                stack.pop()
+                continue
+            on_path[k] = True
+            pending = [c for c in (true[k], false[k]) if depth[c] < 0]
+            for c in pending:
+                if on_path[c]:
+                    ctx.fail(f"node {ids[k]} of tree {trees[k]} leads back to node {ids[c]}: a tree cannot loop")
+            if pending:
+                stack.extend(pending)
+                continue
+            depth[k] = 1 + max(depth[true[k]], depth[false[k]])
+            on_path[k] = False
+            stack.pop()
+    return int(depth.max())
+
+
+def _leaves(ctx: TranslateContext, forest: Forest) -> str:
+    """The leaf each row reaches in each tree: (N, trees) int64 node positions. Every tree
+    descends one level a step, for as many steps as the deepest tree has levels; comparisons
+    are in float32, or float64 for float64 features (thresholds widened exactly), as
+    onnxruntime compares."""
+    x = _float_features(ctx, rows=True, wide=True)
+    dt = ctx.graph.values[x].dtype
+    features = ctx.graph.values[x].shape[1]
+    used = forest.features[forest.modes != LEAF]
+    if isinstance(features, int) and used.size and used.max() >= features:
+        ctx.fail(f"a node reads feature {used.max()}; input '{ctx.inputs[0]}' has {features} features")
+    branch_modes = sorted({MODES[m] for m in forest.modes.tolist() if m != LEAF})
+    tracks = bool(forest.tracks_true.any())
+    tables = {"features": forest.features, "thresholds": forest.thresholds.astype(dt.np), "true": forest.true,
+              "false": forest.false}
+    if len(branch_modes) > 1:
+        tables["modes"] = forest.modes
+    if tracks:
+        tables["tracks_true"] = forest.tracks_true
+    names = {what: ctx.constant(what, table) for what, table in tables.items()}
+    at: str | None = None  # the node positions reached, (N, trees)
+    for _ in range(max(forest.depth, 1)):
+        if at is None:  # the roots are known: their columns of the tables are constants
+            node = {what: ctx.constant(f"root_{what}", table[forest.roots]) for what, table in tables.items()}
+            value = ctx.tmp("value")
+            ctx.emit(Gather(1), [x, node["features"]], [value])
+        else:
+            node = {}
+            for what in tables:
+                node[what] = ctx.tmp(what)
+                ctx.emit(Gather(0), [names[what], at], [node[what]])
+            value = ctx.tmp("value")
+            ctx.emit(GatherElements(1), [x, node["features"]], [value])
+        taken = _branch_taken(ctx, value, node, branch_modes, tracks)
+        at = _ew(ctx, "where", [taken, node["true"], node["false"]])
+    return at
+
+
+def _branch_taken(ctx: TranslateContext, value: str, node: dict[str, str], branch_modes: list[str],
+                  tracks: bool) -> str:
+    """Whether each node's true branch is taken: its comparison, and a NaN where the node
+    tracks missing values to the true branch."""
+
+    def compare(mode: str) -> str:
+        fn, negate = COMPARISONS[mode]
+        result = _ew(ctx, fn, [value, node["thresholds"]])
+        return _ew(ctx, "not", [result]) if negate else result
+
+    if len(branch_modes) > 1:
+        taken = None
+        for m in branch_modes:
+            part = _ew(ctx, "and", [_ew(ctx, "equal", [node["modes"], ctx.constant("mode", np.array(MODES.index(m)))]),
+                                    compare(m)])
+            taken = part if taken is None else _ew(ctx, "or", [taken, part])
+    else:  # one mode, or none when every tree is a single leaf (whose children are itself)
+        taken = compare(branch_modes[0] if branch_modes else "BRANCH_LEQ")
+    if tracks:
+        missing = _ew(ctx, "and", [node["tracks_true"], _ew(ctx, "isnan", [value])])
+        taken = _ew(ctx, "or", [taken, missing])
+    return taken
+
+
+def _aggregate(ctx: TranslateContext, forest: Forest, leaves: str, kind: str) -> str:
+    """(N, outputs) of the leaves' weights, summed (or averaged, min or max) over the trees;
+    under MIN and MAX an output no reached leaf weighs is 0, as onnxruntime leaves it."""
+    gathered = ctx.tmp("leaf_weights")
+    ctx.emit(Gather(0), [ctx.constant("weights", forest.weights), leaves], [gathered])
+    total = ctx.tmp("aggregate")
+    ctx.emit(Reduce({"SUM": "sum", "AVERAGE": "sum", "MIN": "min", "MAX": "max"}[kind], (1,), keepdims=False),
+             [gathered], [total])
+    if kind == "AVERAGE":
+        total = _ew(ctx, "div", [total, _f32(ctx, "trees", forest.roots.size)])
+    if kind in ("MIN", "MAX") and not forest.present[forest.modes == LEAF].all():
+        reached = ctx.tmp("reached")
+        ctx.emit(Gather(0), [ctx.constant("present", forest.present), leaves], [reached])
+        has = ctx.tmp("has")
+        ctx.emit(Reduce("max", (1,), keepdims=False), [_cast(ctx, reached, FLOAT32)], [has])
+        has = _ew(ctx, "greater", [has, _f32(ctx, "zero", 0.0)])
+        return _ew(ctx, "where", [has, total, _f32(ctx, "zero", 0.0)])
+    return total
+
+
+def _cast(ctx: TranslateContext, x: str, to) -> str:
+    out = ctx.tmp(f"as_{to}")
+    ctx.emit(Cast(to), [x], [out])
+    return out
+
+
+def tree_ensemble_regressor(ctx: TranslateContext) -> None:
+    """The sum (or average, min, max) over the trees of the weights of the leaf each row
+    reaches, plus base_values, post-transformed; (N, n_targets)."""
+    transform = _one_of(ctx, "post_transform", POST_TRANSFORMS)
+    aggregate = _one_of(ctx, "aggregate_function", AGGREGATES)
+    targets = ctx.attr("n_targets")
+    if targets is None or int(targets) < 1:
+        ctx.fail(f"n_targets {targets} must be given, 1 or more")
+    targets = int(targets)
+    base = _floats(ctx, "base_values")
+    if base.size not in (0, targets):
+        ctx.fail(f"base_values has {base.size} values; it must have one per target ({targets})")
+    forest = _forest(ctx, "target", targets, aggregate)
+    scores = _aggregate(ctx, forest, _leaves(ctx, forest), aggregate)
+    if base.size:
+        scores = _ew(ctx, "add", [scores, ctx.constant("base_values", base)])
+    _post_transform(ctx, scores, transform, ctx.outputs[0])
+
+
+def tree_ensemble_classifier(ctx: TranslateContext) -> None:
+    """Class scores: the sum over the trees of the weights of the leaf each row reaches,
+    plus base_values; the label of the highest, and the scores post-transformed. Two
+    classes follow onnxruntime's binary rules (:func:`_two_classes`)."""
+    transform = _one_of(ctx, "post_transform", POST_TRANSFORMS)
+    ints, strings = ctx.ints("classlabels_int64s"), ctx.attr("classlabels_strings")
+    if bool(ints) == bool(strings):
+        ctx.fail("exactly one of classlabels_int64s and classlabels_strings must be given")
+    labels = np.array(list(strings), dtype=object) if strings else np.array(ints, np.int64)
+    classes = labels.size
+    if classes < 2:
+        ctx.fail(f"{classes} class label; a classifier needs two or more")
+    base = _floats(ctx, "base_values")
+    if base.size not in (0, classes):
+        ctx.fail(f"base_values has {base.size} values; it must have one per class ({classes})")
+    forest = _forest(ctx, "class", classes, "SUM")
+    leaves = _leaves(ctx, forest)
+    scores = _aggregate(ctx, forest, leaves, "SUM")
+    label, probabilities = ctx.outputs
+    if classes == 2:
+        _two_classes(ctx, forest, scores, base, labels, transform, label, probabilities)
+        return
+    if base.size:
+        scores = _ew(ctx, "add", [scores, ctx.constant("base_values", base)])
+    # a class no reached leaf weighs (and without a base value) has no score: it is never the label
+    on_leaf = forest.present[forest.modes == LEAF]
+    always = on_leaf.all(axis=0) | bool(base.size)
+    ranked = scores
+    if not always.all():
+        if on_leaf[:, ~always].any():  # whether it has one depends on the leaves reached
+            reached = ctx.tmp("reached")
+            ctx.emit(Gather(0), [ctx.constant("present", forest.present | always), leaves], [reached])
+            has = ctx.tmp("has")
+            ctx.emit(Reduce("max", (1,), keepdims=False), [_cast(ctx, reached, FLOAT32)], [has])
+            has = _ew(ctx, "greater", [has, _f32(ctx, "zero", 0.0)])
+        else:
+            has = ctx.constant("has", always)
+        ranked = _ew(ctx, "where", [has, scores, _f32(ctx, "unranked", -np.inf)])
+    _labels_of_best(ctx, ranked, labels, label)
+    _post_transform(ctx, scores, transform, probabilities)
+
+
+def _labels_of_best(ctx: TranslateContext, scores: str, labels: np.ndarray, out: str) -> None:
+    """The label of each row's highest score (the first of equal ones)."""
+    identity = labels.dtype != object and np.array_equal(labels, np.arange(labels.size))
+    best = out if identity else ctx.tmp("argmax")
+    ctx.emit(ArgMax(1, keepdims=False), [scores], [best])
+    if not identity:
+        ctx.emit(Gather(0), [ctx.constant("labels", labels), best], [out])
+
+
+def _column(ctx: TranslateContext, x: str, k: int) -> str:
+    out = ctx.tmp(f"column{k}")
+    ctx.emit(Gather(1), [x, ctx.constant("column", np.array([k], np.int64))], [out])
+    return out
+
+
+def _two_classes(ctx: TranslateContext, forest: Forest, scores: str, base: np.ndarray, labels: np.ndarray,
+                 transform: str, label: str, probabilities: str) -> None:
+    """onnxruntime's binary classifier, with s0, s1 the classes' sums. A class no leaf
+    weighs scores 0. When every leaf weighs class 1, the positive weight p is s1 and the
+    scores (s0, s1) (with base values, (-(b1 + s0), b1 + s0), class 1's own sum dropped),
+    post-transformed. When no leaf weighs it, p = s0 (+ b0); with base values the scores are
+    (p, 0), post-transformed, and without, (1 - p, p) for weights all 0 or more, else (-p, p)
+    or, under LOGISTIC, (sigmoid(-p), sigmoid(p)). The label: with one class id among the
+    weights, the second when p exceeds 0.5 (weights all 0 or more) or 0, else the first; with
+    both, 1 when p > 0, else 0 (onnxruntime's literal values, not the labels)."""
+    on_leaf = forest.present[forest.modes == LEAF]
+    partial = [k for k in range(2) if on_leaf[:, k].any() and not on_leaf[:, k].all()]
+    if partial:
+        ctx.fail(f"class {partial[0]} has weights on some leaves and not on others: onnxruntime's binary scores then "
+                 f"depend on the leaves a row reaches in a way symwasm does not reproduce")
+    weighs_zero, weighs_one = bool(on_leaf[:, 0].all()), bool(on_leaf[:, 1].all())
+    # onnxruntime reads these from every weight given, a branch node's too
+    one_class_id = len(set(ctx.ints("class_ids") or ())) == 1
+    nonnegative = bool((_floats(ctx, "class_weights") >= 0).all())
+    s0, s1 = _column(ctx, scores, 0), _column(ctx, scores, 1)
+    if weighs_one:
+        if base.size:
+            s1 = _ew(ctx, "add", [s0, _f32(ctx, "base1", base[1])])
+            p0 = _ew(ctx, "neg", [s1])
+        else:
+            p0 = s0
+        positive = s1
+        columns = [p0 if weighs_zero else s0, s1]  # s0 is 0 where no leaf weighs class 0
+    else:
+        positive = _ew(ctx, "add", [s0, _f32(ctx, "base0", base[0])]) if base.size else s0
+        columns = [positive, s1] if base.size else None  # s1 is 0: no leaf weighs class 1
+    if one_class_id:
+        threshold = 0.5 if nonnegative else 0.0
+        picked = _ew(ctx, "where", [_ew(ctx, "greater", [positive, _f32(ctx, "threshold", threshold)]),
+                                    ctx.constant("positive", labels[1:2]), ctx.constant("negative", labels[0:1])])
+    else:
+        literal = labels[[1, 0]] if labels.dtype == object else np.array([1, 0], np.int64)
+        picked = _ew(ctx, "where", [_ew(ctx, "greater", [positive, _f32(ctx, "zero", 0.0)]),
+                                    ctx.constant("positive", literal[0:1]), ctx.constant("negative", literal[1:2])])
+    ctx.emit(ViewAs((ctx.graph.values[scores].shape[0],)), [picked], [label])
+    if columns is not None:
+        both = ctx.tmp("scores")
+        ctx.emit(Concat(1), columns, [both])
+        _post_transform(ctx, both, transform, probabilities)
+        return
+    if transform == "PROBIT":
+        ctx.fail("post_transform PROBIT with class 1 on no leaf and no base values is not supported (onnxruntime "
+                 "writes only the first score)")
+    if nonnegative:
+        pair = [_ew(ctx, "sub", [_f32(ctx, "one", 1.0), positive]), positive]
+    elif transform == "LOGISTIC":
+        pair = [_ew(ctx, "sigmoid", [_ew(ctx, "neg", [positive])]), _ew(ctx, "sigmoid", [positive])]
+    else:
+        pair = [_ew(ctx, "neg", [positive]), positive]
+    ctx.emit(Concat(1), pair, [probabilities])
+
+
 def register(r: Registry) -> None:
     for op, fn in (("LinearRegressor", linear_regressor), ("LinearClassifier", linear_classifier),
                    ("ArrayFeatureExtractor", array_feature_extractor), ("Scaler", scaler),
                    ("Normalizer", normalizer), ("Binarizer", binarizer), ("Imputer", imputer)):
         r.add(op, (1,), fn, foldable=False, domain=ML)
+    r.add("TreeEnsembleRegressor", (1, 3), tree_ensemble_regressor, foldable=False, domain=ML)
+    r.add("TreeEnsembleClassifier", (1, 3), tree_ensemble_classifier, foldable=False, domain=ML)
