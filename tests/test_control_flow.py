@@ -441,6 +441,46 @@ def test_loop_carried_dtype_must_not_change():
         lower_model(m)
 
 
+def _paddle_while(rank_of_start):
+    """paddle2onnx's while loop: a counter that starts as a scalar and adds a [1] each step (or
+    starts as [1] and is summed to a scalar), while it is below n; the loop also doubles a
+    tensor x each step."""
+    count = ([helper.make_node("Add", ["i_in", "one"], ["i_out"])] if rank_of_start == 0 else
+             [helper.make_node("Add", ["i_in", "one"], ["i_next"]),
+              helper.make_node("ReduceSum", ["i_next"], ["i_out"], keepdims=0)])
+    body = _graph("body", count + [helper.make_node("Less", ["i_out", "n"], ["less"]),
+                                   helper.make_node("Identity", ["less"], ["c_out"]),
+                                   helper.make_node("Add", ["x_in", "x_in"], ["x_out"])],
+                  [vinfo("it", I64, []), vinfo("c_in", BOOL, None), vinfo("i_in", I64, None), vinfo("x_in", F32, None)],
+                  [vinfo("c_out", BOOL, None), vinfo("i_out", I64, None), vinfo("x_out", F32, None)])
+    body.initializer.append(const("one", np.ones([1], np.int64)))
+    return make_model([helper.make_node("Cast", ["start"], ["i0"], to=TensorProto.INT64),
+                       helper.make_node("Less", ["i0", "n"], ["go"]),
+                       helper.make_node("Loop", ["", "go", "i0", "x"], ["i", "y"], body=body, name="while")],
+                      [vinfo("start", I64, [1] * rank_of_start), vinfo("n", I64, []), vinfo("x", F32, ["k"])],
+                      [vinfo("i", I64, None), vinfo("y", F32, None)])
+
+
+@pytest.mark.parametrize("rank_of_start", [0, 1])
+def test_a_loop_carried_value_of_one_element_may_change_rank(target, rank_of_start):
+    """The counter is carried at the rank the body gives it: onnxruntime's outputs at every
+    trip count but zero, where onnxruntime would return the initial rank, and the run fails
+    naming the Loop instead of returning another rank."""
+    m = _paddle_while(rank_of_start)
+    mod = build(m, target)
+    rng = np.random.default_rng(7)
+    start = np.zeros([1] * rank_of_start, I64)
+    for n, k in ((1, 3), (4, 1), (9, 6)):
+        feeds = {"start": start, "n": np.array(n, I64), "x": rng.standard_normal(k).astype(F32)}
+        got, want = mod.run(feeds), ort_reference(m, feeds)
+        assert got["i"].shape == want["i"].shape == ((1,) if rank_of_start == 0 else ())
+        util.assert_outputs_match(got, want)
+    with pytest.raises(wasm_runtime.ModelError, match=r"node 'while' \(Loop\): loop-carried value 0 \('i_in'\) starts "
+                                                      r"with another rank than the body gives it; .* zero times .*: "
+                                                      r"the number of iterations: .* = 0 is less than 1"):
+        mod.run({"start": start + 5, "n": np.array(2, I64), "x": np.ones(2, F32)})
+
+
 # ----------------------------------------------------------------------------- Scan
 
 

@@ -122,6 +122,23 @@ class Unreachable(CoreOp):
             lw.alloc(o)
 
 
+@dataclass(frozen=True)
+class RanOnce(CoreOp):
+    """A Loop compiled for the rank its body gives a one-element carried value (paddle2onnx's
+    while loops start a counter as a scalar and add a [1] to it): a run where it iterates
+    zero times would keep the initial rank, so it fails instead, naming the Loop. Input 0: a
+    scan output of the Loop, as long as it iterated."""
+
+    what: str
+    has_effect: ClassVar[bool] = True
+
+    def infer(self, ctx: InferContext) -> None:
+        ctx.require_le(1, ctx.input(0).shape[0], self.what)
+
+    def lower(self, lw, node) -> None:
+        pass  # its check is all it does
+
+
 @dataclass(frozen=True, eq=False)
 class Loop(CoreOp):
     """ONNX Loop. Inputs: the trip count M and the condition (each may be ""), the carried

@@ -18,10 +18,10 @@ from ....abi import MAX_RANK
 from ....ir.dtypes import BOOL, INT64
 from ....ir.graph import Check, CompileError, Node, Region, ShapeError, Value, captures
 from ....ops.base import Assume, Checks, run_infer
-from ....ops.control import If, Loop, Unreachable
+from ....ops.control import If, Loop, RanOnce, Unreachable
 from ....ops.elementwise import Elementwise
 from ....ops.movement import Gather, Slice, Transpose
-from ....ops.shape import Identity, ShapeOf
+from ....ops.shape import Identity, ShapeOf, ViewAs
 from ..translate import TranslateContext, ident
 
 VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
@@ -134,17 +134,24 @@ def _inline(ctx: TranslateContext, gp) -> None:
 # ----------------------------------------------------------------------------- Loop
 
 
-def _settle(ctx: TranslateContext, init: list[Value], importer, what: str):
+def _one_element(shape) -> bool:
+    return all(d == 1 for d in shape)
+
+
+def _settle(ctx: TranslateContext, init: list[Value], importer, what: str, reranked: dict | None = None):
     """Import a loop body with ``importer(carried)`` (``carried``: fresh values for the
     carried inputs; it returns a region in the Loop form: iteration, condition, carried
     inputs -> condition, carried outputs, items), re-importing with a fresh symbol for
     every carried dim the body changes until the shapes settle. Returns the region, the
-    carried shapes it was imported with and the symbols local to the loop."""
+    carried shapes it was imported with and the symbols local to the loop. With
+    ``reranked`` (a dict to fill), a one-element carried value whose rank the body changes
+    (a scalar counter plus a [1]) is carried at the body's rank from the start: its index,
+    to the shape its initial value must be viewed as; otherwise a rank change is refused."""
     graph = ctx.graph
     before = set(graph.scope.symbols)
     shapes = [tuple(v.shape) for v in init]
     variant: set = set()
-    for _ in range(2 + sum(v.rank for v in init)):
+    for _ in range(3 + sum(v.rank for v in init)):
         names = set(graph.values)
         region = importer([Value("", v.dtype, s) for v, s in zip(init, shapes)])
         outs = [graph.values[o] for o in region.outputs[1:1 + len(init)]]
@@ -152,9 +159,16 @@ def _settle(ctx: TranslateContext, init: list[Value], importer, what: str):
         new_shapes = []
         for k, (v, out, shape) in enumerate(zip(init, outs, shapes)):
             name = region.inputs[2 + k]
-            if out.dtype != v.dtype or out.rank != v.rank:
+            if (reranked is not None and k not in reranked and out.dtype == v.dtype and out.rank != len(shape)
+                    and _one_element(shape) and _one_element(out.shape)):
+                reranked[k] = tuple(out.shape)
+                new_shapes.append(reranked[k])
+                changed = True
+                continue
+            if out.dtype != v.dtype or out.rank != len(shape):
                 ctx.fail(f"{what} {k} ('{name}') starts as {v.describe()} and the body yields "
-                         f"'{out.name}' {out.describe()}; its dtype and rank must stay the same")
+                         f"'{out.name}' {out.describe()}; its dtype and rank must stay the same"
+                         + (" (the rank may change only for a value of one element)" if reranked is not None else ""))
             dims = list(shape)
             for axis, (din, dout) in enumerate(zip(shape, out.shape)):
                 if din != dout and din not in variant:
@@ -226,16 +240,30 @@ def loop(ctx: TranslateContext) -> None:
         fixed = [Value("", INT64, _scalar_shape(gp, 0)), Value("", BOOL, _scalar_shape(gp, 1))]
         return _import(ctx, gp, fixed + carried)
 
-    region, shapes, local = _settle(ctx, init, importer, "loop-carried value")
+    reranked: dict[int, tuple] = {}
+    region, shapes, local = _settle(ctx, init, importer, "loop-carried value", reranked)
     trips = None
     m = ctx.value(0)
     if m is not None and not ctx.has(1) and m.int_contents() is not None:
         trips = D.maximum(0, m.int_contents()[0])  # no condition: exactly max(M, 0) iterations
+    operands = [ctx.inputs[0] if ctx.has(0) else "", ctx.inputs[1] if ctx.has(1) else ""] + list(ctx.inputs[2:])
+    for k, shape in reranked.items():  # the initial value at the body's rank: the same one element
+        operands[2 + k] = ctx.tmp(f"carried{k}_reranked")
+        ctx.emit(ViewAs(shape), [init[k].name], [operands[2 + k]])
+        init[k] = ctx.graph.values[operands[2 + k]]
+    if reranked:  # a hidden scan output, the iteration numbers: as long as the loop iterated
+        region.outputs.append(region.inputs[0])
     outputs = list(ctx.outputs) + [""] * (nc + n_scan - len(ctx.outputs))
     outputs = [o or ctx.graph.fresh_name(f"{ctx.name}/unused{k}") for k, o in enumerate(outputs)]
+    outputs += [ctx.graph.fresh_name(f"{ctx.name}/iterations")] if reranked else []
     types = _loop_outputs(ctx, region, init, shapes, local, trips, outputs)
-    operands = [ctx.inputs[0] if ctx.has(0) else "", ctx.inputs[1] if ctx.has(1) else ""] + list(ctx.inputs[2:])
     _emit_loop(ctx, region, nc, types, operands, outputs)
+    if reranked:
+        changed = ", ".join(f"{k} ('{region.inputs[2 + k]}')" for k in reranked)
+        ctx.emit(RanOnce(f"loop-carried value {changed} starts with another rank than the body gives it; "
+                         f"symwasm carries it at the body's rank, which a loop that iterates zero times would "
+                         f"not give (onnxruntime would return the initial rank): the number of iterations"),
+                 [outputs[-1]], [])
 
 
 # ----------------------------------------------------------------------------- Scan
