@@ -652,7 +652,7 @@ def tree_model(op="TreeEnsembleRegressor", ml_opset=3, **changes):
 
 TREE_ERRORS = [
     ("cycle", dict(nodes_modes=["BRANCH_LEQ"] * 3, nodes_truenodeids=[1, 2, 1], nodes_falsenodeids=[2, 2, 1]),
-     r"node 1 of tree 0 leads back to node 2: a tree cannot loop"),
+     r"node 1 of tree 0 leads back to node 2 of tree 0: a tree cannot loop"),
     ("missing child", dict(nodes_truenodeids=[5, 0, 0]), r"its true child, node 5, is not a node of the tree"),
     ("own child", dict(nodes_falsenodeids=[0, 0, 0]), r"node 0 of tree 0 is its own false child"),
     ("leaf without weight", dict(target_nodeids=[1, 1], target_ids=[0, 0]),
@@ -697,3 +697,90 @@ def test_tree_ensemble_version_5_is_refused_by_version():
     naming the versions implemented."""
     refused(tree_model(ml_opset=5), r"node 'n' \(TreeEnsembleRegressor\): TreeEnsembleRegressor version 5 \(in effect "
                                     r"at 'ai.onnx.ml' opset 5\) is not supported; symwasm implements versions 1, 3")
+
+
+# ----------------------------------------------------------------------------- TreeEnsemble (ml opset 5)
+
+
+def as_tree_ensemble(attrs, targets, dtype, aggregate="SUM", transform="NONE"):
+    """TreeEnsemble's attributes for the trees of ``attrs`` (random_trees' nodes, one weight
+    per leaf): interior nodes and leaves listed apart, branches flagged as leading to a leaf."""
+    from toolkit.frontend.onnx.ops.ml import AGGREGATES_V5, MODES_V5, POST_TRANSFORMS_V5
+
+    keys = list(zip(attrs["nodes_treeids"], attrs["nodes_nodeids"]))
+    is_leaf = [m == "LEAF" for m in attrs["nodes_modes"]]
+    interior = {key: k for k, key in enumerate(key for key, leaf in zip(keys, is_leaf) if not leaf)}
+    weight_of = {(t, n): (i, w) for t, n, i, w in zip(attrs["target_treeids"], attrs["target_nodeids"],
+                                                      attrs["target_ids"], attrs["target_weights"])}
+    leaf_index = {key: k for k, key in enumerate(key for key, leaf in zip(keys, is_leaf) if leaf)}
+    out = {k: [] for k in ("nodes_featureids", "nodes_truenodeids", "nodes_falsenodeids", "nodes_trueleafs",
+                           "nodes_falseleafs", "nodes_missing_value_tracks_true")}
+    splits, modes = [], []
+    for k, (key, leaf) in enumerate(zip(keys, is_leaf)):
+        if leaf:
+            continue
+        out["nodes_featureids"].append(attrs["nodes_featureids"][k])
+        splits.append(attrs["nodes_values"][k])
+        modes.append(MODES_V5.index(attrs["nodes_modes"][k]))
+        for which in ("true", "false"):
+            child = (key[0], attrs[f"nodes_{which}nodeids"][k])
+            out[f"nodes_{which}leafs"].append(int(child in leaf_index))
+            out[f"nodes_{which}nodeids"].append(leaf_index[child] if child in leaf_index else interior[child])
+        out["nodes_missing_value_tracks_true"].append(attrs.get("nodes_missing_value_tracks_true", [0] * len(keys))[k])
+    leaves = sorted(leaf_index, key=leaf_index.get)
+    roots = sorted({interior[key] for key in keys if key in interior and key == keys[attrs["nodes_treeids"].index(key[0])]})
+    return dict(out, nodes_splits=onnx.numpy_helper.from_array(np.array(splits, dtype)),
+                nodes_modes=onnx.numpy_helper.from_array(np.array(modes, np.uint8)),
+                leaf_targetids=[weight_of[key][0] for key in leaves],
+                leaf_weights=onnx.numpy_helper.from_array(np.array([weight_of[key][1] for key in leaves], dtype)),
+                tree_roots=roots, n_targets=targets, aggregate_function=AGGREGATES_V5.index(aggregate),
+                post_transform=POST_TRANSFORMS_V5.index(transform))
+
+
+def run_tree_ensemble(target, attrs, dtype=F32, c=4, make_x=features, rtol=1e-5, atol=1e-5):
+    rng = np.random.default_rng(40)
+    model = ml_model([node("TreeEnsemble", ["x"], ["y"], **attrs)], [vinfo("x", dtype, ["N", c])],
+                     [vinfo("y", dtype, None)], ml_opset=5, opset=21)
+    feeds = [{"x": make_x(rng, n, c, dtype)} for n in (1, 7, 40)]
+    return check_model(model, target, feeds, rtol=rtol, atol=atol, ref=ort_reference)
+
+
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_tree_ensemble_v5(aggregate, dtype, target):
+    rng = np.random.default_rng(41)
+    attrs, leaves = random_trees(rng, 6, 4, 4, modes=("BRANCH_LEQ", "BRANCH_GT", "BRANCH_NEQ"), tracks=True)
+    attrs.update(leaf_weights(rng, leaves, 3, "target", which=lambda k: [k % 3]))
+    run_tree_ensemble(target, as_tree_ensemble(attrs, 3, dtype, aggregate), dtype, make_x=with_nans)
+
+
+@pytest.mark.parametrize("transform", ["SOFTMAX_ZERO"])
+def test_tree_ensemble_v5_post_transforms(transform, target):
+    rng = np.random.default_rng(42)
+    attrs, leaves = random_trees(rng, 4, 3, 4)
+    attrs.update(leaf_weights(rng, leaves, 2, "target", which=lambda k: [k % 2]))
+    run_tree_ensemble(target, as_tree_ensemble(attrs, 2, F32, transform=transform))
+
+
+def test_tree_ensemble_v5_refusals():
+    rng = np.random.default_rng(43)
+    attrs, leaves = random_trees(rng, 2, 2, 2)
+    attrs.update(leaf_weights(rng, leaves, 1, "target"))
+    good = as_tree_ensemble(attrs, 1, F32)
+    for changes, match in [
+        (dict(nodes_modes=onnx.numpy_helper.from_array(np.full(len(good["nodes_featureids"]), 6, np.uint8)),
+              membership_values=onnx.numpy_helper.from_array(np.array([1.0, np.nan] * 9, F32))),
+         r"BRANCH_MEMBER nodes \(set membership"),
+        (dict(nodes_splits=onnx.numpy_helper.from_array(np.zeros(len(good["nodes_featureids"]), F64))),
+         r"nodes_splits has dtype float64; input 'x' is float32"),
+        (dict(aggregate_function=7), r"aggregate_function 7 is not one of 0 \(AVERAGE\)"),
+        # onnxruntime 1.32 reads post_transform 1 as LOGISTIC and 2 as SOFTMAX, against the spec
+        (dict(post_transform=1), r"post_transform 1 \(SOFTMAX in the ONNX spec\) is not supported: onnxruntime "
+                                 r"reads 1 as LOGISTIC"),
+        (dict(post_transform=2), r"post_transform 2 \(LOGISTIC in the ONNX spec\) is not supported"),
+        (dict(tree_roots=[99]), r"tree_roots \[99\] must name one interior node or more"),
+        (dict(nodes_truenodeids=[99] * len(good["nodes_featureids"])), r"node 0's true branch, .* 99, does not exist"),
+    ]:
+        model = ml_model([node("TreeEnsemble", ["x"], ["y"], **dict(good, **changes))], [vinfo("x", F32, ["N", 2])],
+                         [vinfo("y", F32, None)], ml_opset=5, opset=21)
+        refused(model, rf"node 'n' \(TreeEnsemble\): .*{match}")

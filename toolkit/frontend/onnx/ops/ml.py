@@ -53,6 +53,11 @@ def _f32(ctx: TranslateContext, what: str, value) -> str:
     return ctx.constant(what, np.asarray(value, np.float32))
 
 
+def _like(ctx: TranslateContext, what: str, value, x: str) -> str:
+    """A constant scalar of the dtype of value ``x`` (float32 or float64)."""
+    return ctx.constant(what, np.asarray(value, ctx.graph.values[x].dtype.np))
+
+
 def _float_features(ctx: TranslateContext, rows: bool, wide: bool = False) -> str:
     """Input 0 as float32 (float64 stays float64 when ``wide``); with ``rows``, as (N, C): a
     rank-1 input is one row, and other ranks are refused (onnxruntime refuses them too, or
@@ -131,12 +136,12 @@ def _softmax_zero(ctx: TranslateContext, v: str, out: str) -> None:
     others becomes itself times exp(-max), and is left out of the sum."""
     peak = ctx.tmp("max")
     ctx.emit(Reduce("max", (1,), keepdims=True), [v], [peak])
-    counted = _ew(ctx, "greater", [_ew(ctx, "abs", [v]), _f32(ctx, "epsilon", SOFTMAX_ZERO_EPSILON)])
+    counted = _ew(ctx, "greater", [_ew(ctx, "abs", [v]), _like(ctx, "epsilon", SOFTMAX_ZERO_EPSILON, v)])
     exp = _ew(ctx, "exp", [_ew(ctx, "sub", [v, peak])])
     near_zero = _ew(ctx, "mul", [v, _ew(ctx, "exp", [_ew(ctx, "neg", [peak])])])
     e = _ew(ctx, "where", [counted, exp, near_zero])
     total = ctx.tmp("sum")
-    ctx.emit(Reduce("sum", (1,), keepdims=True), [_ew(ctx, "where", [counted, e, _f32(ctx, "zero", 0.0)])], [total])
+    ctx.emit(Reduce("sum", (1,), keepdims=True), [_ew(ctx, "where", [counted, e, _like(ctx, "zero", 0.0, v)])], [total])
     _ew(ctx, "div", [e, total], out)
 
 
@@ -144,15 +149,15 @@ def _probit(ctx: TranslateContext, v: str, out: str) -> None:
     """sqrt(2) * erfinv(2 v - 1) with onnxruntime's approximation of erfinv (Winitzki's, a =
     0.147, its constants rounded to float32 as onnxruntime's are)."""
     a = np.float32(0.147)
-    x = _ew(ctx, "sub", [_ew(ctx, "mul", [v, _f32(ctx, "two", 2.0)]), _f32(ctx, "one", 1.0)])
-    one = _f32(ctx, "one", 1.0)
+    one = _like(ctx, "one", 1.0, v)
+    x = _ew(ctx, "sub", [_ew(ctx, "mul", [v, _like(ctx, "two", 2.0, v)]), one])
     log = _ew(ctx, "log", [_ew(ctx, "mul", [_ew(ctx, "sub", [one, x]), _ew(ctx, "add", [one, x])])])
-    p = _ew(ctx, "add", [_f32(ctx, "c", np.float32(2) / (np.float32(3.14159) * a)),
-                         _ew(ctx, "mul", [_f32(ctx, "half", 0.5), log])])
-    q = _ew(ctx, "mul", [_f32(ctx, "inv_a", np.float32(1) / a), log])
+    p = _ew(ctx, "add", [_like(ctx, "c", np.float32(2) / (np.float32(3.14159) * a), v),
+                         _ew(ctx, "mul", [_like(ctx, "half", 0.5, v), log])])
+    q = _ew(ctx, "mul", [_like(ctx, "inv_a", np.float32(1) / a, v), log])
     root = _ew(ctx, "sqrt", [_ew(ctx, "sub", [_ew(ctx, "sqrt", [_ew(ctx, "sub", [_ew(ctx, "mul", [p, p]), q])]), p])])
-    sign = _ew(ctx, "where", [_ew(ctx, "less", [x, _f32(ctx, "zero", 0.0)]), _f32(ctx, "minus_one", -1.0), one])
-    _ew(ctx, "mul", [_ew(ctx, "mul", [sign, root]), _f32(ctx, "sqrt2", np.sqrt(np.float32(2)))], out)
+    sign = _ew(ctx, "where", [_ew(ctx, "less", [x, _like(ctx, "zero", 0.0, v)]), _like(ctx, "minus_one", -1.0, v), one])
+    _ew(ctx, "mul", [_ew(ctx, "mul", [sign, root]), _like(ctx, "sqrt2", np.sqrt(np.float32(2)), v)], out)
 
 
 # ----------------------------------------------------------------------------- linear models
@@ -443,7 +448,7 @@ def _forest(ctx: TranslateContext, prefix: str, outputs: int, aggregate: str) ->
         k = int(inner[0])
         ctx.fail(f"tree {trees[k]} does not start with its root: its first node, node {ids[k]}, is a child of "
                  f"another node (exporters write each tree's root first)")
-    depth = _depth(ctx, leaf, true, false, ids, trees)
+    depth = _depth(ctx, leaf, true, false, lambda k: f"node {ids[k]} of tree {trees[k]}")
 
     weight_trees, weight_nodes = ints(f"{prefix}_treeids"), ints(f"{prefix}_nodeids")
     weight_ids, weight_values = ints(f"{prefix}_ids"), _floats(ctx, f"{prefix}_weights")
@@ -474,8 +479,7 @@ def _forest(ctx: TranslateContext, prefix: str, outputs: int, aggregate: str) ->
     return Forest(features, columns["nodes_values"], modes, true, false, tracks_true, roots, depth, weights, present)
 
 
-def _depth(ctx: TranslateContext, leaf: np.ndarray, true: np.ndarray, false: np.ndarray, ids: np.ndarray,
-           trees: np.ndarray) -> int:
+def _depth(ctx: TranslateContext, leaf: np.ndarray, true: np.ndarray, false: np.ndarray, node_name) -> int:
     """The most branch nodes on a path from any node to a leaf; a loop is refused (it
     would never reach a leaf)."""
     depth = np.where(leaf, 0, -1)
@@ -491,7 +495,7 @@ def _depth(ctx: TranslateContext, leaf: np.ndarray, true: np.ndarray, false: np.
             pending = [c for c in (true[k], false[k]) if depth[c] < 0]
             for c in pending:
                 if on_path[c]:
-                    ctx.fail(f"node {ids[k]} of tree {trees[k]} leads back to node {ids[c]}: a tree cannot loop")
+                    ctx.fail(f"{node_name(k)} leads back to {node_name(c)}: a tree cannot loop")
             if pending:
                 stack.extend(pending)
                 continue
@@ -572,14 +576,14 @@ def _aggregate(ctx: TranslateContext, forest: Forest, leaves: str, kind: str) ->
     ctx.emit(Reduce({"SUM": "sum", "AVERAGE": "sum", "MIN": "min", "MAX": "max"}[kind], (1,), keepdims=False),
              [gathered], [total])
     if kind == "AVERAGE":
-        total = _ew(ctx, "div", [total, _f32(ctx, "trees", forest.roots.size)])
+        total = _ew(ctx, "div", [total, _like(ctx, "trees", forest.roots.size, total)])
     if kind in ("MIN", "MAX") and not forest.present[forest.modes == LEAF].all():
         reached = ctx.tmp("reached")
         ctx.emit(Gather(0), [ctx.constant("present", forest.present), leaves], [reached])
         has = ctx.tmp("has")
         ctx.emit(Reduce("max", (1,), keepdims=False), [_cast(ctx, reached, FLOAT32)], [has])
         has = _ew(ctx, "greater", [has, _f32(ctx, "zero", 0.0)])
-        return _ew(ctx, "where", [has, total, _f32(ctx, "zero", 0.0)])
+        return _ew(ctx, "where", [has, total, _like(ctx, "zero", 0.0, total)])
     return total
 
 
@@ -722,6 +726,99 @@ def _two_classes(ctx: TranslateContext, forest: Forest, scores: str, base: np.nd
     ctx.emit(Concat(1), pair, [probabilities])
 
 
+# TreeEnsemble (ml opset 5): its enumerations, in the order of their codes
+AGGREGATES_V5 = ("AVERAGE", "SUM", "MIN", "MAX")
+POST_TRANSFORMS_V5 = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
+MODES_V5 = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER")
+
+
+def tree_ensemble(ctx: TranslateContext) -> None:
+    """TreeEnsemble (ml opset 5, which replaced the two above): interior nodes and leaves in
+    lists of their own, each tree's root given, one target per leaf; computed in the
+    features' dtype (float32 or float64) as the regressor is, into the same node tables
+    (interior nodes first, then the leaves)."""
+    v = ctx.value(0)
+    if v.dtype not in (FLOAT32, FLOAT64):
+        ctx.fail(f"input '{v.name}' has dtype {v.dtype}; symwasm implements TreeEnsemble for float32 and float64")
+
+    def code(name: str, table: tuple[str, ...]) -> str:
+        value = int(ctx.attr(name))
+        if not 0 <= value < len(table):
+            ctx.fail(f"{name} {value} is not one of " + ", ".join(f"{k} ({t})" for k, t in enumerate(table)))
+        return table[value]
+
+    aggregate, transform = code("aggregate_function", AGGREGATES_V5), code("post_transform", POST_TRANSFORMS_V5)
+    if transform in ("SOFTMAX", "LOGISTIC"):
+        ctx.fail(f"post_transform {POST_TRANSFORMS_V5.index(transform)} ({transform} in the ONNX spec) is not "
+                 f"supported: onnxruntime reads 1 as LOGISTIC and 2 as SOFTMAX, so a model means one or the other "
+                 f"depending on where it runs")
+    targets = ctx.attr("n_targets")
+    if targets is None or int(targets) < 1:
+        ctx.fail(f"n_targets {targets} must be given, 1 or more")
+    targets = int(targets)
+
+    def ints(name: str) -> np.ndarray:
+        return np.asarray(ctx.attr(name) or [], np.int64)
+
+    def tensor(name: str) -> np.ndarray:
+        value = np.asarray(ctx.attr(name)).ravel()
+        if value.dtype != v.dtype.np:
+            ctx.fail(f"{name} has dtype {value.dtype}; input '{v.name}' is {v.dtype} (they must agree)")
+        return value
+
+    features, splits = ints("nodes_featureids"), tensor("nodes_splits")
+    n = features.size
+    modes = np.asarray(ctx.attr("nodes_modes")).ravel().astype(np.int64)
+    columns = {"nodes_splits": splits, "nodes_modes": modes, "nodes_truenodeids": ints("nodes_truenodeids"),
+               "nodes_falsenodeids": ints("nodes_falsenodeids"), "nodes_trueleafs": ints("nodes_trueleafs"),
+               "nodes_falseleafs": ints("nodes_falseleafs")}
+    tracks = ints("nodes_missing_value_tracks_true")
+    if tracks.size:
+        columns["nodes_missing_value_tracks_true"] = tracks
+    for name, column in columns.items():
+        if column.size != n:
+            ctx.fail(f"{name} has {column.size} values; nodes_featureids has {n} (one per interior node)")
+    if n == 0:
+        ctx.fail("the ensemble has no interior nodes (a one-leaf tree is a node whose branches both reach its leaf)")
+    if ((modes < 0) | (modes >= len(MODES_V5))).any():
+        ctx.fail(f"nodes_modes has {modes[(modes < 0) | (modes >= len(MODES_V5))][0]}; modes are 0 to "
+                 f"{len(MODES_V5) - 1}")
+    if (modes == MODES_V5.index("BRANCH_MEMBER")).any():
+        ctx.fail("BRANCH_MEMBER nodes (set membership, what LightGBM's categorical splits become) are not supported")
+    leaf_targets, leaf_weights = ints("leaf_targetids"), tensor("leaf_weights")
+    leaves = leaf_targets.size
+    if leaf_weights.size != leaves:
+        ctx.fail(f"leaf_weights has {leaf_weights.size} values; leaf_targetids has {leaves} (one per leaf)")
+    if leaves and not ((0 <= leaf_targets) & (leaf_targets < targets)).all():
+        ctx.fail(f"leaf_targetids has {leaf_targets[(leaf_targets < 0) | (leaf_targets >= targets)][0]}; the "
+                 f"ensemble has {targets} targets")
+    children = []
+    for which in ("true", "false"):
+        ids, to_leaf = columns[f"nodes_{which}nodeids"], columns[f"nodes_{which}leafs"] == 1
+        bad = np.flatnonzero(to_leaf & ((ids < 0) | (ids >= leaves)) | ~to_leaf & ((ids < 0) | (ids >= n)))
+        if bad.size:
+            k = int(bad[0])
+            ctx.fail(f"node {k}'s {which} branch, {'leaf' if to_leaf[k] else 'node'} {ids[k]}, does not exist")
+        children.append(np.concatenate([np.where(to_leaf, n + ids, ids), n + np.arange(leaves)]))
+    roots = ints("tree_roots")
+    if roots.size == 0 or not ((0 <= roots) & (roots < n)).all():
+        ctx.fail(f"tree_roots {roots.tolist()} must name one interior node or more (0 to {n - 1})")
+    kinds = np.concatenate([modes, np.full(leaves, LEAF)])  # MODES_V5's branch codes are MODES'
+    leaf = kinds == LEAF
+    depth = _depth(ctx, leaf, children[0], children[1], lambda k: f"node {k}" if k < n else f"leaf {k - n}")
+    weights = np.zeros((n + leaves, targets), v.dtype.np)
+    present = np.zeros((n + leaves, targets), bool)
+    weights[n + np.arange(leaves), leaf_targets] = leaf_weights
+    present[n + np.arange(leaves), leaf_targets] = True
+    if aggregate in ("MIN", "MAX"):
+        weights = np.where(present, weights, np.inf if aggregate == "MIN" else -np.inf).astype(v.dtype.np)
+    forest = Forest(np.concatenate([features, np.zeros(leaves, np.int64)]),
+                    np.concatenate([splits, np.zeros(leaves, splits.dtype)]), kinds, children[0], children[1],
+                    np.concatenate([tracks == 1 if tracks.size else np.zeros(n, bool), np.zeros(leaves, bool)]),
+                    roots, depth, weights, present)
+    _post_transform(ctx, _aggregate(ctx, forest, _leaves(ctx, forest), aggregate), transform, ctx.outputs[0])
+
+
 def register(r: Registry) -> None:
     for op, fn in (("LinearRegressor", linear_regressor), ("LinearClassifier", linear_classifier),
                    ("ArrayFeatureExtractor", array_feature_extractor), ("Scaler", scaler),
@@ -729,3 +826,4 @@ def register(r: Registry) -> None:
         r.add(op, (1,), fn, foldable=False, domain=ML)
     r.add("TreeEnsembleRegressor", (1, 3), tree_ensemble_regressor, foldable=False, domain=ML)
     r.add("TreeEnsembleClassifier", (1, 3), tree_ensemble_classifier, foldable=False, domain=ML)
+    r.add("TreeEnsemble", (5,), tree_ensemble, foldable=False, domain=ML)
