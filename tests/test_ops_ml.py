@@ -762,6 +762,16 @@ def test_tree_ensemble_v5_post_transforms(transform, target):
     run_tree_ensemble(target, as_tree_ensemble(attrs, 2, F32, transform=transform))
 
 
+def test_tree_ensemble_v5_probit(target):
+    """One target, averaged weights in (0, 1) (see the regressor's PROBIT test for atol)."""
+    rng = np.random.default_rng(44)
+    attrs, leaves = random_trees(rng, 4, 3, 4)
+    weights = leaf_weights(rng, leaves, 1, "target")
+    weights["target_weights"] = [float(np.float32(0.1 + 0.8 * abs(w))) for w in weights["target_weights"]]
+    attrs.update(weights)
+    run_tree_ensemble(target, as_tree_ensemble(attrs, 1, F32, "AVERAGE", "PROBIT"), rtol=1e-4, atol=1e-3)
+
+
 def test_tree_ensemble_v5_refusals():
     rng = np.random.default_rng(43)
     attrs, leaves = random_trees(rng, 2, 2, 2)
