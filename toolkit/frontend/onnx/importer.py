@@ -269,7 +269,7 @@ def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
     weights = _WEIGHTS.set(weight_names(g))
     specialized = _SPECIALIZED.set([0])
     try:
-        for n, version in _import_nodes(graph, reg, list(g.node), [o.name for o in g.output], opset):
+        for n, version in _import_nodes(graph, reg, in_order(g.node), [o.name for o in g.output], opset):
             known = reg.versions(n.op_type)  # none: the node was expanded from its ONNX function
             if known and version < max(known) and version < 13 and n.domain in ("", "ai.onnx"):
                 old[f"{n.op_type}-{version}"] = old.get(f"{n.op_type}-{version}", 0) + 1
@@ -389,6 +389,38 @@ def specialize_after_if(node: onnx.NodeProto, after: list[onnx.NodeProto], leavi
         branches[f"{which}_branch"] = body
     merged = onnx.helper.make_node("If", [node.input[0]], out, name=f"{name}/specialized", **branches)
     return kept + [merged]
+
+
+def in_order(nodes) -> list[onnx.NodeProto]:
+    """``nodes`` with each after the nodes that produce what it reads, as onnxruntime sorts a
+    graph when it loads it: the ONNX spec asks for sorted nodes, but tools write graphs out of
+    order (onnxruntime's float16 converter). Stable: a sorted graph keeps its order, and an
+    unsorted one moves only what it must. A name no node produces, or a cycle, is left for the
+    import to name."""
+    nodes = list(nodes)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    reads = [[producer[i] for i in _reads(n) if i in producer] for n in nodes]
+    if all(p < k for k, ps in enumerate(reads) for p in ps):
+        return nodes
+    placed: set[int] = set()
+    out = []
+    for root in range(len(nodes)):
+        stack = [(root, iter(sorted(reads[root])))]
+        opened = {root}
+        while stack:
+            k, deps = stack[-1]
+            if k in placed:
+                stack.pop()
+                continue
+            d = next((d for d in deps if d not in placed and d not in opened), None)
+            if d is not None:
+                opened.add(d)
+                stack.append((d, iter(sorted(reads[d]))))
+                continue
+            stack.pop()
+            placed.add(k)
+            out.append(nodes[k])
+    return out
 
 
 def _reads(n: onnx.NodeProto) -> set[str]:
@@ -797,7 +829,7 @@ def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: 
     outer_nodes = graph.nodes
     graph.nodes = region.nodes
     try:
-        for _ in _import_nodes(graph, registry(), list(gp.node), region.outputs, graph.opset):
+        for _ in _import_nodes(graph, registry(), in_order(gp.node), region.outputs, graph.opset):
             pass
     finally:
         region.nodes = graph.nodes
