@@ -16,14 +16,11 @@ import wasm_runtime
 from toolkit.compiler import compile_model
 from toolkit.frontend.onnx.importer import import_model
 from toolkit.ir.graph import CompileError
-from util import _TMP, assert_outputs_match, build, const, make_model, ort_reference, vinfo
+from util import _TMP, assert_outputs_match, build, check_model, const, make_model, ort_reference, vinfo
 
 
 def _run_both(model, target, feeds_list):
-    mod = build(model, target)
-    for feeds in feeds_list:
-        assert_outputs_match(mod.run(feeds), ort_reference(model, feeds))
-    return mod
+    return check_model(model, target, feeds_list, ref=ort_reference)
 
 
 def _relu_sum(shape):

@@ -12,7 +12,7 @@ from onnx import helper
 import wasm_runtime
 from toolkit import cli
 from toolkit.frontend.onnx.importer import import_model
-from util import _TMP, assert_outputs_match, build, make_model, ort_reference, vinfo
+from util import _TMP, assert_outputs_match, build, check_model, make_model, ort_reference, vinfo
 
 F32 = np.float32
 
@@ -35,10 +35,7 @@ def _similarity():
 
 
 def _run(model, target, feeds_list):
-    mod = build(model, target)
-    for feeds in feeds_list:
-        assert_outputs_match(mod.run(feeds), ort_reference(model, feeds))
-    return mod
+    return check_model(model, target, feeds_list, ref=ort_reference)
 
 
 def test_inputs_that_never_meet_take_their_own_sizes(target):
