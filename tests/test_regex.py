@@ -1,4 +1,4 @@
-"""RegexFullMatch's pattern compiler (toolkit/codegen/regex.py) and Pike VM (sw_regex.c),
+"""RegexFullMatch's pattern compiler (toolkit/regex.py) and Pike VM (sw_regex.c),
 run natively through tests/clib.py. References: onnx's node cases, Python's re (on the RE2
 syntax Python shares, or on a Python spelling of the same pattern where the two differ) and
 unicodedata. An input byte that is not UTF-8 is one unit, as Python's surrogateescape makes
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tests import clib
-from toolkit.codegen import regex
-from toolkit.codegen.regex import RegexError, compile_pattern
+from toolkit import regex
+from toolkit.regex import RegexError, compile_pattern
 
 SW_OK, SW_INTERNAL, SW_CANCELLED = 0, 5, 6
 
@@ -367,4 +367,4 @@ def test_compiles_for_wasm32(tmp_path):
 
 
 def test_opcode_header_is_up_to_date():
-    assert regex.HEADER.read_text() == regex.c_header(), "run: python -m toolkit.codegen.regex"
+    assert regex.HEADER.read_text() == regex.c_header(), "run: python -m toolkit.regex"

@@ -134,7 +134,7 @@ class StringNormalizer(CoreOp):
 @dataclass(frozen=True)
 class RegexFullMatch(CoreOp):
     """Whether each element matches ``pattern`` entirely; ``program`` is the pattern compiled
-    by toolkit.codegen.regex (the translation compiles it, so a bad pattern fails there)."""
+    by toolkit.regex (the translation compiles it, so a bad pattern fails there)."""
 
     pattern: str
     program: tuple[int, ...]

@@ -75,7 +75,7 @@ sw_status_t sw_text_normalize(SW_LIB_ARGS);
 /* ---- regular expressions (sw_regex.c) ------------------------------------------------ */
 
 /* RegexFullMatch: t = [x string, out bool]. params = a program the compiler made from the
- * pattern (toolkit/codegen/regex.py), matched against each element's code points by a Pike
+ * pattern (toolkit/regex.py), matched against each element's code points by a Pike
  * VM (linear in the input: no backtracking). */
 sw_status_t sw_regex_full_match(SW_LIB_ARGS);
 

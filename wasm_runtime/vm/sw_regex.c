@@ -1,7 +1,7 @@
 /* RegexFullMatch (sw_lib.h): a Pike VM, that is a Thompson NFA simulation that keeps the set
  * of instructions the match can be at, so the time is linear in the input (times the program
  * length) and no pattern can make it backtrack. The program comes from
- * toolkit/codegen/regex.py, whose docstring defines its format; sw_regex_ops.h, generated
+ * toolkit/regex.py, whose docstring defines its format; sw_regex_ops.h, generated
  * from it, gives the numbers. A full match needs no capture positions and no thread priority,
  * so a thread is just an instruction index.
  *

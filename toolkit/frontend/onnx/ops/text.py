@@ -2,13 +2,14 @@
 
 StringNormalizer's ``locale`` is read and not used: case mapping is Unicode's (the same in
 every locale but Turkish and Lithuanian). RegexFullMatch's pattern is compiled here
-(toolkit.codegen.regex), so an invalid or unsupported pattern fails at compile time naming
+(toolkit.regex), so an invalid or unsupported pattern fails at compile time naming
 the node. Equal over strings is translated by the elementwise family, which hands string
 inputs to :func:`string_equal`.
 """
 from __future__ import annotations
 
 from ....ops.text import ImageDecoder, RegexFullMatch, StringConcat, StringEqual, StringNormalizer, StringSplit
+from ....regex import RegexError, compile_pattern
 from ..translate import TranslateContext
 
 
@@ -33,8 +34,6 @@ def string_normalizer(ctx: TranslateContext) -> None:
 
 
 def regex_full_match(ctx: TranslateContext) -> None:
-    from ....codegen.regex import RegexError, compile_pattern
-
     pattern = ctx.attr("pattern")
     if pattern is None:
         ctx.fail("the pattern attribute is required")
