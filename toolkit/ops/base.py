@@ -263,6 +263,24 @@ class Assume(CoreOp):
         lw.check_values(lw.tensor(node.inputs[0]), self.values, f"{self.what} '{node.inputs[0]}'")
 
 
+class View(CoreOp):
+    """Output 0 is input 0's buffer with another shape: no kernel, no copy."""
+
+    aliases_input = True
+
+    def lower(self, lw: "Lowerer", node: Node) -> None:
+        lw.view(node.outputs[0], node.inputs[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity(View):
+    """Output 0 is input 0 (what a simplification that proves a node does nothing makes of it)."""
+
+    def infer(self, ctx: "InferContext") -> None:
+        x = ctx.input(0)
+        ctx.set_output(0, x.dtype, x.shape, sym=x.sym, const=x.const)
+
+
 # the most elements of a value that --check-facts computes again at run time: shape values
 # (a Concat of dims, a Gather from a shape), not data
 FACT_ELEMENTS = 64

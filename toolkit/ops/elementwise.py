@@ -24,7 +24,7 @@ from ..codegen.minifloat import E8M0_ROUND_MODES
 from ..codegen.scalar import Scalar, convert, from_bool, to_bool
 from ..ir import dims as D
 from ..ir.dtypes import ALL, BOOL, FLOAT8E8M0, FLOAT16, FLOAT32, FLOAT64, FLOATS, INDEX, INT32, INT64, INTS, NUMERIC, SIGNED, STRING, UINT32, UINT64, DType
-from .base import CoreOp, InferContext, Patch, replace_node
+from .base import CoreOp, Identity, InferContext, Patch, replace_node
 
 ScalarBody = Callable[[Scalar, list[ir.Value], tuple], ir.Value]
 
@@ -453,8 +453,6 @@ class Cast(CoreOp):
 
     def simplify(self, node, graph) -> list | None:
         """A Cast to float of an integral Cast from that float: the float itself, a view."""
-        from .shape import Identity
-
         x = graph.values[node.inputs[0]]
         src = x.producer
         if (src is None or not isinstance(src.op, Cast) or not src.op.integral
