@@ -22,6 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from ..abi import MAX_RANK
+from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from ..ir.graph import CompileError
 from ..vm import isa
@@ -122,6 +123,32 @@ class Block:
 
 TERMINATORS = ("RETURN", "JUMP")
 ENDS_BLOCK = ("RETURN", "JUMP", "BRANCH")
+
+
+class Scope:
+    """Which slot holds each dim expression and which register each value, in one scope of
+    straight-line code; lookups fall back to the enclosing scope."""
+
+    def __init__(self, parent: "Scope | None" = None):
+        self.parent = parent
+        self.slots: dict[Dim, Slot] = {}
+        self.regs: dict[str, Reg] = {}
+
+    def slot(self, d: Dim) -> Slot | None:
+        return self._find("slots", d)
+
+    def reg(self, name: str) -> Reg | None:
+        return self._find("regs", name)
+
+    def _find(self, table: str, key):
+        """``key`` in this scope's ``table`` or the nearest enclosing scope's."""
+        scope: Scope | None = self
+        while scope is not None:
+            found = getattr(scope, table).get(key)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
 
 
 @dataclass

@@ -33,34 +33,8 @@ from ..ir.graph import CompileError, Graph, Node, Value
 from ..ops.base import recomputable
 from ..vm import isa
 from . import liveness, memory
-from .ir import Block, Instr, KernelRef, Program, Reg, Slot, StaticBuffer
+from .ir import Block, Instr, KernelRef, Program, Reg, Scope, Slot, StaticBuffer
 from .kernels import BuildFn, KernelTable
-
-
-class Scope:
-    """Which slot holds each dim expression and which register each value, in one scope of
-    straight-line code; lookups fall back to the enclosing scope."""
-
-    def __init__(self, parent: "Scope | None" = None):
-        self.parent = parent
-        self.slots: dict[Dim, Slot] = {}
-        self.regs: dict[str, Reg] = {}
-
-    def slot(self, d: Dim) -> Slot | None:
-        return self._find("slots", d)
-
-    def reg(self, name: str) -> Reg | None:
-        return self._find("regs", name)
-
-    def _find(self, table: str, key):
-        """``key`` in this scope's ``table`` or the nearest enclosing scope's."""
-        scope: Scope | None = self
-        while scope is not None:
-            found = getattr(scope, table).get(key)
-            if found is not None:
-                return found
-            scope = scope.parent
-        return None
 
 
 class Lowerer:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ..ir import dims as D
 from ..ir.dims import Dim
 from . import liveness
-from .ir import Block, Instr, Program, Reg
+from .ir import Block, Instr, Program, Reg, Scope
 from ..vm import isa
 
 if TYPE_CHECKING:
@@ -137,8 +137,6 @@ def plan_dynamic(prog: Program, lw: "Lowerer", at: int, known: dict, spans: dict
     # the offsets and the size, evaluated right after the inputs are bound
     entry = prog.blocks[0]
     saved = lw.scope, lw.block, lw.node
-    from .lower import Scope
-
     lw.scope, lw.block, lw.node = Scope(), Block("prologue"), None
     lw.scope.slots.update(known)
     offsets = {id(s): lw.slot(s.offset) for s in shares}
