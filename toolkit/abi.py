@@ -173,7 +173,7 @@ STRUCTS: dict[str, tuple[Field, ...]] = {
               doc="per kernel tensor: dtype, rank, then each dim: >= 0 static, -1 - k its k-th "
                   "symbol, SW_DIM_UNCHECKED an expression the VM does not evaluate"),
         Field("nkernel_sigs", "i32", "int32_t"),
-        Field("checksum", "i64", "int64_t", doc="FNV-1a of the program tables (toolkit.program.ir.checksum)"),
+        Field("checksum", "i64", "int64_t", doc="FNV-1a of the program tables (toolkit.codegen.embed.checksum)"),
     ),
 }
 

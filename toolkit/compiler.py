@@ -12,7 +12,7 @@ from typing import Callable, Collection, Mapping
 
 from . import __version__
 from .abi import FORMAT_VERSION
-from .codegen.embed import embed_program
+from .codegen.embed import Encoded, embed_program
 from .codegen.parallel import emit_objects
 from .codegen.target import get_target, new_module, relaxed_simd, variant
 from .frontend.onnx.importer import import_model
@@ -22,7 +22,7 @@ from .link import link_variants
 from .passes import run_pipeline
 from .passes.dynamic import check_static
 from .passes.dynamic import report as dynamic_report
-from .program.ir import Encoded, Program
+from .program.ir import Program
 from .program.kernels import KernelTable
 from .program.lower import lower_graph
 

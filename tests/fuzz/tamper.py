@@ -73,7 +73,7 @@ def _compile(target: str, workdir: Path):
 
     from tests.util import lower_model
     from toolkit.compiler import compile_model
-    from toolkit.program.ir import checksum
+    from toolkit.codegen.embed import checksum
 
     out = []
     for i, (m, feeds) in enumerate(models()):
@@ -130,7 +130,7 @@ def _mutate(enc, rnd: random.Random) -> tuple[list[int], str]:
 def _worker(target: str, mode: str, seed: int, start: int, count: int) -> None:
     """Runs cases start..start+count-1, printing one JSON line per case before and after."""
     import wasm_runtime
-    from toolkit.program.ir import checksum
+    from toolkit.codegen.embed import checksum
 
     workdir = Path(tempfile.mkdtemp(prefix="symwasm-tamper-"))
     compiled = _compile(target, workdir)

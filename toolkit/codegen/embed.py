@@ -7,17 +7,72 @@ point into it. So compile time and memory do not grow with the text form of the 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from llvmlite import ir
 
 from .. import abi
 from ..ir.dtypes import dtype_of_numpy
-from ..program.ir import Encoded, checksum
 from .kernel import I8, I32, I64, MAX_RANK, PTR, TENSOR, constant_global, struct_type
 
 PROGRAM = struct_type("sw_program")
 WEIGHTS_SYMBOL = "sw_weights"
 CONST_ALIGN = 64
+
+
+@dataclass
+class Encoded:
+    """A program as the module embeds it."""
+
+    words: list[int]
+    strings: list[str]
+    heap_init: list[int]
+    arena_size: int
+    kernels: list[str]
+    kernel_info: list[int]  # per kernel: tensors, scalars, outputs, offset in kernel_sigs
+    kernel_sigs: list[int]  # the kernels' signatures, one after another
+    inputs: list[int]  # per input: dtype, rank, name string
+    outputs: list[int]  # per output: name string
+    consts: list[tuple[str, np.ndarray]]
+    reg_names: list[str]
+    slot_names: dict[int, str]
+    blocks: dict[int, str]  # pc -> label
+
+
+_FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
+
+
+def checksum(enc: Encoded) -> int:
+    """FNV-1a (64-bit) of the program tables, as the VM recomputes it before running: the
+    counts, words, heap, strings, kernel tables, inputs, outputs, constant descriptors (not
+    their data) and the arena size. It catches a corrupt file, not a deliberate forger."""
+    out = bytearray()
+
+    def i32(values) -> None:
+        out.extend(np.asarray(list(values), dtype="<i4").tobytes())
+
+    def i64(values) -> None:
+        out.extend(np.asarray(list(values), dtype="<i8").tobytes())
+
+    i32([len(enc.words), len(enc.reg_names), len(enc.heap_init), len(enc.strings), len(enc.kernels),
+         len(enc.kernel_sigs), len(enc.inputs) // 3, len(enc.outputs), len(enc.consts)])
+    i32(enc.words)
+    i64(enc.heap_init)
+    for s in enc.strings:
+        out.extend(s.encode() + b"\0")
+    i32(enc.kernel_info)
+    i32(enc.kernel_sigs)
+    i32(enc.inputs)
+    i32(enc.outputs)
+    for _, arr in enc.consts:
+        i32([dtype_of_numpy(arr.dtype).code, arr.ndim])
+        i64(list(arr.shape) + [0] * (MAX_RANK - arr.ndim))
+    i64([enc.arena_size])
+    h = _FNV_OFFSET
+    for b in out:
+        h = ((h ^ b) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h - (1 << 64) if h >= 1 << 63 else h  # as the int64 the struct holds
 
 
 def _array(t: ir.Type, values) -> ir.Constant:

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..abi import MAX_RANK
+from ..codegen.embed import Encoded
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from ..ir.graph import CompileError
@@ -149,25 +149,6 @@ class Scope:
                 return found
             scope = scope.parent
         return None
-
-
-@dataclass
-class Encoded:
-    """A program as the module embeds it."""
-
-    words: list[int]
-    strings: list[str]
-    heap_init: list[int]
-    arena_size: int
-    kernels: list[str]
-    kernel_info: list[int]  # per kernel: tensors, scalars, outputs, offset in kernel_sigs
-    kernel_sigs: list[int]  # the kernels' signatures, one after another
-    inputs: list[int]  # per input: dtype, rank, name string
-    outputs: list[int]  # per output: name string
-    consts: list[tuple[str, np.ndarray]]
-    reg_names: list[str]
-    slot_names: dict[int, str]
-    blocks: dict[int, str]  # pc -> label
 
 
 class Program:
@@ -410,41 +391,3 @@ def _fmt_value(k: str, v, messages: bool) -> str | None:
     if k == "dtype":
         return v.name
     return repr(v) if not isinstance(v, (int, str)) else str(v)
-
-
-
-_FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
-
-
-def checksum(enc: Encoded) -> int:
-    """FNV-1a (64-bit) of the program tables, as the VM recomputes it before running: the
-    counts, words, heap, strings, kernel tables, inputs, outputs, constant descriptors (not
-    their data) and the arena size. It catches a corrupt file, not a deliberate forger."""
-    from ..ir.dtypes import dtype_of_numpy
-
-    out = bytearray()
-
-    def i32(values) -> None:
-        out.extend(np.asarray(list(values), dtype="<i4").tobytes())
-
-    def i64(values) -> None:
-        out.extend(np.asarray(list(values), dtype="<i8").tobytes())
-
-    i32([len(enc.words), len(enc.reg_names), len(enc.heap_init), len(enc.strings), len(enc.kernels),
-         len(enc.kernel_sigs), len(enc.inputs) // 3, len(enc.outputs), len(enc.consts)])
-    i32(enc.words)
-    i64(enc.heap_init)
-    for s in enc.strings:
-        out.extend(s.encode() + b"\0")
-    i32(enc.kernel_info)
-    i32(enc.kernel_sigs)
-    i32(enc.inputs)
-    i32(enc.outputs)
-    for _, arr in enc.consts:
-        i32([dtype_of_numpy(arr.dtype).code, arr.ndim])
-        i64(list(arr.shape) + [0] * (MAX_RANK - arr.ndim))
-    i64([enc.arena_size])
-    h = _FNV_OFFSET
-    for b in out:
-        h = ((h ^ b) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    return h - (1 << 64) if h >= 1 << 63 else h  # as the int64 the struct holds

@@ -176,7 +176,7 @@ typedef struct sw_program {
   int64_t arena_size; /* bytes of the static arena */
   const int32_t* kernel_sigs; /* per kernel tensor: dtype, rank, then each dim: >= 0 static, -1 - k its k-th symbol, SW_DIM_UNCHECKED an expression the VM does not evaluate */
   int32_t nkernel_sigs;
-  int64_t checksum; /* FNV-1a of the program tables (toolkit.program.ir.checksum) */
+  int64_t checksum; /* FNV-1a of the program tables (toolkit.codegen.embed.checksum) */
 } sw_program;
 
 #if UINTPTR_MAX == 0xFFFFFFFFu
