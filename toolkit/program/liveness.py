@@ -18,10 +18,10 @@ buffers in ``prog.kept`` (string pools: other tensors' elements point into their
 """
 from __future__ import annotations
 
+from ..vm.isa import ARENA_LIMIT
 from .ir import Block, Instr, Program, Reg, StaticBuffer
 
 ARENA_ALIGN = 64
-ARENA_LIMIT = (1 << 31) - 1  # offsets are int32 immediates
 
 OWNING = ("ALLOC", "ALLOC_STATIC", "ALLOC_AT", "COPY", "MOVE")  # their first register gets a new buffer
 

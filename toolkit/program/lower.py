@@ -331,9 +331,9 @@ class Lowerer:
         dims = [self.slot(d) for d in shape]
         if all(isinstance(d, int) for d in shape) and name not in self._runtime_values:
             nbytes = dtype.itemsize * prod(int(d) for d in shape)  # Python ints: no overflow
-            if nbytes > liveness.ARENA_LIMIT:
+            if nbytes > isa.ARENA_LIMIT:
                 raise CompileError(f"{self.context()}: {what} needs {nbytes} bytes, more than the "
-                                   f"{liveness.ARENA_LIMIT} a module can address")
+                                   f"{isa.ARENA_LIMIT} a module can address")
             self._emit("ALLOC_STATIC", reg, dtype, place if place is not None else StaticBuffer(nbytes), dims)
         else:
             self._emit("ALLOC", reg, dtype, self._oom(what), dims)

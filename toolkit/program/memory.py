@@ -132,7 +132,7 @@ def plan_dynamic(prog: Program, lw: "Lowerer", at: int, known: dict, spans: dict
         total = D.add(total, s.size)
     plan.dynamic_bytes = total
     hi = D.bounds(total)[1]
-    plan.reserve = hi if hi is not None and hi <= liveness.ARENA_LIMIT else 0
+    plan.reserve = hi if hi is not None and hi <= isa.ARENA_LIMIT else 0
 
     # the offsets and the size, evaluated right after the inputs are bound
     entry = prog.blocks[0]

@@ -86,6 +86,8 @@ OPS: tuple[Op, ...] = (
 )
 
 ARITH = ("ADD", "SUB", "MUL", "FLOORDIV", "MOD", "MIN", "MAX", "DIV", "EQ", "LT", "LE")
+# the bytes a static arena can span: a buffer's offset in it is an ``imm`` operand (int32)
+ARENA_LIMIT = (1 << 31) - 1
 
 BY_NAME = {op.name: op for op in OPS}
 BY_CODE = {op.code: op for op in OPS}

@@ -20,7 +20,7 @@ from ...ir import dims as D
 from ...ir.dtypes import DTYPE_BY_CODE, DTYPES
 from ...ir.graph import FOLD_LIMIT, WEIGHT_INPUTS, CompileError, Graph, Region, Value
 from ...ops.base import promote_sym
-from ...program.liveness import ARENA_LIMIT
+from ...vm.isa import ARENA_LIMIT
 from . import shared_dims
 from .names import text_names
 from .ops import sequence
@@ -36,7 +36,7 @@ MAX_ML_OPSET = max(s.since_version for s in onnx.defs.get_all_schemas_with_histo
 # ir.graph.WEIGHT_INPUTS) folds whatever its size, as onnxruntime folds it when a session
 # starts: left to run time it would be recomputed and packed again on every run, through the
 # slower kernels of run-time weights (light_resnet50's 11M filled weights: 10% of its native
-# time); but not past the bytes a module's static arena can address (liveness.ARENA_LIMIT): a hostile
+# time); but not past the bytes a module's static arena can address (vm.isa.ARENA_LIMIT): a hostile
 # ConstantOfShape would otherwise be evaluated at compile time in whatever memory it asks for;
 # left to run time, the arena's planning refuses it by name
 # why an optional or a sequence cannot cross the module's boundary
