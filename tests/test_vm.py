@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 import wasm_runtime
-from toolkit import abi
+from toolkit import abi, generate
 from toolkit.codegen.embed import embed_program
 from toolkit.codegen.target import emit_object, get_target
 from toolkit.link import link
@@ -17,7 +17,7 @@ from util import _TMP, lower_model, make_model, vinfo
 
 def test_generated_files_are_current():
     """sw_abi.h, sw_isa.h, wasm_runtime/_abi.py and js_loader/abi.js match their tables."""
-    for path, text in abi.generated_files().items():
+    for path, text in generate.generated_files().items():
         assert path.read_text() == text, f"{path} is stale: run python -m toolkit.abi"
 
 

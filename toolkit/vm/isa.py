@@ -218,6 +218,6 @@ def c_header() -> str:
     return "\n".join(lines)
 
 if __name__ == "__main__":
-    from ..abi import main
+    from ..generate import main
 
     sys.exit(main(sys.argv[1:]))
