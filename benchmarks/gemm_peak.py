@@ -3,7 +3,7 @@
 
 The peak is a multiply-add loop built the way the GEMM microkernel is
 (toolkit/codegen/gemm.py). It is LLVM IR from llvmlite for the same Target, and each step is
-conv.mac(acc, x, y) on vectors of Target.f32_lanes: FMA natively where the CPU has it, a
+simd.mac(acc, x, y) on vectors of Target.f32_lanes: FMA natively where the CPU has it, a
 multiply and an add on wasm32 SIMD128. It keeps several independent accumulators, so that
 throughput bounds the loop and latency does not. The best of several accumulator counts is
 the peak. Then float32 MatMul models go through the normal compiler
@@ -44,7 +44,7 @@ import wasm_runtime  # noqa: E402
 from node_bin import node as node_binary  # noqa: E402
 from node_bin import relaxed_flags  # noqa: E402
 from node_bin import version as node_version  # noqa: E402
-from toolkit.codegen.conv import mac  # noqa: E402
+from toolkit.codegen.simd import mac  # noqa: E402
 from toolkit.codegen.kernel import splat  # noqa: E402
 from toolkit.codegen.gemm import tile_for  # noqa: E402
 from toolkit.codegen.kernel import F32, I32  # noqa: E402

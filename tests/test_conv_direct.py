@@ -1,4 +1,4 @@
-"""Convolutions whose patch panels the GEMM reads in place (gemm.Im2col.direct): natively,
+"""Convolutions whose patch panels the GEMM reads in place (im2col.Im2col.direct): natively,
 when the output rows are a known multiple of the panel width, every panel lies in one output
 row, and the microkernel reads its rows straight from the staged input through a table of
 row offsets instead of packing them. Each case runs on both targets (wasm32 packs, the same

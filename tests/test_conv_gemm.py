@@ -1,5 +1,5 @@
 """Convolution through the GEMM microkernel (toolkit/codegen/conv.py build_conv2d_gemm,
-gemm.Im2col) and elementwise ops fused into GEMM epilogues (toolkit/passes/fuse.py), on
+im2col.Im2col) and elementwise ops fused into GEMM epilogues (toolkit/passes/fuse.py), on
 both targets against onnx.reference (or numpy in float64), one module per model run at
 several bindings of its symbolic dims.
 

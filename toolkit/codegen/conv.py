@@ -7,7 +7,7 @@ pools in :mod:`.conv_pool`.
 A float32 Conv of one group runs as a GEMM (:func:`build_conv2d_gemm`): the weights are
 the GEMM's A (constant ones packed into panels of a tile's rows at compile time,
 :class:`.gemm.PanelA`), the patch matrix its B, packed a block at a time from the input
-staged into stride phases (:func:`stage_phases`, :class:`.gemm.Im2col`), and the bias and
+staged into stride phases (:func:`stage_phases`, :class:`.im2col.Im2col`), and the bias and
 fused ops are the GEMM's epilogue (:func:`conv_epilogue`). A 3x3 one with unit strides and
 constant weights runs as 16 smaller GEMMs by Winograd's F(2x2, 3x3) instead
 (:mod:`.winograd`), and one on a small image as the transposed GEMM, pixels as rows
@@ -53,11 +53,14 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from . import fused as F
+from . import gemm as G
 from . import mathlib
+from .im2col import Im2col
 from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, compute_type, fast, i64, intrinsic,
                      prefetch, smax, smin, splat, transpose_vectors)
 from .reduce import fold, identity
 from .scalar import convert
+from .simd import copy_vectors, lanes_below, mac, masked_load, masked_store, vector_store
 
 TensorType = tuple[DType, Sequence[Dim]]
 
@@ -67,8 +70,6 @@ MIN_LANES = 4  # f32 lanes of a SIMD128 vector, the narrowest vector tiles use
 IC_CHUNK = 2048  # floats of weights one tile reads in one pass (L1)
 W_CHUNK = 32768  # floats of weights one sweep over the output rows reuses (L2)
 X_CHUNK = 8192  # floats of input one chunk of output columns reads per pass (L1)
-# multiply-adds may fuse (FMA on hosts that have it); sums keep their order
-MAC_FLAGS = ("contract",)
 
 
 @dataclass(frozen=True)
@@ -377,15 +378,13 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     (:mod:`.gemm`): ``y[oc, pixel] = sum_k w[oc, k] * patches[k, pixel]`` with the weights
     as they are ([M, C * kh * kw], row-major) or, ``packed_a``, packed by
     :func:`.gemm.pack_a` at compile time, and the patch matrix never materialized
-    (:class:`.gemm.Im2col` packs its blocks from the staged input). The bias and the fused
+    (:class:`.im2col.Im2col` packs its blocks from the staged input). The bias and the fused
     elementwise ops ``post`` (:class:`.gemm.PostOp`) are the GEMM's epilogue. ``params``:
     (window, tile, bias, post, packed_a, dual). ``dual`` (:func:`conv_t_dual`): the weights
     are packed by :func:`pack_conv_t`, and a call with few pixels (:func:`conv_t_wins`) runs
     the transposed GEMM (:func:`transposed_gemm`) instead. Tensors: x, w, [bias], the post
     ops' operands, [the staged input of :func:`im2col_stage`], with ``dual`` [the patches]
     and the transposed output, y. Scalars: the symbolic pads."""
-    from . import gemm as G
-
     win, tile, bias, post, packed_a, dual = params
     x_shape, y_shape = types[0][1], types[-1][1]
     x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
@@ -412,7 +411,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     def weights_as_a() -> None:
         table = None
         if not pointwise:
-            taps = G.Im2col(xs, i64(0), plane, wq, ow, win.kernel, win.strides, win.dilations)
+            taps = Im2col(xs, i64(0), plane, wq, ow, win.kernel, win.strides, win.dilations)
             taps.prepare(kb)
             table = taps.table
         with kb.loop(x.dim(0), "n") as n:
@@ -420,7 +419,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
             if pointwise:  # the patches are the input itself: [C, H * W]
                 src = G.View(xs, base, pixels, i64(1))
             else:
-                src = G.Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
+                src = Im2col(xs, base, plane, wq, ow, win.kernel, win.strides, win.dilations, table)
             y_base = kb.mul(n, kb.mul(m, pixels))
             # with both routes the weights are in the transposed GEMM's NR-column panels
             a = G.PanelA(w, i64(0), depth, tile.nr if dual else tile.mr) if packed_a else \
@@ -548,8 +547,6 @@ def conv_t_dual(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim],
 def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
     """[M, C, kh, kw] weights as the transposed GEMM's packed B: W^T, [C * kh * kw, M], in
     NR-column panels (:func:`.gemm.pack_b`)."""
-    from . import gemm as G
-
     return G.pack_b(np.ascontiguousarray(w.reshape(w.shape[0], -1).T), nr)
 
 
@@ -597,8 +594,6 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
     M] or more) is transposed into y, the bias and the fused ops ``post`` applied on the way
     (vectors along the pixels, as :func:`conv_epilogue` takes them). The image's size may be
     known only at run time (:func:`conv_t_dual`)."""
-    from . import gemm as G
-
     if xs is not None:
         channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
     else:
@@ -614,7 +609,7 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
     im = None
     if not pointwise:
         hq, wq = (xs.dim(3), xs.dim(4)) if xs is not x else (x.dim(2), x.dim(3))
-        im = G.Im2col(xs, i64(0), kb.mul(hq, wq), wq, ow, win.kernel, win.strides, win.dilations)
+        im = Im2col(xs, i64(0), kb.mul(hq, wq), wq, ow, win.kernel, win.strides, win.dilations)
         im.prepare(kb)
     with at_entry(kb):
         block = b.alloca(ir.ArrayType(F32, lanes * lanes), name="block")
@@ -629,17 +624,17 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         else:
             vecs = b.udiv(ow, i64(lanes))
             rest = b.sub(ow, kb.mul(vecs, i64(lanes)))
-            mask = G.lanes_below(b, rest, lanes)
+            mask = lanes_below(b, rest, lanes)
         whole = kb.mul(vecs, i64(lanes))
 
         def row(kk: ir.Value, koff: ir.Value) -> None:
             with kb.loop(oh, "mr", plain=True) as r:
                 src = kb.add(base, kb.add(koff, kb.mul(r, wq)))
                 dst = kb.add(kb.mul(kk, pixels), kb.mul(r, ow))
-                G._copy_vectors(kb, tile, xs, src, patches.ptr(dst), vecs)
+                copy_vectors(kb, tile.lanes, xs, src, patches.ptr(dst), vecs)
                 if not isinstance(rest, int) or rest:  # a run-time count, or a nonzero constant
-                    x_ = G.masked_load(b, xs.ptr(kb.add(src, whole)), mask, vt)
-                    G.masked_store(b, x_, patches.ptr(kb.add(dst, whole)), mask)
+                    x_ = masked_load(b, xs.ptr(kb.add(src, whole)), mask, vt)
+                    masked_store(b, x_, patches.ptr(kb.add(dst, whole)), mask)
 
         im.rows(kb, i64(0), depth, row)
 
@@ -673,7 +668,7 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
             at = kb.add(y_base, kb.add(kb.mul(i, pixels), j))
             v = epilogue(kb, i, j, v, mask)
             if isinstance(v.type, ir.VectorType):
-                G.vector_store(b, v, y.ptr(at), mask)
+                vector_store(b, v, y.ptr(at), mask)
             else:
                 y.store(at, v)
 
@@ -685,18 +680,18 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
             through the epilogue. A partial block (natively, with masks): ``pixel_rest``
             pixels (the rows past them read the last pixel's, and nothing past it is
             stored), ``channel_rest`` channels (only theirs read)."""
-            channels = G.lanes_below(b, channel_rest, lanes) if channel_rest is not None else None
+            channels = lanes_below(b, channel_rest, lanes) if channel_rest is not None else None
             rows = []
             for e in range(lanes):
                 j = kb.add(j0, i64(e))
                 if pixel_rest is not None:
                     j = smin(kb, j, b.sub(pixels, i64(1)))
                 ptr = yt.ptr(yt_at(j, i0))
-                rows.append(G.masked_load(b, ptr, channels, vt) if channels is not None
+                rows.append(masked_load(b, ptr, channels, vt) if channels is not None
                             else b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4))
             for e, v in enumerate(transpose_vectors(b, rows)):
                 b.store(v, staged_vector(i64(e)), align=4)
-            pixel_mask = G.lanes_below(b, pixel_rest, lanes) if pixel_rest is not None else None
+            pixel_mask = lanes_below(b, pixel_rest, lanes) if pixel_rest is not None else None
             with kb.loop(channel_rest if channel_rest is not None else i64(lanes), "oc", plain=True) as e:
                 out(kb.add(i0, e), j0, b.load(staged_vector(e), typ=vt, align=4), pixel_mask)
 
@@ -798,8 +793,6 @@ def conv_epilogue(bt: Tensor | None, post: tuple, operands: Sequence[Tensor], pi
     """The epilogue of a convolution of one image (y's element ``y_base + i * pixels + j`` for
     output channel i and pixel j): add the bias ``bt`` (if any), then the fused ops ``post``
     with their tensor ``operands``; None when there is neither."""
-    from . import gemm as G
-
     if bt is None and not post:
         return None
 
@@ -885,12 +878,11 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
         Columns below ``done_below`` were already summed in this pass by another tile:
         their stored sums are kept. With a lane ``mask``, only its lanes are read and stored
         (a row narrower than a vector)."""
-        from . import gemm as G
 
         def load(t: Tensor, idx: ir.Value) -> ir.Value:
             if mask is None:
                 return _load_lanes(kb, t, idx, lanes)
-            return G.masked_load(b, t.ptr(idx), mask, ir.VectorType(F32, lanes))
+            return masked_load(b, t.ptr(idx), mask, ir.VectorType(F32, lanes))
 
         vecs = len(starts)
         zero = ir.Constant(ir.VectorType(F32, lanes), [0.0] * lanes) if lanes > 1 else ir.Constant(F32, 0.0)
@@ -945,7 +937,7 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                 v = acc[j * vecs + u]
                 if done_below is not None and not one_pass:
                     v = b.select(_lanes_from(kb, col, done_below, lanes), v, _load_lanes(kb, y, at, lanes))
-                G.vector_store(b, v, y.ptr(at), mask)
+                vector_store(b, v, y.ptr(at), mask)
 
     def row_end(r: _Row, oc: ir.Value, ocb: int) -> None:
         """The columns after the whole tiles, or all of a row narrower than one tile."""
@@ -965,7 +957,6 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                     with kb.loop(ow, name="owc") as c:
                         tile(r, oc, ocb, [c], 1)
                 else:  # the row's columns as the first lanes of one masked vector
-                    from .gemm import lanes_below
                     tile(r, oc, ocb, [i64(0)], MIN_LANES, mask=lanes_below(b, ow, MIN_LANES))
                 return
             fits = s >= n if s is not None else b.icmp_signed(">=", ow, i64(n))
@@ -1020,14 +1011,6 @@ def _lanes_from(kb: KernelBuilder, col: ir.Value, first: ir.Value, lanes: int) -
 def _vector_starts(kb: KernelBuilder, ow0: ir.Value, lanes: int) -> list[ir.Value]:
     """The first columns of the vectors of a whole tile starting at ow0."""
     return [kb.add(ow0, i64(u * lanes)) for u in range(TILE_VECS)]
-
-
-def mac(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
-    prod = b.fmul(x, y)
-    prod.flags.extend(MAC_FLAGS)
-    s = b.fadd(acc, prod)
-    s.flags.extend(MAC_FLAGS)
-    return s
 
 
 # ----------------------------------------------------------------------------- per channel

@@ -22,8 +22,9 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
-from .conv import Window, dims_in, inside, mac, udiv
+from .conv import Window, dims_in, inside, udiv
 from .kernel import I64, KernelBuilder, compute_type, fptosi_sat, i64, intrinsic
+from .simd import mac
 
 TensorType = tuple[DType, Sequence[Dim]]
 

@@ -36,9 +36,9 @@ from llvmlite import ir
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, INT64, DType
-from . import gemm as G
-from .conv import Window, conv_epilogue, conv_inputs, mac
+from .conv import Window, conv_epilogue, conv_inputs
 from .kernel import F32, I32, KernelBuilder, ceildiv, i64, smin, transpose_vectors
+from .simd import lanes_below, mac, masked_load, masked_store
 
 TensorType = tuple[DType, Sequence[Dim]]
 
@@ -193,8 +193,8 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
                         b.store(v, vec_at(xs, kb.mul(kb.add(at, i64(e)), i64(lanes))), align=4)
 
                 if not wasm:
-                    mask = G.lanes_below(b, count, lanes)
-                    group(lambda src: G.masked_load(b, x.ptr(src), mask, vt))
+                    mask = lanes_below(b, count, lanes)
+                    group(lambda src: masked_load(b, x.ptr(src), mask, vt))
                 else:
                     whole = b.icmp_signed(">=", count, i64(lanes))
                     with b.if_else(whole) as (full, part):
@@ -215,14 +215,14 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
         first ``rest`` of them (all when rest >= lanes)."""
         epilogue = (conv_epilogue(bt, post, operands, pixels, kb.mul(n, kb.mul(i64(c), pixels)))
                     or (lambda kb, i, j, v, mask=None: v))
-        mask = G.lanes_below(b, rest, lanes) if not wasm else None
+        mask = lanes_below(b, rest, lanes) if not wasm else None
         for e, v in enumerate(transpose_vectors(b, sums)):
             ch, valid = channel_of(blk, e)
 
             def one(ch=ch, v=v) -> None:
                 at = kb.add(kb.mul(kb.add(kb.mul(n, i64(c)), ch), pixels), p0)
                 if not wasm:
-                    G.masked_store(b, epilogue(kb, ch, p0, v, mask), y.ptr(at), mask)
+                    masked_store(b, epilogue(kb, ch, p0, v, mask), y.ptr(at), mask)
                     return
                 with b.if_else(b.icmp_signed(">=", rest, i64(lanes))) as (full, part):
                     with full:

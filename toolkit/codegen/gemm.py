@@ -6,9 +6,10 @@ transA is a view) and B *packed* into panels of ``NR`` columns: panel ``p`` hold
 NR)``, the last panel's missing columns zero. A constant B is packed at compile time
 (:func:`pack_b`); any other is packed by the kernel one ``KC x NR`` block at a time into a
 stack buffer, from a strided :class:`View` (a run-time B, transposed or not) or from an
-:class:`Im2col`, a convolution's patch matrix read straight from its input. Natively, a
-patch matrix whose panels each lie in one output row is not packed at all: the tiles read
-every row of a panel in place, through a table of the rows' offsets (:meth:`Im2col.direct`).
+:class:`.im2col.Im2col`, a convolution's patch matrix read straight from its input. Natively,
+a patch matrix whose panels each lie in one output row is not packed at all: the tiles read
+every row of a panel in place, through a table of the rows' offsets
+(:meth:`.im2col.Im2col.direct`).
 
 A register tile is ``MR`` rows by ``NR`` columns, ``MR * NR / lanes`` vector accumulators
 that stay in registers over a block of k: each step loads ``NR / lanes`` vectors of the
@@ -49,18 +50,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from llvmlite import ir
 
 from . import fused as F
-from .conv import mac
 from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, pinned, settle, smin, splat,
                      to_compute)
+from .simd import f32_vector, lanes_below, mac, masked_load, masked_store, vector_load, vector_store
 
 ROW_ACCUMULATORS = 8  # vector accumulators of a lone row, against several panels at once
 PACKED_HERE_MC = 512  # rows per cache block when the kernel packs B itself
-DIRECT_MAX_K = 1 << 14  # rows k of a convolution's patches read in place: their offsets' table, on the stack
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,9 @@ class View:
              n: ir.Value, whole: bool) -> None:
         _pack_view(kb, tile, self, buf, j0, k0, kn, n, whole)
 
+    def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool:
+        return False
+
 
 @dataclass
 class PanelA:
@@ -184,234 +188,7 @@ def pack_a(a: np.ndarray, mr: int) -> np.ndarray:
     return np.ascontiguousarray(out.reshape(p, mr, k).transpose(0, 2, 1))
 
 
-@dataclass
-class Im2col:
-    """The [K, P] patch matrix of a 2-D convolution of one image, never materialized: row
-    ``k = ic * taps + dy * kw + dx`` and column ``j = oh * ow + ox`` hold the input element
-    that tap (dy, dx) of output pixel (oh, ox) reads in channel ic. It is read from the
-    input *staged* into stride phases (:func:`toolkit.codegen.conv.stage_phases`): plane
-    ``(py, px)`` of a channel holds padded rows ``r * sh + py`` and columns ``q * sw + px``
-    as a ``hq x wq`` grid, so an element's offset splits into a part of k and a part of j,
-
-        offset(k, j) = koff(k) + oh * wq + ox,
-        koff(k) = ic * sh * sw * plane + (py * sw + px) * plane + ry * wq + rx,
-
-    with ``(ry, py) = divmod(dy * dh, sh)`` and ``(rx, px) = divmod(dx * dw, sw)``. The NR
-    columns of a panel that lie in one output row are then contiguous in every row k: the
-    block is packed a vector at a time (or, natively when every panel lies in a row, not
-    packed: see :meth:`direct`); a panel that wraps to the next output row (or passes the
-    last pixel) is gathered column by column."""
-
-    t: Tensor
-    base: ir.Value  # the image's first staged element
-    plane: ir.Value  # hq * wq
-    wq: ir.Value
-    ow: ir.Value  # output row length
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    dilations: tuple[int, int]
-
-    table: ir.Value | None = None  # koff of each tap, filled by prepare()
-
-    @property
-    def taps(self) -> int:
-        return self.kernel[0] * self.kernel[1]
-
-    def prepare(self, kb: KernelBuilder) -> None:
-        """Fill the table of each tap's offset ``(py * sw + px) * plane + ry * wq + rx`` (in a
-        stack buffer, once per call): a row k's offset is then ``ic * channel + table[t]``."""
-        kw, (sh, sw), (dh, dw) = self.kernel[1], self.strides, self.dilations
-        with at_entry(kb):
-            self.table = kb.b.alloca(I64, size=self.taps, name="taps")
-        for t in range(self.taps):
-            (ry, py), (rx, px) = divmod(t // kw * dh, sh), divmod(t % kw * dw, sw)
-            off = kb.add(kb.mul(i64(py * sw + px), self.plane), kb.add(kb.mul(i64(ry), self.wq), i64(rx)))
-            kb.b.store(off, kb.b.gep(self.table, [i64(t)], source_etype=I64))
-
-    def pixel(self, kb: KernelBuilder, j: ir.Value) -> ir.Value:
-        """Where output pixel j's row 0 (its offset's part of j) lies in the staged input."""
-        b = kb.b
-        return kb.add(self.base, kb.add(kb.mul(b.udiv(j, self.ow), self.wq), b.urem(j, self.ow)))
-
-    def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool:
-        """Whether the GEMM reads this matrix's panels in place instead of packing them: every
-        panel lies in one output row (a static row length a multiple of NR), so in each row k
-        its NR columns are contiguous in the staged input, at ``koff(k)`` from the panel's
-        first pixel. Natively only, and with K known (the offsets' table is K long).
-
-        Packing cost the 3x3 layers of the cnn benchmark 13-16% of their time natively; read
-        in place they took 0.87-0.90x the time (paired calls against onnxruntime: 3 -> 16
-        channels at 64 x 64 1.19 -> 1.03x its time, 16 -> 32 at 32 x 32 1.26 -> 1.14x). On
-        wasm32 the 2-row tiles share a packed panel among many more tiles, and the offset
-        each step loads made 16 -> 32 channels no faster under wasmtime, so wasm32 packs."""
-        return (not kb.target.is_wasm and isinstance(self.ow, ir.Constant) and self.ow.constant % tile.nr == 0
-                and isinstance(k, ir.Constant) and k.constant <= DIRECT_MAX_K)
-
-    def offsets(self, kb: KernelBuilder, k: int) -> ir.Value:
-        """A table of ``koff(k)`` for every row k (in a stack buffer, filled per call)."""
-        with at_entry(kb):
-            table = kb.b.alloca(I64, size=max(1, k), name="koffs")
-        self.rows(kb, i64(0), i64(k), lambda kk, koff: kb.b.store(koff, kb.b.gep(table, [kk], source_etype=I64)))
-        return table
-
-    def rows(self, kb: KernelBuilder, k0: ir.Value, kn: ir.Value, body: Callable[[ir.Value, ir.Value], None]) -> None:
-        """``body(kk, koff(k0 + kk))`` for kk in [0, kn): the tap and the channel's offset are
-        carried from row to row (no division per row)."""
-        b = kb.b
-        taps = self.taps
-        channel = kb.mul(i64(self.strides[0] * self.strides[1]), self.plane)
-        t0 = b.urem(k0, i64(taps)) if taps > 1 else i64(0)
-        c0 = kb.mul(b.udiv(k0, i64(taps)) if taps > 1 else k0, channel)
-
-        def step(kk: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-            t, c = vals
-            tap = b.load(b.gep(self.table, [t], source_etype=I64), typ=I64)
-            body(kk, kb.add(c, tap))
-            nt = b.add(t, i64(1))
-            wrap = b.icmp_signed("==", nt, i64(taps))
-            return [b.select(wrap, i64(0), nt), b.select(wrap, kb.add(c, channel), c)]
-
-        kb.carry(i64(0), kn, [t0, c0], step, "pk")
-
-    def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
-             n: ir.Value, whole: bool) -> None:
-        """Rows [k0, k0 + kn) of the panel of columns [j0, j0 + NR) into ``buf``; columns past
-        the last pixel (``not whole``) are zero. A panel inside one output row is contiguous
-        in every row k of the staged input: it is copied a vector at a time. A panel that
-        wraps to the next output row (or passes the last pixel) is copied by segments
-        natively, and gathered column by column on wasm32 (see :meth:`_by_segments`)."""
-        b = kb.b
-        oh0, ox0 = b.udiv(j0, self.ow), b.urem(j0, self.ow)
-        in_row = b.icmp_signed("<=", kb.add(ox0, i64(tile.nr)), self.ow)
-        if not whole:
-            in_row = ir.Constant(ir.IntType(1), 0)
-        with b.if_else(in_row) as (yes, no):
-            with yes:
-                src = kb.add(self.base, kb.add(kb.mul(oh0, self.wq), ox0))
-                self.rows(kb, k0, kn, lambda kk, koff: _copy_vectors(kb, tile, self.t, kb.add(src, koff),
-                                                                      _block_at(kb, buf, tile.nr, kk, i64(0)),
-                                                                      i64(tile.vecs)))
-            with no:
-                if kb.target.is_wasm:
-                    self._by_columns(kb, tile, buf, j0, k0, kn, n)
-                else:
-                    self._by_segments(kb, tile, buf, j0, oh0, ox0, k0, kn, n, whole)
-
-    def _by_columns(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value,
-                    kn: ir.Value, n: ir.Value) -> None:
-        """Each column's offset and whether it exists, once per block, then an element at a
-        time; a column past the last pixel reads pixel 0 (in bounds) and stores zero."""
-        b = kb.b
-        cols = []
-        for c in range(tile.nr):
-            j = kb.add(j0, i64(c))
-            inside = b.icmp_signed("<", j, n)
-            jj = b.select(inside, j, i64(0))
-            cols.append((inside, self.pixel(kb, jj)))
-
-        def row(kk: ir.Value, koff: ir.Value) -> None:
-            for c, (inside, off) in enumerate(cols):
-                v = b.select(inside, self.t.load(kb.add(koff, off)), ir.Constant(F32, 0.0))
-                b.store(v, _block_at(kb, buf, tile.nr, kk, i64(c)))
-
-        self.rows(kb, k0, kn, row)
-
-    def _by_segments(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, oh0: ir.Value,
-                     ox0: ir.Value, k0: ir.Value, kn: ir.Value, n: ir.Value, whole: bool) -> None:
-        """The panel's part in each output row (a *segment*) is contiguous in every row k:
-        copied by vectors, its last columns by one masked vector. With AVX-512's 32-column
-        panels every panel of a 28 x 28 or smaller output wraps, and gathering them cost
-        small layers 7-13% of their time natively (measured on 3x3 layers of resnet50 and
-        squeezenet). wasm32 has no masked loads (LLVM branches per lane), and there copying
-        by segments measured 1-8% slower than gathering under wasmtime."""
-        b = kb.b
-        nr, lanes = tile.nr, tile.lanes
-        vt = _vec(lanes)
-        cols = i64(nr) if whole else smin(kb, i64(nr), b.sub(n, j0))
-        if not whole:
-            zero = ir.Constant(vt, [0.0] * lanes)
-            with kb.loop(kn, "pz", plain=True) as kk:
-                for v in range(tile.vecs):
-                    b.store(zero, b.bitcast(_block_at(kb, buf, nr, kk, i64(v * lanes)), vt.as_pointer()), align=4)
-        with kb.loop(ceildiv(kb, kb.add(ox0, cols), self.ow), "sg", plain=True) as sg:
-            first = b.icmp_signed("==", sg, i64(0))
-            ox = b.select(first, ox0, i64(0))
-            c0 = b.select(first, i64(0), b.sub(kb.mul(sg, self.ow), ox0))  # its first column in the panel
-            length = smin(kb, b.sub(self.ow, ox), b.sub(cols, c0))
-            src = kb.add(self.base, kb.add(kb.mul(kb.add(oh0, sg), self.wq), ox))
-            vecs = b.udiv(length, i64(lanes))
-            tail = kb.mul(vecs, i64(lanes))
-            mask = lanes_below(b, b.sub(length, tail), lanes)
-
-            def row(kk: ir.Value, koff: ir.Value) -> None:
-                at, dst = kb.add(src, koff), _block_at(kb, buf, nr, kk, c0)
-                _copy_vectors(kb, tile, self.t, at, dst, vecs)
-                x = masked_load(b, self.t.ptr(kb.add(at, tail)), mask, vt)
-                masked_store(b, x, b.gep(dst, [tail], source_etype=F32), mask)
-
-            self.rows(kb, k0, kn, row)
-
-
-def _copy_vectors(kb: KernelBuilder, tile: GemmTile, t: Tensor, at: ir.Value, dst: ir.Value, count: ir.Value) -> None:
-    """``count`` vectors from element ``at`` of ``t`` to the float pointer ``dst``: unrolled for a
-    constant count, else a plain loop."""
-    b = kb.b
-    vt = _vec(tile.lanes)
-
-    def copy(v: ir.Value) -> None:
-        off = kb.mul(v, i64(tile.lanes))
-        x = b.load(t.ptr(kb.add(at, off)), typ=vt, align=4)
-        b.store(x, b.bitcast(b.gep(dst, [off], source_etype=F32), vt.as_pointer()), align=4)
-
-    if isinstance(count, ir.Constant):
-        for v in range(count.constant):
-            copy(i64(v))
-        return
-    with kb.loop(count, "cv", plain=True) as v:
-        copy(v)
-
-
-def lanes_below(b: ir.IRBuilder, n: ir.Value, lanes: int) -> ir.Value:
-    """The mask of a vector's first ``n`` lanes (all of them when n >= lanes), for
-    :func:`masked_load` and :func:`masked_store`."""
-    return b.icmp_signed("<", ir.Constant(ir.VectorType(I64, lanes), list(range(lanes))), splat(b, n, lanes))
-
-
-def masked_load(b: ir.IRBuilder, ptr: ir.Value, mask: ir.Value, vt: ir.VectorType) -> ir.Value:
-    """The lanes of the vector at ``ptr`` where ``mask`` is set, zero elsewhere; the other lanes'
-    memory is not read (one instruction with AVX-512 or AVX; LLVM expands it into a branch per
-    lane where the target has none, as wasm32)."""
-    name = f"llvm.masked.load.v{vt.count}f32.p0"
-    fnty = ir.FunctionType(vt, [ptr.type, ir.IntType(32), mask.type, vt])
-    fn = b.module.globals.get(name) or ir.Function(b.module, fnty, name)
-    return b.call(fn, [ptr, ir.Constant(ir.IntType(32), 4), mask, ir.Constant(vt, [0.0] * vt.count)])
-
-
-def vector_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, mask: ir.Value | None = None) -> ir.Value:
-    """The vector at ``ptr``; with ``mask``, only its lanes (:func:`masked_load`)."""
-    if mask is not None:
-        return masked_load(b, ptr, mask, vt)
-    return b.load(ptr, typ=vt, align=4)
-
-
-def vector_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, mask: ir.Value | None = None) -> None:
-    """Store ``v`` at ``ptr``; with ``mask``, only its lanes (:func:`masked_store`)."""
-    if mask is not None:
-        masked_store(b, v, ptr, mask)
-    else:
-        b.store(v, ptr, align=4)
-
-
-def masked_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, mask: ir.Value) -> None:
-    """Store the lanes of ``v`` where ``mask`` is set; the other lanes' memory is untouched."""
-    vt = v.type
-    name = f"llvm.masked.store.v{vt.count}f32.p0"
-    fnty = ir.FunctionType(ir.VoidType(), [vt, ptr.type, ir.IntType(32), mask.type])
-    fn = b.module.globals.get(name) or ir.Function(b.module, fnty, name)
-    b.call(fn, [v, ptr, ir.Constant(ir.IntType(32), 4), mask])
-
-
-def _block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Value) -> ir.Value:
+def block_at(kb: KernelBuilder, buf: ir.Value, nr: int, kk: ir.Value, c: ir.Value) -> ir.Value:
     """Element (kk, c) of a packed panel block (kn x NR, row-major)."""
     return kb.b.gep(buf, [kb.add(kb.mul(kk, i64(nr)), c)], source_etype=F32)
 
@@ -443,10 +220,6 @@ def load_like(kb: KernelBuilder, t: Tensor, at: ir.Value, like: ir.Value, mask: 
     return vector_load(kb.b, t.ptr(at), like.type, mask)
 
 
-def _vec(lanes: int) -> ir.VectorType:
-    return ir.VectorType(F32, lanes)
-
-
 def _pack_view(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0: ir.Value, k0: ir.Value,
                kn: ir.Value, n: ir.Value, whole: bool) -> None:
     """Rows [k0, k0 + kn) of columns [j0, j0 + NR) of the [k, n] view ``src`` into ``buf`` as
@@ -455,10 +228,10 @@ def _pack_view(kb: KernelBuilder, tile: GemmTile, src: View, buf: ir.Value, j0: 
     element along k, which is contiguous for a transposed B, with zeros past column n."""
     b = kb.b
     nr, lanes = tile.nr, tile.lanes
-    vt = _vec(lanes)
+    vt = f32_vector(lanes)
 
     def at(kk: ir.Value, c: ir.Value) -> ir.Value:
-        return _block_at(kb, buf, nr, kk, c)
+        return block_at(kb, buf, nr, kk, c)
 
     def by_vectors() -> None:
         with kb.loop(kn, "pk") as kk:
@@ -500,12 +273,26 @@ class Packed:
     base: ir.Value
 
 
-def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2col", y: Tensor, y_base: ir.Value,
+class PanelSource(Protocol):
+    """A B that :func:`gemm` packs a block at a time (:class:`View`, a convolution's patches
+    :class:`.im2col.Im2col`). Where ``direct`` holds, the tiles read its panels in place
+    instead, from ``t`` at ``pixel(kb, j)`` (a panel's first column) plus ``offsets(kb, k)``
+    (each row k's offset), which such a source also has."""
+
+    t: Tensor
+
+    def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
+             n: ir.Value, whole: bool) -> None: ...
+
+    def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool: ...
+
+
+def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: Packed | PanelSource, y: Tensor, y_base: ir.Value,
          m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
          prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None,
          inline_epilogue: bool = False) -> None:
     """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for B packed (:class:`Packed`)
-    or a [k, n] :class:`View` or :class:`Im2col` packed here a block at a time; y is
+    or a [k, n] :class:`PanelSource` packed here a block at a time; y is
     row-major [m, n] from ``y_base``. The epilogue (default: none) runs once per element,
     over each tile the last k block has stored. ``prefetch(kb, i, j)``, if given, is called
     for each cache line (16 floats) of each tile's rows before the last k block's loop: the
@@ -515,7 +302,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     b = kb.b
     mr, nr, lanes, vecs = tile.mr, tile.nr, tile.lanes, tile.vecs
     wasm = kb.target is not None and kb.target.is_wasm
-    vt = _vec(lanes)
+    vt = f32_vector(lanes)
     zero = ir.Constant(vt, [0.0] * lanes)
     full_panels = i64(n.constant // nr) if isinstance(n, ir.Constant) else b.udiv(n, i64(nr))
     ragged = (n.constant % nr != 0) if isinstance(n, ir.Constant) else b.icmp_signed(
@@ -526,7 +313,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: "Packed | View | Im2c
     # layer at batch 1 in Node took 0.89x the time; natively 1.05x, so not there
     lone = wasm and isinstance(bsrc, Packed) and (m.constant == 1 if isinstance(m, ir.Constant) else None)
     one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc or lone is True
-    direct = isinstance(bsrc, Im2col) and bsrc.direct(kb, tile, k)
+    direct = not isinstance(bsrc, Packed) and bsrc.direct(kb, tile, k)
     one_panel = isinstance(n, ir.Constant) and n.constant <= nr
     # natively, a row-major B that asks for it is read where it lies, without packing: with N a
     # multiple of NR no panel reads past its row. Rows a page apart share their L1 sets, so the
@@ -875,7 +662,7 @@ def sparse_row(kb: KernelBuilder, tile: GemmTile, a: View, bt: Tensor, y: Tensor
     b = kb.b
     lanes = tile.lanes
     wasm = kb.target is not None and kb.target.is_wasm
-    vt = _vec(lanes)
+    vt = f32_vector(lanes)
     chunk = SPARSE_UNROLL * lanes
 
     def nonzero(kk: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:

@@ -30,9 +30,9 @@ from . import gemm as G
 from .gemm import View as Mat
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
-from .conv import mac
 from .kernel import F32, KernelBuilder, Tensor, fast, i64, smin, splat
 from .scalar import Scalar
+from .simd import mac
 
 TensorType = tuple[DType, Sequence[Dim]]
 
