@@ -24,18 +24,6 @@ FRONTEND_OPS = "toolkit.frontend.onnx.ops."
 # the plugin registry: translate.registry() imports every op family, each of which imports
 # translate (its TranslateContext and helpers)
 REGISTRY = "toolkit.frontend.onnx.translate"
-# circles left in place, each edge with why; the test fails once one is gone, so the list
-# only shrinks
-KNOWN_BACK_EDGES = {
-    # translations of ops with subgraphs recurse into the importer; the cure is
-    # ctx.import_subgraph on the TranslateContext (review 2026-11-28, section 2, circle 4)
-    ("toolkit.frontend.onnx.ops.control", "toolkit.frontend.onnx.importer"):
-        "If/Loop/Scan import their subgraphs through importer.import_region",
-    ("toolkit.frontend.onnx.ops.sequence", "toolkit.frontend.onnx.importer"):
-        "SequenceMap imports its body through importer.import_region",
-}
-
-
 def modules() -> dict[str, Path]:
     out = {}
     for top in PACKAGES:
@@ -97,11 +85,11 @@ def _where(a: str, b: str, at_import: bool = False) -> str:
 
 def _graph() -> dict[str, set[str]]:
     """Who imports whom when modules are imported, less the registry's loading of the op
-    families and the known back edges."""
+    families."""
     graph = {m: set() for m in MODULES}
     for m, found in EDGES.items():
         for t, _, hidden in found:
-            if hidden or (m == REGISTRY and t.startswith(FRONTEND_OPS)) or (m, t) in KNOWN_BACK_EDGES:
+            if hidden or (m == REGISTRY and t.startswith(FRONTEND_OPS)):
                 continue
             graph[m].add(t)
     return graph
@@ -172,12 +160,6 @@ def test_no_module_imports_itself_through_others():
     circles = _circles(_graph())
     described = ["\n    ".join(_where(a, b, at_import=True) for a, b in zip(c, c[1:] + c[:1])) for c in circles]
     assert not circles, "import circles:\n  " + "\n  ".join(described)
-
-
-def test_known_back_edges_still_exist():
-    """An exemption outlives its circle only by mistake: drop it once the edge is gone."""
-    for (a, b), why in KNOWN_BACK_EDGES.items():
-        assert any(t == b for t, _, _ in EDGES[a]), f"{a} no longer imports {b} ({why}): drop it from KNOWN_BACK_EDGES"
 
 
 def _reaching(source: str, forbidden: tuple[str, ...]) -> list[str]:

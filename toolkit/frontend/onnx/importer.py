@@ -23,6 +23,7 @@ from ...ops.base import promote_sym
 from ...vm.isa import ARENA_LIMIT
 from . import shared_dims
 from .names import text_names
+from .subgraphs import bound_node, rename_clashes, rename_in
 from .ops import sequence
 from .ops.ml import REFUSED as ML_REFUSED
 from .translate import CONTRIB, ML, ORT_DEFAULT_DOMAIN, Entry, TranslateContext, ident, registry, version_in_effect
@@ -385,7 +386,7 @@ def specialize_after_if(node: onnx.NodeProto, after: list[onnx.NodeProto], leavi
         del body.output[:]
         body.output.extend(onnx.ValueInfoProto(name=o) for o in out)
         # the names the copy defines are its own in each branch
-        _rename_in(body, {x: f"{x}@{which}" for x in produced})
+        rename_in(body, {x: f"{x}@{which}" for x in produced})
         branches[f"{which}_branch"] = body
     merged = onnx.helper.make_node("If", [node.input[0]], out, name=f"{name}/specialized", **branches)
     return kept + [merged]
@@ -509,7 +510,7 @@ def _import_node(graph: Graph, reg, n: onnx.NodeProto, index: int, opset: int) -
         raise CompileError(f"{label}: {n.op_type} version {version} (in effect at opset {opset}) is not "
                            f"supported; symwasm implements versions {', '.join(map(str, known))}")
     _check_arity(n, opset, label)
-    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, opset, label))
+    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, opset, label), import_region)
     _translate(graph, entry, ctx, n, label)
     if entry.foldable:
         _fold(graph, ctx, n, opset)
@@ -542,7 +543,7 @@ def _import_contrib(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str)
             attrs[a.name] = _attr_value(a)
         except Exception as e:  # noqa: BLE001 - a corrupt tensor or graph attribute in any form
             raise CompileError(f"{label}: attribute '{a.name}' cannot be read ({e})") from None
-    ctx = TranslateContext(graph, n, name, 1, attrs)
+    ctx = TranslateContext(graph, n, name, 1, attrs, import_region)
     _translate(graph, entry, ctx, n, label)
     return 1
 
@@ -574,7 +575,7 @@ def _import_ml(graph: Graph, reg, n: onnx.NodeProto, name: str, label: str) -> i
         raise CompileError(f"{label}: {n.op_type} version {version} (in effect at '{ML}' opset {ml_opset}) is not "
                            f"supported; symwasm implements versions {', '.join(map(str, known))}")
     _check_arity(n, ml_opset, label)
-    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, ml_opset, label))
+    ctx = TranslateContext(graph, n, name, version, _attrs_with_defaults(n, ml_opset, label), import_region)
     _translate(graph, entry, ctx, n, label)
     return version
 
@@ -715,8 +716,8 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, within: st
     """Import ``n`` as the nodes of the function ``fn`` (an ONNX schema's or the model's own):
     the function's inputs and outputs are the node's, its own values get names under the
     node's, and attributes that refer to the function's (``ref_attr_name``) take ``given``'s
-    values, in the subgraphs of its nodes too (:func:`_bind_subgraph`). ``within`` starts the
-    message of an error inside the body."""
+    values, in the subgraphs of its nodes too (:func:`.subgraphs.bind_subgraph`). ``within``
+    starts the message of an error inside the body."""
     rename = {f: (n.input[k] if k < len(n.input) else "") for k, f in enumerate(fn.input)}
     rename.update({f: n.output[k] for k, f in enumerate(fn.output) if k < len(n.output) and n.output[k]})
     prefix = f"{name}/"
@@ -729,7 +730,7 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, within: st
     model_opset, graph.opset = graph.opset, fn_opset
     try:
         for k, sub in enumerate(fn.node):
-            m = _bound_node(sub, k, prefix, new_name, given)
+            m = bound_node(sub, k, prefix, new_name, given)
             try:
                 _import_node(graph, reg, m, k, fn_opset)
             except CompileError as e:
@@ -741,75 +742,12 @@ def _expand_function(graph: Graph, reg, n: onnx.NodeProto, name: str, within: st
             raise CompileError(f"{within}: output '{o}' is not produced by it")
 
 
-def _bind_attributes(attrs, given: dict, outer, scope: str) -> list[onnx.AttributeProto]:
-    """The attributes of a function body's node (named ``scope`` once expanded): each that
-    refers to a function attribute takes ``given``'s value (and is left out when the node
-    gives none and it has no default); each subgraph is bound by :func:`_bind_subgraph`, its
-    own values named under ``scope/<attribute>/``, the function's through ``outer``."""
-    out = []
-    for a in attrs:
-        b = onnx.AttributeProto()
-        if a.ref_attr_name:
-            if a.ref_attr_name not in given:
-                continue
-            b.CopyFrom(given[a.ref_attr_name])
-            b.name = a.name
-        else:
-            b.CopyFrom(a)
-            if a.type == onnx.AttributeProto.GRAPH:
-                b.g.CopyFrom(_bind_subgraph(a.g, given, outer, f"{scope}/{a.name}/"))
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                b.ClearField("graphs")
-                b.graphs.extend(_bind_subgraph(g, given, outer, f"{scope}/{a.name}.{j}/")
-                                for j, g in enumerate(a.graphs))
-        out.append(b)
-    return out
-
-
-def _bind_subgraph(gp: onnx.GraphProto, given: dict, outer, prefix: str) -> onnx.GraphProto:
-    """A copy of ``gp``, a subgraph inside a function body, for its expansion: the names it
-    defines (inputs, initializers, node outputs) go under ``prefix``, so they cannot meet
-    the model's; a name it uses without defining is the enclosing scope's, renamed by
-    ``outer`` (a name the subgraph defines shadows the enclosing one). Its nodes' references
-    to the function's attributes take ``given``'s values, in nested subgraphs too."""
-    defined = {i.name for i in gp.input} | {t.name for t in gp.initializer} | \
-        {o for nd in gp.node for o in nd.output if o}
-
-    def name(x: str) -> str:
-        if not x:
-            return ""
-        return prefix + x if x in defined else outer(x)
-
-    gp = onnx.GraphProto.FromString(gp.SerializeToString())
-    for coll in (gp.input, gp.output, gp.initializer, gp.value_info):
-        for x in coll:
-            x.name = name(x.name)
-    nodes = [_bound_node(nd, k, prefix, name, given) for k, nd in enumerate(gp.node)]
-    del gp.node[:]
-    gp.node.extend(nodes)
-    return gp
-
-
-def _bound_node(nd: onnx.NodeProto, k: int, prefix: str, name, given: dict) -> onnx.NodeProto:
-    """A copy of ``nd``, node ``k`` of a function body or of a subgraph inside one, for its
-    expansion: named under ``prefix``, its values renamed by ``name``, its attributes bound
-    by :func:`_bind_attributes`."""
-    m = onnx.NodeProto()
-    m.CopyFrom(nd)
-    m.name = f"{prefix}{nd.name or nd.op_type + '_' + str(k)}"
-    m.input[:] = [name(x) for x in nd.input]
-    m.output[:] = [name(x) for x in nd.output]
-    m.ClearField("attribute")
-    m.attribute.extend(_bind_attributes(nd.attribute, given, name, m.name))
-    return m
-
-
 def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: str) -> Region:
     """Import a subgraph (an If branch, a Loop body) into ``graph``: its values join the
     graph's, its nodes go into the returned :class:`Region` (not ``graph.nodes``). ``bound``
     are its inputs' values, named as ``gp``'s inputs (after renaming: a subgraph whose
     names clash with the graph's gets fresh names); they are added to the graph here."""
-    gp = _rename_clashes(gp, set(graph.values))
+    gp = rename_clashes(gp, set(graph.values))
     if len(bound) != len(gp.input):
         raise CompileError(f"{label}: the subgraph '{gp.name}' takes {len(gp.input)} inputs, "
                            f"{len(bound)} are given")
@@ -842,43 +780,6 @@ def import_region(graph: Graph, gp: onnx.GraphProto, bound: list[Value], label: 
                                f"subgraphs that yield sequences or optionals are not supported (symwasm resolves "
                                f"those at compile time, and If and Loop carry tensors)")
     return region
-
-
-def _rename_clashes(gp: onnx.GraphProto, taken: set[str]) -> onnx.GraphProto:
-    """``gp`` with every name it defines that is already ``taken`` renamed (throughout it and
-    the subgraphs inside it)."""
-    defined = [i.name for i in gp.input] + [i.name for i in gp.initializer] + \
-        [o for n in gp.node for o in n.output if o]
-    clash = {d for d in defined if d in taken}
-    if not clash:
-        return gp
-    new = {}
-    used = set(taken) | set(defined)
-    for d in sorted(clash):
-        k, name = 1, f"{d}.1"
-        while name in used:
-            k += 1
-            name = f"{d}.{k}"
-        used.add(name)
-        new[d] = name
-    gp = onnx.GraphProto.FromString(gp.SerializeToString())
-    _rename_in(gp, new)
-    return gp
-
-
-def _rename_in(gp: onnx.GraphProto, new: dict[str, str]) -> None:
-    for coll in (gp.input, gp.output, gp.initializer, gp.value_info):
-        for x in coll:
-            x.name = new.get(x.name, x.name)
-    for n in gp.node:
-        n.input[:] = [new.get(i, i) for i in n.input]
-        n.output[:] = [new.get(o, o) for o in n.output]
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _rename_in(a.g, new)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sub in a.graphs:
-                    _rename_in(sub, new)
 
 
 def _adopt_output_names(graph: Graph, g: onnx.GraphProto) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from ...ir.dtypes import DTYPE_BY_CODE, DType, dtype_of_numpy
-from ...ir.graph import CompileError, Graph, Node, Value
+from ...ir.graph import CompileError, Graph, Node, Region, Value
 from ...ops.base import CoreOp, promote_sym, run_infer
 
 Translation = Callable[["TranslateContext"], None]
@@ -101,7 +101,11 @@ def version_in_effect(op_type: str, opset: int) -> int | None:
 class TranslateContext:
     """One ONNX node while its translation runs."""
 
-    def __init__(self, graph: Graph, proto: onnx.NodeProto, name: str, version: int, attrs: dict[str, Any]):
+    def __init__(self, graph: Graph, proto: onnx.NodeProto, name: str, version: int, attrs: dict[str, Any],
+                 import_region: Callable[..., Region]):
+        # the importer's import_region, handed down: a translation that imports a subgraph
+        # (If, Loop, SequenceMap) calls back into the importer, which imports the translations
+        self._import_region = import_region
         self.graph = graph
         self.proto = proto
         self.name = name
@@ -114,6 +118,12 @@ class TranslateContext:
 
     def label(self) -> str:
         return f"node '{self.name}' ({self.op_type})"
+
+    def import_region(self, gp: onnx.GraphProto, bound: list[Value], label: str | None = None) -> Region:
+        """Import the subgraph ``gp`` (an If branch, a Loop body) into the graph as a region,
+        its inputs bound to ``bound`` (:func:`.importer.import_region`); errors inside it are
+        labelled ``label`` (default: this node)."""
+        return self._import_region(self.graph, gp, bound, label or self.label())
 
     def fail(self, reason: str) -> NoReturn:
         raise CompileError(f"{self.label()}: {reason}")

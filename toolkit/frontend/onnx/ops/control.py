@@ -1,6 +1,6 @@
 """ONNX control flow: If, Loop and Scan.
 
-The subgraphs are imported into regions (:func:`..importer.import_region`) and the output
+The subgraphs are imported into regions (``TranslateContext.import_region``) and the output
 shapes worked out here, once (see :mod:`toolkit.ops.control` for the rules). An If whose
 condition is known at compile time (a constant, or a comparison of dims that folded) is
 replaced by the branch it takes. A Loop body is imported with its carried values' initial
@@ -34,9 +34,7 @@ class RankPolymorphicIf(CompileError):
 
 
 def _import(ctx: TranslateContext, gp, bound: list[Value]) -> Region:
-    from ..importer import import_region
-
-    return import_region(ctx.graph, gp, bound, ctx.label())
+    return ctx.import_region(gp, bound)
 
 
 def _outer(d: D.Dim, local: set) -> bool:

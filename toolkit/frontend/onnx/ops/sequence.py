@@ -32,6 +32,7 @@ from ....ops.base import promote_sym
 from ....ops.layout import Split
 from ....ops.movement import Concat
 from ....ops.shape import Identity, Squeeze, Unsqueeze
+from ..subgraphs import bind_subgraph, rename_in
 from ..translate import TranslateContext
 
 
@@ -316,8 +317,6 @@ def split_to_sequence(ctx: TranslateContext) -> None:
 
 
 def sequence_map(ctx: TranslateContext) -> None:
-    from ..importer import _bind_subgraph, _rename_in, import_region
-
     body = ctx.attr("body")
     if body is None:
         ctx.fail("attribute 'body' is required")
@@ -344,11 +343,11 @@ def sequence_map(ctx: TranslateContext) -> None:
     for k in range(n):
         # the body's names under '<node>/<k>/', its inputs replaced by this element's values,
         # then imported inline
-        gp = _bind_subgraph(body, {}, lambda x: x, f"{ctx.name}/{k}/")
-        _rename_in(gp, {inp.name: (a.elements[k] if isinstance(a, TensorSequence) else a).name
+        gp = bind_subgraph(body, {}, lambda x: x, f"{ctx.name}/{k}/")
+        rename_in(gp, {inp.name: (a.elements[k] if isinstance(a, TensorSequence) else a).name
                         for inp, a in zip(gp.input, args)})
         del gp.input[:]
-        region = import_region(ctx.graph, gp, [], f"{ctx.label()} (element {k})")
+        region = ctx.import_region(gp, [], f"{ctx.label()} (element {k})")
         ctx.graph.nodes.extend(region.nodes)
         for j, o in enumerate(region.outputs):
             v = ctx.graph.values[o]
