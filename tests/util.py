@@ -125,9 +125,10 @@ def rand(rng: np.random.Generator, shape, dtype=np.float32, lo=-3, hi=3) -> np.n
     return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 
-def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None):
+def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None, check_facts: bool = False):
     """(graph, program IR, llvm module) of a model (its symbols ``binds`` fixed, as
-    ``compile_model`` fixes them): the compiler up to the program, no linking."""
+    ``compile_model`` fixes them; its facts checked if ``check_facts``): the compiler up to
+    the program, no linking."""
     from toolkit.codegen.target import get_target, new_module
     from toolkit.frontend.onnx.importer import import_model
     from toolkit.passes import run_pipeline
@@ -136,7 +137,7 @@ def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None):
     from toolkit.program.lower import lower_graph
 
     tgt = get_target("wasm32" if target == RELAXED else target)
-    graph = import_model(model, binds)
+    graph = import_model(model, binds, check_facts=check_facts)
     graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
     graph = run_pipeline(graph)
     module = new_module(tgt, "t")

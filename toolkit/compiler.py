@@ -125,6 +125,12 @@ def check_static_program(prog: Program) -> None:
                            + "; ".join(problems))
 
 
+def checks_facts(check_facts: bool = False) -> bool:
+    """Whether a compile checks its facts: asked to, or ``SYMWASM_CHECK_FACTS=1`` in the
+    environment (the test suite's fact-checking run)."""
+    return check_facts or os.environ.get("SYMWASM_CHECK_FACTS") == "1"
+
+
 def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
                   progress: Callable[[str], None] | None = None,
@@ -170,7 +176,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         files[relaxed_simd(tgt)] = out.with_name(f"{out.stem}.relaxed{out.suffix or '.wasm'}")
     variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
         if tgt.is_wasm else None
-    graph = import_model(model, binds, ranges, check_facts or os.environ.get("SYMWASM_CHECK_FACTS") == "1",
+    graph = import_model(model, binds, ranges, checks_facts(check_facts),
                          overridable)
     graph.keep_quantized_weights = tgt.is_wasm
     t = stage("import", t0)

@@ -72,14 +72,14 @@ def _compile(target: str, workdir: Path):
     from onnx.reference import ReferenceEvaluator
 
     from tests.util import lower_model
-    from toolkit.compiler import compile_model
+    from toolkit.compiler import checks_facts, compile_model
     from toolkit.codegen.embed import checksum
 
     out = []
     for i, (m, feeds) in enumerate(models()):
         path = workdir / f"t{i}.{'wasm' if target == 'wasm32' else 'so'}"
         compile_model(m, path, target=target)
-        enc = lower_model(m, target)[1].encode()
+        enc = lower_model(m, target, check_facts=checks_facts())[1].encode()  # the program compile_model embeds
         data = path.read_bytes()
         words = np.asarray(enc.words, "<i4").tobytes()
         csum = np.asarray([checksum(enc)], "<i8").tobytes()
