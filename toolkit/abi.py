@@ -2,8 +2,9 @@
 signature and the format version.
 
 Everything that must agree between the compiler, the C VM, the Python host and the JS
-loader is generated from the tables here (``python -m toolkit.abi`` writes them all,
-``--check`` fails if one is stale, as ``make test`` does):
+loader is generated from the tables here by :mod:`toolkit.generate`, which writes every
+generated file of the repository (``python -m toolkit.generate``, or ``python -m toolkit.abi``,
+its alias; ``--check`` fails naming each stale file, as ``make test`` does):
 
 - ``wasm_runtime/vm/sw_abi.h``: C defines, structs with static layout checks, prototypes;
 - ``wasm_runtime/vm/sw_isa.h``: the instruction set (from :mod:`toolkit.vm.isa`);
