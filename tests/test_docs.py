@@ -169,3 +169,43 @@ def test_architecture_names_exist():
             continue  # not one of ours (a wasm instruction, an onnx class)
         assert any(re.search(rf"def {member}\b|^\s+{member}\s*[:=]|self\.{member}\s*[:=]", src, re.M)
                    for src in homes), f"ARCHITECTURE.md names {tok}, which class {cls} does not define"
+
+
+CODEGEN_README = ROOT / "toolkit" / "codegen" / "README.md"
+
+
+def test_codegen_readme_names_exist():
+    """toolkit/codegen/README.md names only what exists, as ARCHITECTURE.md must: each path in
+    backticks is a tracked file or folder (a bare name is one of toolkit/codegen/), each
+    `name()` a function defined in toolkit/, benchmarks/ or tests/, each `test_name` a test,
+    each `CONSTANT` one assigned in toolkit/codegen/, each `Class` and `Class.member` defined."""
+    text = CODEGEN_README.read_text()
+    files = set(_tracked())
+    tokens = set(re.findall(r"`([^`\n]+)`", text))
+    sources = {f: (ROOT / f).read_text() for f in files
+               if f.startswith(("toolkit/", "benchmarks/", "tests/")) and f.endswith(".py") and (ROOT / f).exists()}
+    everything = "\n".join(sources.values())
+    codegen = "\n".join(src for f, src in sources.items() if f.startswith("toolkit/codegen/"))
+    tests = "\n".join(src for f, src in sources.items() if f.startswith("tests/"))
+    wrong = []
+    for tok in sorted(tokens):
+        if re.fullmatch(r"[\w.-]+(/[\w.-]+)*/?", tok) and (tok.endswith((".py", ".c", ".h", ".js", ".md")) or "/" in tok):
+            p = tok.rstrip("/")
+            if not ("toolkit/codegen/" + p in files or p in files or any(f.startswith(p + "/") for f in files)):
+                wrong.append(f"no file {tok}")
+        elif m := re.fullmatch(r"(?:\w+\.)*(\w+)\(\)", tok):
+            if not re.search(rf"^\s*def {m[1]}\b", everything, re.M):
+                wrong.append(f"no function {tok}")
+        elif re.fullmatch(r"test_\w+", tok):
+            if not re.search(rf"^def {tok}\(", tests, re.M):
+                wrong.append(f"no test {tok}")
+        elif re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", tok):
+            if not re.search(rf"^{tok}\s*[:=]|^(\w+, )+{tok}\b.*=|^{tok}, ", codegen, re.M):
+                wrong.append(f"no constant {tok} in toolkit/codegen/")
+        elif m := re.fullmatch(r"([A-Z]\w*)(?:\.(\w+))?", tok):
+            homes = [src for src in sources.values() if re.search(rf"^class {m[1]}\b", src, re.M)]
+            if not homes:
+                wrong.append(f"no class {m[1]}")
+            elif m[2] and not any(re.search(rf"def {m[2]}\b|^\s+{m[2]}\s*[:=]", src, re.M) for src in homes):
+                wrong.append(f"class {m[1]} defines no {m[2]}")
+    assert not wrong, f"toolkit/codegen/README.md names what does not exist: {wrong}"
