@@ -9,8 +9,8 @@ import {
   supportedVariants, VARIANTS, WorkerModel,
 } from 'symwasm';
 import type {
-  CreateWorkerOptions, DType, Feed, LoadOptions, MemoryPlan, Metadata, ModelSource, RunOptions, Tensor, TensorData,
-  TensorInfo, TypedArrayOf, Variant,
+  CreateWorkerOptions, DType, Feed, InputInfo, LoadOptions, MemoryPlan, Metadata, ModelSource, RunOptions, Tensor,
+  TensorData, TensorInfo, TypedArrayOf, Variant,
 } from 'symwasm';
 
 declare const source: ModelSource;
@@ -42,6 +42,8 @@ export async function use(): Promise<number> {
   const plan: MemoryPlan | null | undefined = metadata.memory;
   if (plan) total += evaluateFormula(plan.dynamic_bytes, { n: 4 });
   total += metadata.variants?.['relaxed-simd']?.features.length ?? 0;
+  const input: InputInfo = metadata.inputs[0];
+  total += input.default?.shape.length ?? 0;  // compile --overridable: the default a run may omit
 
   const variants: readonly Variant[] = VARIANTS;
   const workerOptions: CreateWorkerOptions = { variant: supportedVariants()[0] ?? variants[0], memoryLimit: 256 << 20 };
