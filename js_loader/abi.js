@@ -2,6 +2,7 @@
 
 export const FORMAT_VERSION = Object.freeze([3, 6]);
 export const MAX_RANK = 8;
+export const SHARED_DIM_MARK = '@';  // N@y: input y's own copy of a dim name N
 
 /** name -> code, bytes, kind (f float, i signed, u unsigned, b bool) and typed array. */
 export const DTYPES = Object.freeze({

@@ -8,7 +8,9 @@
  * `createWorker` runs a model in a worker (worker.js): off the calling thread, and a run can
  * be cancelled.
  */
-import { DTYPES, EXPORTS, EXPORTS_SINCE, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT } from './abi.js';
+import {
+  DTYPES, EXPORTS, EXPORTS_SINCE, FORMAT_VERSION, MAX_RANK, SHARED_DIM_MARK, STATUS, STATUS_MEANING, TENSOR_LAYOUT,
+} from './abi.js';
 
 export { DTYPES, FORMAT_VERSION, STATUS };
 
@@ -645,7 +647,13 @@ export function evaluateFormula(f, bindings) {
  * @param {object} metadata
  * @param {Record<string, number>} bindings
  */
-function requiredBytes(metadata, bindings) {
+function requiredBytes(metadata, given) {
+  // an input's own copy of a shared dim name (N@y) is sized from the name when not given
+  const bindings = { ...given };
+  for (const symbol of Object.keys(metadata.symbols ?? {})) {
+    const declared = symbol.split(SHARED_DIM_MARK)[0];
+    if (!(symbol in bindings) && declared in bindings) bindings[symbol] = bindings[declared];
+  }
   const plan = metadata.memory ?? { static_bytes: metadata.program.arena_size ?? 0, dynamic_bytes: 0 };
   let total = plan.static_bytes + evaluateFormula(plan.dynamic_bytes, bindings);
   for (const info of metadata.inputs) {

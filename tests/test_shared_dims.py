@@ -49,6 +49,13 @@ def test_inputs_that_never_meet_take_their_own_sizes(target):
                      {"x": rng.standard_normal((0, 4), F32), "y": rng.standard_normal((1, 3), F32)}])
 
 
+def test_required_bytes_sizes_a_copy_from_its_declared_name(target):
+    mod = build(_unrelated(), target)
+    assert mod.required_bytes(N=3) == mod.required_bytes(**{"N": 3, "N@y": 3})
+    # y's copy sizes y's buffer (6 more rows of 3 float32) and b's block in the dynamic arena
+    assert mod.required_bytes(**{"N": 3, "N@y": 9}) > mod.required_bytes(N=3) + 6 * 3 * 4
+
+
 def test_copies_that_meet_in_a_broadcast_are_one_dim_and_the_others_stay_apart(target):
     rng = np.random.default_rng(1)
     m = _similarity()

@@ -34,6 +34,10 @@ from dataclasses import dataclass
 #      host's own memory), instead of from the input's buffer
 FORMAT_VERSION = (3, 6)
 MAX_RANK = 8
+# a dim name that several inputs give, whose copies never meet in an op, is one symbol per
+# input (toolkit/frontend/onnx/shared_dims.py): N for the first input, N@y for input y's copy;
+# hosts size a copy from the declared name when a caller gives only that (required_bytes)
+SHARED_DIM_MARK = "@"
 
 
 @dataclass(frozen=True)
@@ -347,7 +351,8 @@ def c_header() -> str:
 
 def python_module() -> str:
     L = [f'"""The module ABI for the Python host: {GENERATED}."""', "",
-         f"FORMAT_VERSION = {FORMAT_VERSION!r}", f"MAX_RANK = {MAX_RANK}", "",
+         f"FORMAT_VERSION = {FORMAT_VERSION!r}", f"MAX_RANK = {MAX_RANK}",
+         f"SHARED_DIM_MARK = {SHARED_DIM_MARK!r}  # N@y: input y's own copy of a dim name N", "",
          "# name -> (code, bytes, kind: f float, i signed, u unsigned, b bool)", "DTYPES = {"]
     L += [f'    "{d.name}": ({d.code}, {d.size}, "{d.kind}"),' for d in DTYPES]
     L += ["}", "", "STATUS = {"]
@@ -379,7 +384,8 @@ def js_module() -> str:
 
     L = [f"/** The module ABI for the JS loader: {GENERATED}. */", "",
          f"export const FORMAT_VERSION = Object.freeze([{FORMAT_VERSION[0]}, {FORMAT_VERSION[1]}]);",
-         f"export const MAX_RANK = {MAX_RANK};", "",
+         f"export const MAX_RANK = {MAX_RANK};",
+         f"export const SHARED_DIM_MARK = '{SHARED_DIM_MARK}';  // N@y: input y's own copy of a dim name N", "",
          "/** name -> code, bytes, kind (f float, i signed, u unsigned, b bool) and typed array. */",
          "export const DTYPES = Object.freeze({"]
     for d in DTYPES:

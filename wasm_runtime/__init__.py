@@ -35,7 +35,7 @@ DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
 # than asking numpy for the array's address (ndarray.ctypes.data, about 1.2 us)
 IN_PLACE_BYTES = 1 << 15
 from .cache import CodeCache, default_code_dir
-from .metadata import SYMBOL_KINDS, is_wasm, read_metadata, shape_text, wasm_info
+from .metadata import SYMBOL_KINDS, declared_dim, is_wasm, read_metadata, shape_text, wasm_info
 from ._stop import Trapped
 from . import formula
 
@@ -322,6 +322,8 @@ class Model:
         need = set(formula.symbols(plan["dynamic_bytes"]))
         for info in self.inputs:
             need |= {d for d in info.shape if isinstance(d, str)}
+        # an input's own copy of a shared dim name (N@y) is sized from the name when not given
+        symbols = {**{s: symbols[declared_dim(s)] for s in need if declared_dim(s) in symbols}, **symbols}
         missing = sorted(need - set(symbols))
         if missing:
             raise ValueError(f"required_bytes needs a value for {', '.join(missing)} "

@@ -6,6 +6,8 @@ import io
 import json
 from pathlib import Path
 
+from ._abi import SHARED_DIM_MARK
+
 WASM_MAGIC = b"\0asm"
 SECTION = "symwasm.metadata"
 VARIANT_SECTION = "symwasm.variant"  # "baseline" or "relaxed-simd": which of a model's files a .wasm is
@@ -66,11 +68,6 @@ def wasm_metadata(path: str | Path) -> dict:
 
 
 SYMBOL_KINDS = {"input": "bound from input shapes", "data": "computed at run time from tensor values"}
-# a dim name that several inputs give, whose copies never meet in an op, is one symbol per input
-# (toolkit/frontend/onnx/shared_dims.py): N for the first input, N@y for input y's copy
-SHARED_DIM_MARK = "@"
-
-
 def declared_dim(symbol: str) -> str:
     """The name the model gave the dim a symbol stands for (``N`` for ``N@y``)."""
     return symbol.partition(SHARED_DIM_MARK)[0]

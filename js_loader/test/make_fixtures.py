@@ -242,8 +242,17 @@ def input_defaults():
     return m, runs, None, {"an override of the wrong dtype": {"x": f32(1, 3), "s": np.array(1, np.float64)}}
 
 
+def shared_dims():
+    """Two inputs that both name their first dim N but never meet: each may be fed its own size
+    (symbols N and N@y), as onnxruntime reads dim names; requiredBytes({N}) sizes both."""
+    m = model("shared_dims", [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["y"], ["b"])],
+              [("x", F32, ["N", 4]), ("y", F32, ["N", 3])], [("a", F32, ["N", 4]), ("b", F32, ["N", 3])])
+    return m, [{"x": f32(2, 4), "y": f32(5, 3)}, {"x": f32(3, 4), "y": f32(3, 3)}], None, {}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
-                                    e8m0, strings, dense, wide, weight_inputs, input_defaults)}  # new ones last: they share RNG
+                                    e8m0, strings, dense, wide, weight_inputs, input_defaults,
+                                    shared_dims)}  # new ones last: they share RNG
 COMPILE_OPTIONS = {"input_defaults": {"overridable": ["all"]}}
 RELAXED = {"dense", "wide"}  # compiled with the relaxed-SIMD variant too
 NAMED_ONLY = {"wide"}  # 32 MiB of files: built only when named, not among all

@@ -180,6 +180,14 @@ test('an input with a default (compile --overridable) may be omitted or fed, as 
   assert.deepEqual(model.metadata.inputs.map((i) => i.default?.shape), [undefined, [], [3]]);
 });
 
+test('inputs that share a dim name but never meet take their own sizes; requiredBytes sizes each copy from the name', async () => {
+  const model = await loadModel(wasmPath('shared_dims'));
+  assert.deepEqual(model.inputs.map((i) => i.shape), [['N', 4], ['N@y', 3]]);
+  for (const run of fixtures.shared_dims.runs) await assertRunMatches(model, run);
+  assert.equal(model.requiredBytes({ N: 3 }), model.requiredBytes({ N: 3, 'N@y': 3 }));
+  assert.ok(model.requiredBytes({ N: 3, 'N@y': 9 }) > model.requiredBytes({ N: 3 }));
+});
+
 test('a feed may name its dtype: a Uint8Array as bool or uint8', async () => {
   const model = await loadModel(wasmPath('int64_ops'));
   const run = fixtures.int64_ops.runs[0];

@@ -23,8 +23,7 @@ from typing import Mapping
 
 import onnx
 
-from wasm_runtime.metadata import SHARED_DIM_MARK
-
+from ...abi import SHARED_DIM_MARK
 from ...ir import dims as D
 from ...ir.graph import Graph
 
