@@ -116,10 +116,13 @@ def test_a_bound_name_is_bound_in_every_input(target):
         mod.run({"x": feeds["x"], "y": np.zeros((2, 3), F32)})
 
 
-def test_run_random_sizes_every_copy_from_the_declared_name(capsys):
+def test_run_random_and_inspect_bind_size_every_copy_from_the_declared_name(capsys):
     path = _TMP / "shared_dims_random.wasm"
     onnx.save(_unrelated(), _TMP / "shared_dims_random.onnx")
     assert cli.main(["compile", str(_TMP / "shared_dims_random.onnx"), "-o", str(path), "-q"]) == 0
     assert cli.main(["run", str(path), "--random", "N=3"]) == 0
     out = capsys.readouterr().out
     assert "a: float32[3, 4]" in out and "b: float32[3, 3]" in out, out
+    assert cli.main(["inspect", str(path), "--no-program", "--bind", "N=3"]) == 0
+    out = capsys.readouterr().out
+    assert "for N=3: " in out and "needs a value" not in out, out  # N@y sized from N

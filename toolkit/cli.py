@@ -368,8 +368,10 @@ def _print_memory(meta: dict, inputs: list, bind: dict | None) -> None:
     peak = f"{plan['static_bytes']} + {plan['dynamic_formula']}" if plan["blocks"] else str(plan["static_bytes"])
     print(f"  peak activation memory: {peak} bytes" + (" plus the run-time allocations" if plan["runtime"] else ""))
     if bind:
+        # an input's own copy of a shared dim name (N@y) is sized from the name when not given
+        sized = {**{s: bind[declared_dim(s)] for s in meta["symbols"] if declared_dim(s) in bind}, **bind}
         try:
-            dyn = formula.evaluate(plan["dynamic_bytes"], bind)
+            dyn = formula.evaluate(plan["dynamic_bytes"], sized)
         except KeyError as e:
             print(f"  for {_bindings(bind)}: symbol {e} needs a value too")
             return
