@@ -214,11 +214,15 @@ class Case:
     def __init__(self, name: str, model: onnx.ModelProto, legal: Callable, illegal: dict | None = None,
                  ref: Callable | None = None):
         self.name, self.model, self.legal, self.illegal, self.ref = name, model, legal, illegal or {}, ref
-        self.inputs = []  # (name, dtype, shape with ints and symbol names)
-        for vi in model.graph.input:
-            tt = vi.type.tensor_type
-            dims = tuple(d.dim_param or d.dim_value for d in tt.shape.dim)
-            self.inputs.append((vi.name, helper.tensor_dtype_to_np_dtype(tt.elem_type), dims))
+        # (name, dtype, shape with ints and symbol names), the symbols as the compiler reads the
+        # dim names: two inputs' copies of a name that never meet in an op are two symbols
+        # (toolkit/frontend/onnx/shared_dims.py), which a feed may give different sizes
+        from toolkit.frontend.onnx.importer import import_model
+
+        graph = import_model(model)
+        self.inputs = [(vi.name, helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type),
+                        tuple(d if isinstance(d, int) else str(d) for d in graph.values[vi.name].shape))
+                       for vi in model.graph.input]
         # dims no feed may change alone: static ones, and symbols that appear twice
         uses = Counter(d for _, _, dims in self.inputs for d in dims if isinstance(d, str))
         self.pinned = [(n, axis) for n, _, dims in self.inputs for axis, d in enumerate(dims)
