@@ -308,7 +308,8 @@ def _import_graph(proto: onnx.ModelProto, binds: dict[str, int],
 
 def _overridable(g: onnx.GraphProto, names: Collection[str]) -> set[str]:
     """The initializers listed as inputs that ``names`` (compile --overridable) keeps as inputs."""
-    listed = [i.name for i in g.input if i.name in {t.name for t in g.initializer}]
+    initializers = {t.name for t in g.initializer}
+    listed = [i.name for i in g.input if i.name in initializers]
     if "all" in names:
         return set(listed)
     unknown = sorted(set(names) - set(listed))
