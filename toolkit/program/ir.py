@@ -248,17 +248,17 @@ class Program:
             for j in self.successors(i):
                 preds[j].append(i)
         everything = frozenset(self.regs) | frozenset(self.slots)
+        # what each block defines, read once: the fixpoint below only needs the union
+        defines = [frozenset(v for ins in block.instrs for v in ins.regs("def") + ins.slots("def"))
+                   for block in self.blocks]
         out: list[frozenset] = [everything] * n  # "defined at the end": start full, intersect down
         changed = True
         while changed:
             changed = False
-            for i, block in enumerate(self.blocks):
+            for i in range(n):
                 have = preset if i == 0 else frozenset.intersection(*[out[p] for p in preds[i]]) if preds[i] \
                     else preset
-                have = set(have)
-                for ins in block.instrs:
-                    have.update(ins.regs("def") + ins.slots("def"))
-                new = frozenset(have)
+                new = have | defines[i]
                 if new != out[i]:
                     out[i], changed = new, True
         for i, block in enumerate(self.blocks):
