@@ -32,7 +32,8 @@ product to pay for the transforms.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -144,6 +145,124 @@ def _interleave(b: ir.IRBuilder, even: ir.Value, odd: ir.Value) -> ir.Value:
     return b.shuffle_vector(even, odd, idx)
 
 
+@dataclass(frozen=True)
+class _Tiles:
+    """What the transforms of a Winograd kernel read: its tensors and the image's geometry,
+    computed once at the kernel's entry."""
+
+    kb: KernelBuilder
+    lanes: int  # the target's float32 lanes
+    xs: Tensor  # the staged, zero-padded input
+    vt: Tensor  # the transformed inputs V of a chunk
+    mt: Tensor  # the products M of a chunk
+    y: Tensor
+    m: ir.Value  # output channels
+    c: ir.Value  # input channels
+    oh: ir.Value
+    ow: ir.Value
+    tw: ir.Value  # tiles in a tile row
+    wq: ir.Value  # the staged input's row length
+
+
+def _in_groups(g: _Tiles, count: ir.Value, limit: ir.Value, body) -> None:
+    """body(tx, width) over tiles [0, count): vectors of :data:`TRANSFORM_LANES` tiles (at
+    most the target's lanes) while they stay below ``limit``, then of fewer, then one
+    tile at a time."""
+    kb, b = g.kb, g.kb.b
+    done = i64(0)
+    for width in [w for w in TRANSFORM_LANES if w <= g.lanes]:
+        groups = b.udiv(b.sub(limit, done), i64(width))
+        with kb.loop(groups, f"g{width}") as gi:
+            body(kb.add(done, kb.mul(gi, i64(width))), width)
+        done = kb.add(done, kb.mul(groups, i64(width)))
+    with kb.loop(count, "t1", start=done) as t:
+        body(t, 1)
+
+
+def _load(b: ir.IRBuilder, t: Tensor, at: ir.Value, width: int) -> ir.Value:
+    return t.load(at) if width == 1 else b.load(t.ptr(at), typ=ir.VectorType(F32, width), align=4)
+
+
+def _store(b: ir.IRBuilder, t: Tensor, at: ir.Value, v: ir.Value) -> None:
+    if isinstance(v.type, ir.VectorType):
+        b.store(v, t.ptr(at), align=4)
+    else:
+        t.store(at, v)
+
+
+def _transform_in(g: _Tiles, ci: ir.Value, tiles: ir.Value, top_row: ir.Value, t_row: ir.Value, tx: ir.Value,
+                  width: int) -> None:
+    """V of ``width`` tiles from tile tx of a tile row of input channel ci (its first input
+    row at ``top_row``, its first tile the chunk's ``t_row``)."""
+    kb, b, xs = g.kb, g.kb.b, g.xs
+    at = kb.add(top_row, kb.mul(i64(2), tx))
+    d = []
+    for r in range(4):
+        row_at = kb.add(at, kb.mul(i64(r), g.wq))
+        if width == 1:
+            d.append([xs.load(kb.add(row_at, i64(q))) for q in range(4)])
+        else:
+            lo = _load(b, xs, row_at, 2 * width)
+            hi = _load(b, xs, kb.add(row_at, i64(2)), 2 * width)
+            d.append([_lanes(b, lo, 0, width), _lanes(b, lo, 1, width),
+                      _lanes(b, hi, 0, width), _lanes(b, hi, 1, width)])
+    cols = [_bt(b, [d[r][q] for r in range(4)]) for q in range(4)]  # Bt d, by column
+    for p in range(4):
+        v = _bt(b, [cols[q][p] for q in range(4)])  # (Bt d) B, row p
+        for q in range(4):
+            _store(b, g.vt, kb.add(kb.mul(kb.add(kb.mul(i64(4 * p + q), g.c), ci), tiles), kb.add(t_row, tx)), v[q])
+
+
+@dataclass(frozen=True)
+class _OutRow:
+    """A tile row of one output channel in the output transform."""
+
+    oc: ir.Value
+    oy: ir.Value  # its first output row
+    second_row: ir.Value  # whether its second output row exists
+    t_row: ir.Value  # its first tile in the chunk's products
+    tiles: ir.Value  # the chunk's tiles
+    y_base: ir.Value  # the image's first output
+    pixels: ir.Value
+    epilogue: Callable | None  # conv_epilogue's bias and fused ops, or None
+
+
+def _transform_out(g: _Tiles, row: _OutRow, tx: ir.Value, width: int) -> None:
+    """Y of ``width`` tiles from tile tx of a tile row, through the epilogue, into y."""
+    kb, b = g.kb, g.kb.b
+    at = kb.add(row.t_row, tx)
+    mm = [_load(b, g.mt, kb.add(kb.mul(kb.mul(i64(xi), g.m), row.tiles), at), width) for xi in range(16)]
+    cols = [_at(b, [mm[4 * p + q] for p in range(4)]) for q in range(4)]  # At M, by column
+    out = [_at(b, [cols[q][r] for q in range(4)]) for r in range(2)]  # (At M) A, row r
+    ox = kb.mul(i64(2), tx)
+    for r in range(2):
+        if r == 0:
+            _put_row(g, row, r, out[r], ox, width)
+        else:
+            with b.if_then(row.second_row):
+                _put_row(g, row, r, out[r], ox, width)
+
+
+def _put_row(g: _Tiles, row: _OutRow, r: int, out: list[ir.Value], ox: ir.Value, width: int) -> None:
+    """Output row r of the tiles (``out``: its two columns), the second column only where it
+    exists when one tile at a time."""
+    kb, b, epilogue = g.kb, g.kb.b, row.epilogue
+    j = kb.add(kb.mul(kb.add(row.oy, i64(r)), g.ow), ox)
+    if width > 1:
+        v = _interleave(b, out[0], out[1])
+        _store(b, g.y, kb.add(row.y_base, kb.add(kb.mul(row.oc, row.pixels), j)),
+               epilogue(kb, row.oc, j, v) if epilogue else v)
+        return
+    for col in range(2):
+        jj = kb.add(j, i64(col))
+        v = epilogue(kb, row.oc, jj, out[col]) if epilogue else out[col]
+        if col == 0:
+            _store(b, g.y, kb.add(row.y_base, kb.add(kb.mul(row.oc, row.pixels), jj)), v)
+        else:
+            with b.if_then(b.icmp_signed("<", kb.add(ox, i64(1)), g.ow)):
+                _store(b, g.y, kb.add(row.y_base, kb.add(kb.mul(row.oc, row.pixels), jj)), v)
+
+
 def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> None:
     """y = post(conv(x, w) + bias) for a 3x3 convolution with unit strides by F(2x2, 3x3).
     ``params``: (window, GEMM tile, bias, post). Tensors: x, U (:func:`transform_weights`),
@@ -157,7 +276,6 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
     top, left, _, _ = dims_in(kb, win.pads)
     _stage(kb, x, xs, top, left)
 
-    lanes = tile.lanes
     m, c = u.dim(1), u.dim(2)
     oh, ow = y.dim(2), y.dim(3)
     pixels = kb.mul(oh, ow)
@@ -168,31 +286,7 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
     # and never 0, which would divide by zero when the output is empty
     rows_per = smax(kb, i64(1), smin(kb, th, b.udiv(vt.dim(2), smax(kb, tw, i64(1)))))
     full_pairs = b.udiv(ow, i64(2))  # tiles whose two output columns both exist
-
-    def in_groups(count: ir.Value, limit: ir.Value, body) -> None:
-        """body(tx, width) over tiles [0, count): vectors of :data:`TRANSFORM_LANES` tiles (at
-        most the target's lanes) while they stay below ``limit``, then of fewer, then one
-        tile at a time."""
-        done = i64(0)
-        for width in [w for w in TRANSFORM_LANES if w <= lanes]:
-            groups = b.udiv(b.sub(limit, done), i64(width))
-            with kb.loop(groups, f"g{width}") as g:
-                body(kb.add(done, kb.mul(g, i64(width))), width)
-            done = kb.add(done, kb.mul(groups, i64(width)))
-        with kb.loop(count, "t1", start=done) as t:
-            body(t, 1)
-
-    def vec(width: int) -> ir.Type:
-        return F32 if width == 1 else ir.VectorType(F32, width)
-
-    def load(t: Tensor, at: ir.Value, width: int) -> ir.Value:
-        return t.load(at) if width == 1 else b.load(t.ptr(at), typ=vec(width), align=4)
-
-    def store(t: Tensor, at: ir.Value, v: ir.Value) -> None:
-        if isinstance(v.type, ir.VectorType):
-            b.store(v, t.ptr(at), align=4)
-        else:
-            t.store(at, v)
+    g = _Tiles(kb, tile.lanes, xs, vt, mt, y, m, c, oh, ow, tw, wq)
 
     with kb.loop(x.dim(0), "n") as n:
         image = kb.mul(n, kb.mul(c, plane))
@@ -208,27 +302,7 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
                 with kb.loop(rows, "ty") as ty:
                     top_row = kb.add(image, kb.add(kb.mul(ci, plane), kb.mul(kb.mul(i64(2), kb.add(ty0, ty)), wq)))
                     t_row = kb.mul(ty, tw)
-
-                    def transform_in(tx: ir.Value, width: int) -> None:
-                        at = kb.add(top_row, kb.mul(i64(2), tx))
-                        d = []
-                        for r in range(4):
-                            row_at = kb.add(at, kb.mul(i64(r), wq))
-                            if width == 1:
-                                d.append([xs.load(kb.add(row_at, i64(q))) for q in range(4)])
-                            else:
-                                lo = load(xs, row_at, 2 * width)
-                                hi = load(xs, kb.add(row_at, i64(2)), 2 * width)
-                                d.append([_lanes(b, lo, 0, width), _lanes(b, lo, 1, width),
-                                          _lanes(b, hi, 0, width), _lanes(b, hi, 1, width)])
-                        cols = [_bt(b, [d[r][q] for r in range(4)]) for q in range(4)]  # Bt d, by column
-                        for p in range(4):
-                            v = _bt(b, [cols[q][p] for q in range(4)])  # (Bt d) B, row p
-                            for q in range(4):
-                                store(vt, kb.add(kb.mul(kb.add(kb.mul(i64(4 * p + q), c), ci), tiles),
-                                                 kb.add(t_row, tx)), v[q])
-
-                    in_groups(tw, tw, transform_in)
+                    _in_groups(g, tw, tw, lambda tx, width: _transform_in(g, ci, tiles, top_row, t_row, tx, width))
 
             # the 16 products M[xi] = U[xi] @ V[xi]: [m, c] @ [c, tiles]
             with kb.loop(i64(16), "xi") as xi:
@@ -241,35 +315,6 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
                 with kb.loop(rows, "ty") as ty:
                     oy = kb.mul(i64(2), kb.add(ty0, ty))
                     second_row = b.icmp_signed("<", kb.add(oy, i64(1)), oh)
-                    t_row = kb.add(kb.mul(oc, tiles), kb.mul(ty, tw))
-
-                    def transform_out(tx: ir.Value, width: int) -> None:
-                        at = kb.add(t_row, tx)
-                        mm = [load(mt, kb.add(kb.mul(kb.mul(i64(xi), m), tiles), at), width) for xi in range(16)]
-                        cols = [_at(b, [mm[4 * p + q] for p in range(4)]) for q in range(4)]  # At M, by column
-                        out = [_at(b, [cols[q][r] for q in range(4)]) for r in range(2)]  # (At M) A, row r
-                        ox = kb.mul(i64(2), tx)
-                        for r in range(2):
-                            def put() -> None:
-                                j = kb.add(kb.mul(kb.add(oy, i64(r)), ow), ox)
-                                if width > 1:
-                                    v = _interleave(b, out[r][0], out[r][1])
-                                    store(y, kb.add(y_base, kb.add(kb.mul(oc, pixels), j)),
-                                          epilogue(kb, oc, j, v) if epilogue else v)
-                                    return
-                                for col in range(2):
-                                    jj = kb.add(j, i64(col))
-                                    v = epilogue(kb, oc, jj, out[r][col]) if epilogue else out[r][col]
-                                    if col == 0:
-                                        store(y, kb.add(y_base, kb.add(kb.mul(oc, pixels), jj)), v)
-                                    else:
-                                        with b.if_then(b.icmp_signed("<", kb.add(ox, i64(1)), ow)):
-                                            store(y, kb.add(y_base, kb.add(kb.mul(oc, pixels), jj)), v)
-
-                            if r == 0:
-                                put()
-                            else:
-                                with b.if_then(second_row):
-                                    put()
-
-                    in_groups(tw, full_pairs, transform_out)
+                    row = _OutRow(oc, oy, second_row, kb.add(kb.mul(oc, tiles), kb.mul(ty, tw)), tiles, y_base,
+                                  pixels, epilogue)
+                    _in_groups(g, tw, full_pairs, lambda tx, width: _transform_out(g, row, tx, width))
