@@ -29,6 +29,7 @@ the width of the image does not matter:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -37,7 +38,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, INT64, DType
 from .conv import Window, conv_epilogue, conv_inputs
-from .kernel import F32, I32, KernelBuilder, ceildiv, i64, smin, transpose_vectors
+from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smin, transpose_vectors
 from .simd import lanes_below, mac, masked_load, masked_store
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -110,6 +111,212 @@ def offsets_shape(y_shape: Sequence[Dim], lanes: int) -> tuple[Dim, ...]:
     return (D.mul(D.ceildiv(D.mul(y_shape[2], y_shape[3]), per), per),)
 
 
+def _vec_at(b: ir.IRBuilder, vt: ir.VectorType, t: Tensor, idx: ir.Value) -> ir.Value:
+    return b.bitcast(t.ptr(idx), vt.as_pointer())
+
+
+def _fill_table(kb: KernelBuilder, win: Window, tab: Tensor, pixels: ir.Value, ow: ir.Value, wp: ir.Value) -> None:
+    """tab[p] = output pixel p's position in the staging scratch (tap (0, 0)); past the last
+    pixel, the last one's."""
+    b = kb.b
+    sh, sw = win.strides
+    last = b.sub(pixels, i64(1))
+    with kb.loop(tab.dim(0), "tb") as p:
+        q = smin(kb, p, last)
+        r = b.udiv(q, ow)
+        col = b.sub(q, kb.mul(r, ow))
+        tab.store(p, kb.add(kb.mul(kb.mul(r, i64(sh)), wp), kb.mul(col, i64(sw))))
+
+
+@dataclass(frozen=True)
+class _Depthwise:
+    """One depthwise kernel's tensors and geometry, computed at its entry, and the code it
+    writes per image and block of channels: staging, the taps' sums, the stores."""
+
+    kb: KernelBuilder
+    win: Window
+    lanes: int
+    per: int  # pixels a step sums (group_pixels)
+    c: int  # channels (static)
+    x: Tensor
+    w: Tensor  # packed weights
+    bt: Tensor | None
+    post: tuple
+    operands: Sequence[Tensor]
+    xs: Tensor  # the staging scratch
+    tab: Tensor  # each pixel's position in xs
+    y: Tensor
+    vt: ir.VectorType
+    zero: ir.Constant
+    h: ir.Value
+    wd: ir.Value
+    oh: ir.Value
+    ow: ir.Value
+    wp: ir.Value  # a staged row's positions, pads included
+    pixels: ir.Value
+    plane: ir.Value
+    groups: ir.Value  # flat groups of ``per`` pixels
+    row_step: ir.Value  # floats from one window row to the next in xs
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.kb.b
+
+    @property
+    def wasm(self) -> bool:
+        return self.kb.target.is_wasm
+
+    def vload(self, ptr: ir.Value) -> ir.Value:
+        return self.b.load(self.b.bitcast(ptr, self.vt.as_pointer()), typ=self.vt, align=4)
+
+    def channel_of(self, blk: ir.Value, e: int) -> tuple[ir.Value, ir.Value | None]:
+        """Channel e of block blk, clamped to the last channel, and whether it exists (None
+        when every block is whole)."""
+        kb, c = self.kb, self.c
+        ch = kb.add(kb.mul(blk, i64(self.lanes)), i64(e))
+        if c % self.lanes == 0:
+            return ch, None
+        return smin(kb, ch, i64(c - 1)), self.b.icmp_signed("<", ch, i64(c))
+
+    def stage(self, n: ir.Value, blk: ir.Value) -> None:
+        """xs = the block's channels of image n, channels-last, inside the pads."""
+        kb, b, lanes, x = self.kb, self.b, self.lanes, self.x
+        with kb.loop(self.h, "ih") as ih:
+            row = kb.mul(kb.add(ih, i64(self.win.pads[0])), self.wp)
+            with kb.loop(ceildiv(kb, self.wd, i64(lanes)), "iw") as g:
+                iw0 = kb.mul(g, i64(lanes))
+                count = b.sub(self.wd, iw0)
+                if not self.wasm:
+                    mask = lanes_below(b, count, lanes)
+                    self.stage_group(n, blk, ih, row, iw0, lambda src: masked_load(b, x.ptr(src), mask, self.vt))
+                else:
+                    whole = b.icmp_signed(">=", count, i64(lanes))
+                    with b.if_else(whole) as (full, part):
+                        with full:
+                            self.stage_group(n, blk, ih, row, iw0,
+                                             lambda src: b.load(_vec_at(b, self.vt, x, src), typ=self.vt, align=4))
+                        with part:
+                            self.stage_group(n, blk, ih, row, iw0, lambda src: self.lane_by_lane(src, count))
+
+    def lane_by_lane(self, src: ir.Value, count: ir.Value) -> ir.Value:
+        """The vector of x's ``count`` (fewer than lanes) floats at src, zeros after."""
+        kb, b = self.kb, self.b
+        v = self.zero
+        for e in range(self.lanes):
+            at = kb.add(src, smin(kb, i64(e), b.sub(count, i64(1))))
+            s = b.select(b.icmp_signed("<", i64(e), count), self.x.load(at), ir.Constant(F32, 0.0))
+            v = b.insert_element(v, s, ir.Constant(I32, e))
+        return v
+
+    def stage_group(self, n: ir.Value, blk: ir.Value, ih: ir.Value, row: ir.Value, iw0: ir.Value, load) -> None:
+        """A group of ``lanes`` pixels of input row ih from iw0 (each channel's read by
+        ``load``), transposed into their positions in xs."""
+        kb, b, lanes = self.kb, self.b, self.lanes
+        rows = []
+        for e in range(lanes):
+            ch, valid = self.channel_of(blk, e)
+            v = load(kb.add(kb.mul(kb.add(kb.mul(n, i64(self.c)), ch), self.plane), kb.add(kb.mul(ih, self.wd), iw0)))
+            rows.append(v if valid is None else b.select(valid, v, self.zero))
+        at = kb.add(row, kb.add(iw0, i64(self.win.pads[1])))
+        for e, v in enumerate(transpose_vectors(b, rows)):
+            b.store(v, _vec_at(b, self.vt, self.xs, kb.mul(kb.add(at, i64(e)), i64(lanes))), align=4)
+
+    def store(self, n: ir.Value, blk: ir.Value, p0: ir.Value, sums: list[ir.Value], rest: ir.Value) -> None:
+        """The block's sums at pixels p0.. (one vector per pixel), transposed, into y: the
+        first ``rest`` of them (all when rest >= lanes)."""
+        kb, b = self.kb, self.b
+        epilogue = (conv_epilogue(self.bt, self.post, self.operands, self.pixels,
+                                  kb.mul(n, kb.mul(i64(self.c), self.pixels)))
+                    or (lambda kb, i, j, v, mask=None: v))
+        mask = lanes_below(b, rest, self.lanes) if not self.wasm else None
+        for e, v in enumerate(transpose_vectors(b, sums)):
+            ch, valid = self.channel_of(blk, e)
+            if valid is None:
+                self.store_channel(n, ch, p0, v, rest, epilogue, mask)
+            else:
+                with b.if_then(valid):
+                    self.store_channel(n, ch, p0, v, rest, epilogue, mask)
+
+    def store_channel(self, n: ir.Value, ch: ir.Value, p0: ir.Value, v: ir.Value, rest: ir.Value, epilogue,
+                      mask: ir.Value | None) -> None:
+        """Channel ch's vector v of pixels p0.. into y, through the epilogue: the first
+        ``rest`` lanes (masked natively, lane by lane on wasm32 unless all are pixels)."""
+        kb, b, lanes, y = self.kb, self.b, self.lanes, self.y
+        at = kb.add(kb.mul(kb.add(kb.mul(n, i64(self.c)), ch), self.pixels), p0)
+        if not self.wasm:
+            masked_store(b, epilogue(kb, ch, p0, v, mask), y.ptr(at), mask)
+            return
+        with b.if_else(b.icmp_signed(">=", rest, i64(lanes))) as (full, part):
+            with full:
+                b.store(epilogue(kb, ch, p0, v), _vec_at(b, self.vt, y, at), align=4)
+            with part:
+                for lane in range(lanes):
+                    with b.if_then(b.icmp_signed("<", i64(lane), rest)):
+                        s = b.extract_element(v, ir.Constant(I32, lane))
+                        j = kb.add(p0, i64(lane))
+                        y.store(kb.add(at, i64(lane)), epilogue(kb, ch, j, s))
+
+    def tap_sums(self, wbase: ir.Value, window_row) -> list[ir.Value]:
+        """One accumulator per pixel of a group over the window's taps: ``window_row(i)``
+        gives, for window row i, ``at(j, e)``, pixel e's vector at tap (i, j)."""
+        kb, lanes = self.kb, self.lanes
+        kh_n, kw_n = self.win.kernel
+        acc = [self.zero] * self.per
+        for i in range(kh_n):
+            at = window_row(i)
+            for j in range(kw_n):
+                wv = self.vload(self.w.ptr(kb.add(wbase, i64((i * kw_n + j) * lanes))))
+                for e in range(self.per):
+                    acc[e] = mac(self.b, acc[e], wv, at(j, e))
+        return acc
+
+    def rows_of(self, n: ir.Value, blk: ir.Value, wbase: ir.Value) -> None:
+        """The block's output a row at a time (:func:`by_rows`), ``per`` pixels per step; a
+        row's last step stores only the row's pixels."""
+        kb, b, per, ow = self.kb, self.b, self.per, self.ow
+        with kb.loop(self.oh, "oy") as oy:
+            row0 = kb.mul(kb.mul(oy, i64(self.win.strides[0])), self.wp)
+            with kb.loop(ceildiv(kb, ow, i64(per)), "ox") as g:
+                ow0 = kb.mul(g, i64(per))
+                acc = self.tap_sums(wbase, lambda i: self.row_taps(kb.add(row0, ow0), i))
+                p0 = kb.add(kb.mul(oy, ow), ow0)
+                for r in range(0, per, self.lanes):
+                    self.store(n, blk, kb.add(p0, i64(r)), acc[r:r + self.lanes], b.sub(ow, kb.add(ow0, i64(r))))
+
+    def row_taps(self, first: ir.Value, i: int):
+        """``at(j, e)`` of window row i for a group of a row's consecutive pixels (the first
+        at staged position ``first``): each vector loaded once, shared by the taps that
+        read it."""
+        kb, b, lanes, dw = self.kb, self.b, self.lanes, self.win.dilations[1]
+        base = self.xs.ptr(kb.mul(kb.add(first, kb.mul(i64(i * self.win.dilations[0]), self.wp)), i64(lanes)))
+        loaded: dict[int, ir.Value] = {}  # staged position from the group's first -> vector
+
+        def at(j: int, e: int) -> ir.Value:
+            pos = e + j * dw
+            if pos not in loaded:
+                loaded[pos] = self.vload(b.gep(base, [i64(pos * lanes)], source_etype=F32))
+            return loaded[pos]
+        return at
+
+    def flat(self, n: ir.Value, blk: ir.Value, wbase: ir.Value) -> None:
+        """The block's output in flat groups of ``per`` pixels, each pixel's position from the
+        table; the last group stores only the plane's pixels."""
+        kb, b, per, lanes, dw = self.kb, self.b, self.per, self.lanes, self.win.dilations[1]
+        with kb.loop(self.groups, "pg") as pg:
+            p0 = kb.mul(pg, i64(per))
+            # each pixel's tap (0, 0) in xs; a window row further is one run-time step, and
+            # the taps of a row constant offsets from it (the loads' immediates on wasm32)
+            starts = [self.xs.ptr(kb.mul(self.tab.load(kb.add(p0, i64(e))), i64(lanes))) for e in range(per)]
+
+            def window_row(i: int):
+                rows = starts if i == 0 else [b.gep(p, [kb.mul(i64(i), self.row_step)], source_etype=F32)
+                                              for p in starts]
+                return lambda j, e: self.vload(b.gep(rows[e], [i64(j * dw * lanes)], source_etype=F32))
+            acc = self.tap_sums(wbase, window_row)
+            for r in range(0, per, lanes):
+                self.store(n, blk, kb.add(p0, i64(r)), acc[r:r + lanes], b.sub(self.pixels, kb.add(p0, i64(r))))
+
+
 def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
     """y = post(depthwise_conv(x, w) + bias). ``params``: (window, lanes, bias, post).
     Tensors: x, the packed weights (:func:`pack`), [bias], the fused ops' operands, the
@@ -121,187 +328,46 @@ def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType
     tab = kb.tensor(k + 1, INT64, types[k + 1][1])
     y = kb.tensor(k + 2, FLOAT32, types[k + 2][1])
     b = kb.b
-    wasm = kb.target.is_wasm
     vt = ir.VectorType(F32, lanes)
     zero = ir.Constant(vt, [0.0] * lanes)
     c = types[0][1][1]  # static (route)
     blocks = -(-c // lanes)
     h, wd = x.dim(2), x.dim(3)
     oh, ow = y.dim(2), y.dim(3)
-    top, left = win.pads[0], win.pads[1]
     wp = kb.add(wd, i64(win.pads[1] + win.pads[3]))
     pixels = kb.mul(oh, ow)
     plane = kb.mul(h, wd)
-    sh, sw = win.strides
-    dh, dw = win.dilations
     kh_n, kw_n = win.kernel
-
-    def vec_at(t, idx: ir.Value) -> ir.Value:
-        return b.bitcast(t.ptr(idx), vt.as_pointer())
 
     # the pads (and the slack) are zero for the whole call: positions are rewritten per
     # block only inside the image
     with kb.loop(xs.dim(0), "z") as i:
-        b.store(zero, vec_at(xs, kb.mul(i, i64(lanes))), align=4)
-    # each output pixel's position in xs (tap (0, 0)); past the last pixel, the last one's
+        b.store(zero, _vec_at(b, vt, xs, kb.mul(i, i64(lanes))), align=4)
     per = group_pixels(lanes)
     groups = ceildiv(kb, pixels, i64(per))
     use_rows: ir.Value | bool = False
     if by_rows(win):  # a row's cost by rows against its share of the flat groups' (see by_rows)
-        step = per * win.taps + kh_n * (per + (kw_n - 1) * dw)
+        step = per * win.taps + kh_n * (per + (kw_n - 1) * win.dilations[1])
         rows_cost = kb.mul(ceildiv(kb, ow, i64(per)), i64(step))
         use_rows = b.icmp_signed("<", rows_cost, kb.mul(ow, i64(2 * win.taps)))
-
-    def fill_table() -> None:
-        last = b.sub(pixels, i64(1))
-        with kb.loop(tab.dim(0), "tb") as p:
-            q = smin(kb, p, last)
-            r = b.udiv(q, ow)
-            col = b.sub(q, kb.mul(r, ow))
-            tab.store(p, kb.add(kb.mul(kb.mul(r, i64(sh)), wp), kb.mul(col, i64(sw))))
     if use_rows is False:
-        fill_table()
+        _fill_table(kb, win, tab, pixels, ow, wp)
     else:
         with b.if_then(b.not_(use_rows)):
-            fill_table()
-    row_step = kb.mul(kb.mul(i64(dh), wp), i64(lanes))  # floats from one window row to the next
-
-    def channel_of(blk: ir.Value, e: int) -> tuple[ir.Value, ir.Value | None]:
-        """Channel e of block blk, clamped to the last channel, and whether it exists (None
-        when every block is whole)."""
-        ch = kb.add(kb.mul(blk, i64(lanes)), i64(e))
-        if c % lanes == 0:
-            return ch, None
-        return smin(kb, ch, i64(c - 1)), b.icmp_signed("<", ch, i64(c))
-
-    def stage(n: ir.Value, blk: ir.Value) -> None:
-        """xs = the block's channels of image n, channels-last, inside the pads."""
-        with kb.loop(h, "ih") as ih:
-            row = kb.mul(kb.add(ih, i64(top)), wp)
-            with kb.loop(ceildiv(kb, wd, i64(lanes)), "iw") as g:
-                iw0 = kb.mul(g, i64(lanes))
-                count = b.sub(wd, iw0)
-
-                def group(load) -> None:
-                    rows = []
-                    for e in range(lanes):
-                        ch, valid = channel_of(blk, e)
-                        v = load(kb.add(kb.mul(kb.add(kb.mul(n, i64(c)), ch), plane), kb.add(kb.mul(ih, wd), iw0)))
-                        rows.append(v if valid is None else b.select(valid, v, zero))
-                    at = kb.add(row, kb.add(iw0, i64(left)))
-                    for e, v in enumerate(transpose_vectors(b, rows)):
-                        b.store(v, vec_at(xs, kb.mul(kb.add(at, i64(e)), i64(lanes))), align=4)
-
-                if not wasm:
-                    mask = lanes_below(b, count, lanes)
-                    group(lambda src: masked_load(b, x.ptr(src), mask, vt))
-                else:
-                    whole = b.icmp_signed(">=", count, i64(lanes))
-                    with b.if_else(whole) as (full, part):
-                        with full:
-                            group(lambda src: b.load(vec_at(x, src), typ=vt, align=4))
-                        with part:
-                            def lane_by_lane(src: ir.Value) -> ir.Value:
-                                v = zero
-                                for e in range(lanes):
-                                    at = kb.add(src, smin(kb, i64(e), b.sub(count, i64(1))))
-                                    s = b.select(b.icmp_signed("<", i64(e), count), x.load(at), ir.Constant(F32, 0.0))
-                                    v = b.insert_element(v, s, ir.Constant(I32, e))
-                                return v
-                            group(lane_by_lane)
-
-    def store(n: ir.Value, blk: ir.Value, p0: ir.Value, sums: list[ir.Value], rest: ir.Value) -> None:
-        """The block's sums at pixels p0.. (one vector per pixel), transposed, into y: the
-        first ``rest`` of them (all when rest >= lanes)."""
-        epilogue = (conv_epilogue(bt, post, operands, pixels, kb.mul(n, kb.mul(i64(c), pixels)))
-                    or (lambda kb, i, j, v, mask=None: v))
-        mask = lanes_below(b, rest, lanes) if not wasm else None
-        for e, v in enumerate(transpose_vectors(b, sums)):
-            ch, valid = channel_of(blk, e)
-
-            def one(ch=ch, v=v) -> None:
-                at = kb.add(kb.mul(kb.add(kb.mul(n, i64(c)), ch), pixels), p0)
-                if not wasm:
-                    masked_store(b, epilogue(kb, ch, p0, v, mask), y.ptr(at), mask)
-                    return
-                with b.if_else(b.icmp_signed(">=", rest, i64(lanes))) as (full, part):
-                    with full:
-                        b.store(epilogue(kb, ch, p0, v), vec_at(y, at), align=4)
-                    with part:
-                        for lane in range(lanes):
-                            with b.if_then(b.icmp_signed("<", i64(lane), rest)):
-                                s = b.extract_element(v, ir.Constant(I32, lane))
-                                j = kb.add(p0, i64(lane))
-                                y.store(kb.add(at, i64(lane)), epilogue(kb, ch, j, s))
-            if valid is None:
-                one()
-            else:
-                with b.if_then(valid):
-                    one()
-
-    def vload(ptr: ir.Value) -> ir.Value:
-        return b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4)
-
-    def tap_sums(wbase: ir.Value, window_row) -> list[ir.Value]:
-        """One accumulator per pixel of a group over the window's taps: ``window_row(i)``
-        gives, for window row i, ``at(j, e)``, pixel e's vector at tap (i, j)."""
-        acc = [zero] * per
-        for i in range(kh_n):
-            at = window_row(i)
-            for j in range(kw_n):
-                wv = vload(w.ptr(kb.add(wbase, i64((i * kw_n + j) * lanes))))
-                for e in range(per):
-                    acc[e] = mac(b, acc[e], wv, at(j, e))
-        return acc
-
-    def rows_of(n: ir.Value, blk: ir.Value, wbase: ir.Value) -> None:
-        """The block's output a row at a time (:func:`by_rows`), ``per`` pixels per step; a
-        row's last step stores only the row's pixels."""
-        with kb.loop(oh, "oy") as oy:
-            row0 = kb.mul(kb.mul(oy, i64(sh)), wp)
-            with kb.loop(ceildiv(kb, ow, i64(per)), "ox") as g:
-                ow0 = kb.mul(g, i64(per))
-
-                def window_row(i: int):
-                    base = xs.ptr(kb.mul(kb.add(kb.add(row0, ow0), kb.mul(i64(i * dh), wp)), i64(lanes)))
-                    loaded: dict[int, ir.Value] = {}  # staged position from the group's first -> vector
-
-                    def at(j: int, e: int) -> ir.Value:
-                        pos = e + j * dw
-                        if pos not in loaded:
-                            loaded[pos] = vload(b.gep(base, [i64(pos * lanes)], source_etype=F32))
-                        return loaded[pos]
-                    return at
-                acc = tap_sums(wbase, window_row)
-                p0 = kb.add(kb.mul(oy, ow), ow0)
-                for r in range(0, per, lanes):
-                    store(n, blk, kb.add(p0, i64(r)), acc[r:r + lanes], b.sub(ow, kb.add(ow0, i64(r))))
-
-    def flat(n: ir.Value, blk: ir.Value, wbase: ir.Value) -> None:
-        """The block's output in flat groups of ``per`` pixels, each pixel's position from the
-        table; the last group stores only the plane's pixels."""
-        with kb.loop(groups, "pg") as pg:
-            p0 = kb.mul(pg, i64(per))
-            # each pixel's tap (0, 0) in xs; a window row further is one run-time step, and
-            # the taps of a row constant offsets from it (the loads' immediates on wasm32)
-            starts = [xs.ptr(kb.mul(tab.load(kb.add(p0, i64(e))), i64(lanes))) for e in range(per)]
-
-            def window_row(i: int):
-                rows = starts if i == 0 else [b.gep(p, [kb.mul(i64(i), row_step)], source_etype=F32) for p in starts]
-                return lambda j, e: vload(b.gep(rows[e], [i64(j * dw * lanes)], source_etype=F32))
-            acc = tap_sums(wbase, window_row)
-            for r in range(0, per, lanes):
-                store(n, blk, kb.add(p0, i64(r)), acc[r:r + lanes], b.sub(pixels, kb.add(p0, i64(r))))
+            _fill_table(kb, win, tab, pixels, ow, wp)
+    row_step = kb.mul(kb.mul(i64(win.dilations[0]), wp), i64(lanes))
+    dw = _Depthwise(kb, win, lanes, per, c, x, w, bt, post, operands, xs, tab, y, vt, zero, h, wd, oh, ow, wp,
+                    pixels, plane, groups, row_step)
 
     with kb.loop(x.dim(0), "n") as n:
         with kb.loop(i64(blocks), "cb") as blk:
-            stage(n, blk)
+            dw.stage(n, blk)
             wbase = kb.mul(blk, i64(win.taps * lanes))
             if use_rows is False:
-                flat(n, blk, wbase)
+                dw.flat(n, blk, wbase)
             else:
                 with b.if_else(use_rows) as (rows_branch, flat_branch):
                     with rows_branch:
-                        rows_of(n, blk, wbase)
+                        dw.rows_of(n, blk, wbase)
                     with flat_branch:
-                        flat(n, blk, wbase)
+                        dw.flat(n, blk, wbase)
