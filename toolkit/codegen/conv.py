@@ -606,45 +606,13 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
     lanes = tile.lanes
     vt = ir.VectorType(F32, lanes)
     depth = c if pointwise else kb.mul(c, i64(win.taps))
-    im = None
+    im = wq = None
     if not pointwise:
         hq, wq = (xs.dim(3), xs.dim(4)) if xs is not x else (x.dim(2), x.dim(3))
         im = Im2col(xs, i64(0), kb.mul(hq, wq), wq, ow, win.kernel, win.strides, win.dilations)
         im.prepare(kb)
     with at_entry(kb):
         block = b.alloca(ir.ArrayType(F32, lanes * lanes), name="block")
-
-    def materialize(base: ir.Value) -> None:
-        """patches[k, pixel] = the image's patch matrix, one output row's OW pixels at a time
-        (contiguous in the staged input): whole vectors, then one masked vector."""
-        if isinstance(ow, ir.Constant):
-            vecs = i64(ow.constant // lanes)
-            rest = ow.constant % lanes
-            mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [i < rest for i in range(lanes)])
-        else:
-            vecs = b.udiv(ow, i64(lanes))
-            rest = b.sub(ow, kb.mul(vecs, i64(lanes)))
-            mask = lanes_below(b, rest, lanes)
-        whole = kb.mul(vecs, i64(lanes))
-
-        def row(kk: ir.Value, koff: ir.Value) -> None:
-            with kb.loop(oh, "mr", plain=True) as r:
-                src = kb.add(base, kb.add(koff, kb.mul(r, wq)))
-                dst = kb.add(kb.mul(kk, pixels), kb.mul(r, ow))
-                copy_vectors(kb, tile.lanes, xs, src, patches.ptr(dst), vecs)
-                if not isinstance(rest, int) or rest:  # a run-time count, or a nonzero constant
-                    x_ = masked_load(b, xs.ptr(kb.add(src, whole)), mask, vt)
-                    masked_store(b, x_, patches.ptr(kb.add(dst, whole)), mask)
-
-        im.rows(kb, i64(0), depth, row)
-
-    def staged_vector(e: ir.Value) -> ir.Value:
-        """Where ``block`` holds vector e."""
-        return b.bitcast(b.gep(block, [i64(0), kb.mul(e, i64(lanes))], source_etype=block.type.pointee),
-                         vt.as_pointer())
-
-    def yt_at(j: ir.Value, i: ir.Value) -> ir.Value:
-        return kb.add(kb.mul(j, m), i)
 
     vectors = b.udiv(pixels, i64(lanes))
     rows_tile = replace(tile, mc=CONV_T_MC.get(tile.lanes, tile.mc))
@@ -656,45 +624,109 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         if pointwise:
             a = G.View(xs, kb.mul(n, kb.mul(c, channel)), i64(1), channel)
         else:
-            materialize(kb.mul(n, kb.mul(c, channel)))
+            _materialize(kb, lanes, im, xs, patches, oh, ow, pixels, wq, depth, kb.mul(n, kb.mul(c, channel)))
             a = G.View(patches, i64(0), i64(1), pixels)
         G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth)
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v, mask=None: v)
+        _TransposedOut(kb, lanes, vt, block, yt, y, m, pixels, y_base, epilogue).image(
+            vectors, residual_operands(post, operands))
 
-        def out(i: ir.Value, j: ir.Value, v: ir.Value, mask: ir.Value | None = None) -> None:
-            """y[oc i, pixels from j] = the epilogue of v (a vector or an element); only the
-            lanes of ``mask`` when one is given."""
-            at = kb.add(y_base, kb.add(kb.mul(i, pixels), j))
-            v = epilogue(kb, i, j, v, mask)
-            if isinstance(v.type, ir.VectorType):
-                vector_store(b, v, y.ptr(at), mask)
-            else:
-                y.store(at, v)
 
-        def transpose_out(i0: ir.Value, j0: ir.Value, pixel_rest: ir.Value | None = None,
-                  channel_rest: ir.Value | None = None) -> None:
-            """The LANES x LANES block of yt at pixels from j0, channels from i0, read as
-            vectors along the channels and transposed in registers (log2(LANES) rounds of
-            two-vector shuffles), staged in ``block``, then each channel's vector of pixels
-            through the epilogue. A partial block (natively, with masks): ``pixel_rest``
-            pixels (the rows past them read the last pixel's, and nothing past it is
-            stored), ``channel_rest`` channels (only theirs read)."""
-            channels = lanes_below(b, channel_rest, lanes) if channel_rest is not None else None
-            rows = []
-            for e in range(lanes):
-                j = kb.add(j0, i64(e))
-                if pixel_rest is not None:
-                    j = smin(kb, j, b.sub(pixels, i64(1)))
-                ptr = yt.ptr(yt_at(j, i0))
-                rows.append(masked_load(b, ptr, channels, vt) if channels is not None
-                            else b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4))
-            for e, v in enumerate(transpose_vectors(b, rows)):
-                b.store(v, staged_vector(i64(e)), align=4)
-            pixel_mask = lanes_below(b, pixel_rest, lanes) if pixel_rest is not None else None
-            with kb.loop(channel_rest if channel_rest is not None else i64(lanes), "oc", plain=True) as e:
-                out(kb.add(i0, e), j0, b.load(staged_vector(e), typ=vt, align=4), pixel_mask)
+def _materialize(kb: KernelBuilder, lanes: int, im: Im2col, xs: Tensor, patches: Tensor, oh: ir.Value,
+                 ow: ir.Value, pixels: ir.Value, wq: ir.Value, depth: ir.Value, base: ir.Value) -> None:
+    """patches[k, pixel] = the patch matrix of the image at ``base`` in xs (whose rows are wq
+    long) for an oh x ow output, one output row's OW pixels at a time (contiguous in the
+    staged input): whole vectors, then one masked vector."""
+    b = kb.b
+    if isinstance(ow, ir.Constant):
+        vecs = i64(ow.constant // lanes)
+        rest = ow.constant % lanes
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [i < rest for i in range(lanes)])
+    else:
+        vecs = b.udiv(ow, i64(lanes))
+        rest = b.sub(ow, kb.mul(vecs, i64(lanes)))
+        mask = lanes_below(b, rest, lanes)
+    whole = kb.mul(vecs, i64(lanes))
+    vt = ir.VectorType(F32, lanes)
 
+    def row(kk: ir.Value, koff: ir.Value) -> None:
+        with kb.loop(oh, "mr", plain=True) as r:
+            src = kb.add(base, kb.add(koff, kb.mul(r, wq)))
+            dst = kb.add(kb.mul(kk, pixels), kb.mul(r, ow))
+            copy_vectors(kb, lanes, xs, src, patches.ptr(dst), vecs)
+            if not isinstance(rest, int) or rest:  # a run-time count, or a nonzero constant
+                x_ = masked_load(b, xs.ptr(kb.add(src, whole)), mask, vt)
+                masked_store(b, x_, patches.ptr(kb.add(dst, whole)), mask)
+
+    im.rows(kb, i64(0), depth, row)
+
+
+@dataclass(frozen=True)
+class _TransposedOut:
+    """One image's yt ([pixels, M]) transposed into y by :func:`transposed_gemm`, through the
+    epilogue."""
+
+    kb: KernelBuilder
+    lanes: int
+    vt: ir.VectorType
+    block: ir.Value  # LANES x LANES floats of stack: a transposed block
+    yt: Tensor
+    y: Tensor
+    m: ir.Value
+    pixels: ir.Value
+    y_base: ir.Value  # the image's first output
+    epilogue: Callable
+
+    def staged_vector(self, e: ir.Value) -> ir.Value:
+        """Where ``block`` holds vector e."""
+        kb, b, block = self.kb, self.kb.b, self.block
+        return b.bitcast(b.gep(block, [i64(0), kb.mul(e, i64(self.lanes))], source_etype=block.type.pointee),
+                         self.vt.as_pointer())
+
+    def yt_at(self, j: ir.Value, i: ir.Value) -> ir.Value:
+        return self.kb.add(self.kb.mul(j, self.m), i)
+
+    def out(self, i: ir.Value, j: ir.Value, v: ir.Value, mask: ir.Value | None = None) -> None:
+        """y[oc i, pixels from j] = the epilogue of v (a vector or an element); only the
+        lanes of ``mask`` when one is given."""
+        kb = self.kb
+        at = kb.add(self.y_base, kb.add(kb.mul(i, self.pixels), j))
+        v = self.epilogue(kb, i, j, v, mask)
+        if isinstance(v.type, ir.VectorType):
+            vector_store(kb.b, v, self.y.ptr(at), mask)
+        else:
+            self.y.store(at, v)
+
+    def transpose_out(self, i0: ir.Value, j0: ir.Value, pixel_rest: ir.Value | None = None,
+                      channel_rest: ir.Value | None = None) -> None:
+        """The LANES x LANES block of yt at pixels from j0, channels from i0, read as
+        vectors along the channels and transposed in registers (log2(LANES) rounds of
+        two-vector shuffles), staged in ``block``, then each channel's vector of pixels
+        through the epilogue. A partial block (natively, with masks): ``pixel_rest``
+        pixels (the rows past them read the last pixel's, and nothing past it is
+        stored), ``channel_rest`` channels (only theirs read)."""
+        kb, b, lanes, vt = self.kb, self.kb.b, self.lanes, self.vt
+        channels = lanes_below(b, channel_rest, lanes) if channel_rest is not None else None
+        rows = []
+        for e in range(lanes):
+            j = kb.add(j0, i64(e))
+            if pixel_rest is not None:
+                j = smin(kb, j, b.sub(self.pixels, i64(1)))
+            ptr = self.yt.ptr(self.yt_at(j, i0))
+            rows.append(masked_load(b, ptr, channels, vt) if channels is not None
+                        else b.load(b.bitcast(ptr, vt.as_pointer()), typ=vt, align=4))
+        for e, v in enumerate(transpose_vectors(b, rows)):
+            b.store(v, self.staged_vector(i64(e)), align=4)
+        pixel_mask = lanes_below(b, pixel_rest, lanes) if pixel_rest is not None else None
+        with kb.loop(channel_rest if channel_rest is not None else i64(lanes), "oc", plain=True) as e:
+            self.out(kb.add(i0, e), j0, b.load(self.staged_vector(e), typ=vt, align=4), pixel_mask)
+
+    def image(self, vectors: ir.Value, residual: Sequence[Tensor]) -> None:
+        """The whole image: blocks of LANES channels by vectors of pixels, then the pixels
+        and channels left over (``vectors``: the whole vectors of pixels; ``residual``: the
+        fused ops' operands read at y's positions, prefetched with y)."""
+        kb, b, lanes, m, pixels, yt = self.kb, self.kb.b, self.lanes, self.m, self.pixels, self.yt
         # natively, the pixels after the last whole vector and the channels after the last
         # whole block run as masked blocks. Element by element, a SiLU epilogue's division
         # made 8 of 120 pixels 65% of an EfficientNet 24 -> 144 channel layer's time
@@ -702,7 +734,6 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         whole_pixels = kb.mul(vectors, i64(lanes))
         pixel_rest = b.sub(pixels, whole_pixels)
         blocks = b.udiv(m, i64(lanes))
-        residual = residual_operands(post, operands)
         with kb.loop(blocks, "ob") as ob:
             i0 = kb.mul(ob, i64(lanes))
             with kb.loop(vectors, "pv") as pv:
@@ -718,32 +749,32 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
                     # block fetches its own last channel's lines, which stay in bounds
                     for e in range(lanes):
                         ch = smin(kb, kb.add(i0, i64(lanes + e)), b.sub(m, i64(1)))
-                        at = kb.add(y_base, kb.add(kb.mul(ch, pixels), j0))
-                        prefetch(b, y.ptr(at), write=True)
+                        at = kb.add(self.y_base, kb.add(kb.mul(ch, pixels), j0))
+                        prefetch(b, self.y.ptr(at), write=True)
                         for t in residual:
                             prefetch(b, t.ptr(at))
-                transpose_out(i0, j0)
+                self.transpose_out(i0, j0)
             if masked_tails:
-                _when(kb, _positive(b, pixel_rest), lambda: transpose_out(i0, whole_pixels, pixel_rest))
+                _when(kb, _positive(b, pixel_rest), lambda: self.transpose_out(i0, whole_pixels, pixel_rest))
             else:
                 with kb.loop(i64(lanes), "oc", plain=True) as e:
                     with kb.loop(pixels, "pt", start=whole_pixels, plain=True) as j:
-                        out(kb.add(i0, e), j, yt.load(yt_at(j, kb.add(i0, e))))
+                        self.out(kb.add(i0, e), j, yt.load(self.yt_at(j, kb.add(i0, e))))
         whole_channels = kb.mul(blocks, i64(lanes))
         if masked_tails:
             channel_rest = b.sub(m, whole_channels)
 
             def channel_tail() -> None:
                 with kb.loop(vectors, "pv") as pv:
-                    transpose_out(whole_channels, kb.mul(pv, i64(lanes)), channel_rest=channel_rest)
-                _when(kb, _positive(b, pixel_rest), lambda: transpose_out(whole_channels, whole_pixels, pixel_rest,
-                                                                  channel_rest))
+                    self.transpose_out(whole_channels, kb.mul(pv, i64(lanes)), channel_rest=channel_rest)
+                _when(kb, _positive(b, pixel_rest),
+                      lambda: self.transpose_out(whole_channels, whole_pixels, pixel_rest, channel_rest))
             _when(kb, _positive(b, channel_rest), channel_tail)
         else:
             # the channels after the last whole block, an element at a time
             with kb.loop(m, "oc", start=whole_channels, plain=True) as i:
                 with kb.loop(pixels, "p", plain=True) as j:
-                    out(i, j, yt.load(yt_at(j, i)))
+                    self.out(i, j, yt.load(self.yt_at(j, i)))
 
 
 def _positive(b: ir.IRBuilder, n: ir.Value) -> ir.Value | bool:
