@@ -835,6 +835,167 @@ def conv_epilogue(bt: Tensor | None, post: tuple, operands: Sequence[Tensor], pi
     return epilogue
 
 
+@dataclass(frozen=True)
+class _Direct:
+    """The direct kernel's tensors and geometry (:func:`build_conv2d`, computed at its entry)
+    and the code it writes for register tiles, rows' ends and sweeps of output rows."""
+
+    kb: KernelBuilder
+    win: Window
+    packed: bool  # w laid out by pack_weights
+    one_pass: bool  # all input channels in one pass: no partial sums to read back
+    w: Tensor
+    bt: Tensor | None
+    src: Tensor  # x, or its staged copy
+    y: Tensor
+    m: ir.Value
+    sh: int  # the row stride (1 for a pointwise window's one long row)
+    top: ir.Value
+    phases: int  # column phases of the staged rows
+    run: ir.Value  # a column phase's length
+    rows: ir.Value
+    cols: ir.Value
+    out_rows: ir.Value
+    out_cols: ir.Value
+    plane: ir.Value
+    out_plane: ir.Value
+    w_per_oc: ir.Value
+    kh_trips: ir.Value
+    kw_trips: ir.Value
+    wide: int  # lanes of the vectors of whole tiles
+    width: int  # columns of a whole tile
+    full: ir.Value  # whole tiles per output row
+    col_chunk: ir.Value
+
+    def column(self, kw: ir.Value) -> ir.Value:
+        """Where tap kw of output column 0 reads in a staged row."""
+        kb, b = self.kb, self.kb.b
+        at = kb.mul(kw, i64(self.win.dilations[1]))
+        if self.phases == 1:
+            return at
+        return kb.add(kb.mul(b.urem(at, i64(self.phases)), self.run), b.udiv(at, i64(self.phases)))
+
+    def tile(self, r: _Row, oc: ir.Value, ocb: int, starts: list[ir.Value], lanes: int,
+             done_below: ir.Value | None = None, mask: ir.Value | None = None) -> None:
+        """Accumulate channels [oc, oc + ocb) x ``lanes`` columns from each of ``starts``
+        over r's input channels, onto the bias (first pass) or the partial sums so far.
+        Columns below ``done_below`` were already summed in this pass by another tile:
+        their stored sums are kept. With a lane ``mask``, only its lanes are read and stored
+        (a row narrower than a vector)."""
+        kb, b, w, y = self.kb, self.kb.b, self.w, self.y
+        kw_n = self.win.kernel[1]
+        taps = self.win.taps
+
+        def load(t: Tensor, idx: ir.Value) -> ir.Value:
+            if mask is None:
+                return _load_lanes(kb, t, idx, lanes)
+            return masked_load(b, t.ptr(idx), mask, ir.VectorType(F32, lanes))
+
+        vecs = len(starts)
+        zero = ir.Constant(ir.VectorType(F32, lanes), [0.0] * lanes) if lanes > 1 else ir.Constant(F32, 0.0)
+        row_out = kb.mul(r.oh, self.out_cols)
+        outs = [kb.add(kb.mul(kb.add(kb.mul(r.n, self.m), kb.add(oc, i64(j))), self.out_plane), row_out)
+                for j in range(ocb)]
+        inits = []
+        for j in range(ocb):
+            start = splat(b, self.bt.load(kb.add(oc, i64(j))), lanes) if self.bt is not None else zero
+            for col in starts:
+                if self.one_pass:
+                    inits.append(start)
+                else:
+                    done = load(y, kb.add(outs[j], col))
+                    inits.append(b.select(r.first, start, done))
+        w_oc = kb.mul(oc, self.w_per_oc)
+        # a packed block holds OC_BLOCK weights per tap, contiguous
+        w_tap = OC_BLOCK if self.packed and ocb == OC_BLOCK else 1
+
+        def over_ic(i: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            ic = kb.add(r.ic0, i)
+            chan = kb.add(r.in_base, kb.mul(ic, self.plane))
+            w_ic = kb.add(w_oc, kb.mul(ic, i64(taps * w_tap)))
+
+            def over_kh(kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                row = kb.add(chan, kb.mul(kb.add(r.ih0, kb.mul(kh, i64(self.win.dilations[0]))), self.cols))
+                w_kh = kb.add(w_ic, kb.mul(kh, i64(kw_n * w_tap)))
+
+                def over_kw(kw: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+                    at = kb.add(row, self.column(kw))
+                    xs = [load(self.src, kb.add(at, col)) for col in starts]
+                    acc = list(acc)
+                    w_at = kb.add(w_kh, kb.mul(kw, i64(w_tap)))
+                    block = _load_lanes(kb, w, w_at, OC_BLOCK) if w_tap > 1 else None
+                    for j in range(ocb):
+                        if block is None:
+                            wv = splat(b, w.load(kb.add(w_at, kb.mul(i64(j), self.w_per_oc))), lanes)
+                        else:
+                            wv = _lane(b, block, j, lanes)
+                        for u in range(vecs):
+                            acc[j * vecs + u] = mac(b, acc[j * vecs + u], wv, xs[u])
+                    return acc
+
+                return kb.carry(i64(0), self.kw_trips, acc, over_kw, "kw")
+
+            return kb.carry(r.kh_lo, r.kh_hi, acc, over_kh, "kh")
+
+        acc = kb.carry(i64(0), r.ics, inits, over_ic, "ic")
+        for j in range(ocb):
+            for u, col in enumerate(starts):
+                at = kb.add(outs[j], col)
+                v = acc[j * vecs + u]
+                if done_below is not None and not self.one_pass:
+                    v = b.select(_lanes_from(kb, col, done_below, lanes), v, _load_lanes(kb, y, at, lanes))
+                vector_store(b, v, y.ptr(at), mask)
+
+    def row_end(self, r: _Row, oc: ir.Value, ocb: int) -> None:
+        """The columns after the whole tiles, or all of a row narrower than one tile."""
+        kb, b, ow, width, full = self.kb, self.kb.b, self.out_cols, self.width, self.full
+        s = _static(ow)
+        fits_tile = s >= width if s is not None else b.icmp_signed(">=", ow, i64(width))
+        ragged = s % width != 0 if s is not None else b.icmp_signed("!=", kb.mul(full, i64(width)), ow)
+
+        def last_wide():  # ends at the row's end, overlapping the previous tile
+            self.tile(r, oc, ocb, _vector_starts(kb, b.sub(ow, i64(width)), self.wide), self.wide,
+                      kb.mul(full, i64(width)))
+
+        _when(kb, fits_tile, lambda: _when(kb, ragged, last_wide), lambda: self.narrow(r, oc, ocb, self.wide))
+
+    def narrow(self, r: _Row, oc: ir.Value, ocb: int, n: int) -> None:
+        """ow < 2n: the row's first and last vectors of n lanes (overlapping) if ow >= n,
+        else narrower vectors, else columns one by one."""
+        kb, b, ow = self.kb, self.kb.b, self.out_cols
+        if n < MIN_LANES:
+            if kb.target.is_wasm:  # no masked loads: LLVM would branch on every lane
+                with kb.loop(ow, name="owc") as c:
+                    self.tile(r, oc, ocb, [c], 1)
+            else:  # the row's columns as the first lanes of one masked vector
+                self.tile(r, oc, ocb, [i64(0)], MIN_LANES, mask=lanes_below(b, ow, MIN_LANES))
+            return
+        s = _static(ow)
+        fits = s >= n if s is not None else b.icmp_signed(">=", ow, i64(n))
+        _when(kb, fits, lambda: self.tile(r, oc, ocb, [i64(0), b.sub(ow, i64(n))], n),
+              lambda: self.narrow(r, oc, ocb, n // 2))
+
+    def output_rows(self, at: tuple[ir.Value, ...], oc_lo: ir.Value, blocks: ir.Value, ocb: int) -> None:
+        """All output rows of channels [oc_lo, oc_lo + blocks * ocb); at: _Row's first fields."""
+        kb, b, dh, full, col_chunk = self.kb, self.kb.b, self.win.dilations[0], self.full, self.col_chunk
+        with kb.loop(self.out_rows, name="oh") as oh:
+            ih0 = b.sub(kb.mul(oh, i64(self.sh)), self.top)
+            lo, hi = i64(0), self.kh_trips
+            if self.win.padded(0):  # only the window rows inside the input
+                lo = smax(kb, lo, b.sub(i64(0), floordiv(kb, ih0, dh)))
+                hi = smin(kb, hi, b.add(floordiv(kb, b.sub(b.sub(self.rows, i64(1)), ih0), dh), i64(1)))
+            r = _Row(*at, oh, ih0, lo, hi)
+            with kb.loop(ceildiv(kb, full, col_chunk), name="cc") as cc:
+                t0 = kb.mul(cc, col_chunk)
+                with kb.loop(blocks, name="blk") as blk:
+                    oc = kb.add(oc_lo, kb.mul(blk, i64(ocb)))
+                    with kb.loop(smin(kb, col_chunk, b.sub(full, t0)), name="t") as t:
+                        self.tile(r, oc, ocb, _vector_starts(kb, kb.mul(kb.add(t0, t), i64(self.width)), self.wide),
+                                  self.wide)
+            with kb.loop(blocks, name="blk") as blk:
+                self.row_end(r, kb.add(oc_lo, kb.mul(blk, i64(ocb))), ocb)
+
+
 def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:
     """y = conv(x, w) (+ bias) for ``params`` (window, group, packed, bias). Tensors: x, w
     (laid out by :func:`pack_weights` when ``packed``), [bias], [the staged input of
@@ -854,9 +1015,9 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
         k += 1
     y = kb.tensor(k, FLOAT32, y_shape)
 
-    (sh, sw), (dh, dw) = win.strides, win.dilations
-    kh_n, kw_n = win.kernel
-    taps = kh_n * kw_n
+    sh, sw = win.strides
+    kh_n = win.kernel[0]
+    taps = win.taps
     c_in, cg, m = x.dim(1), w.dim(1), y.dim(1)
     phases = 1  # column phases of the staged rows
     if _pointwise(win):
@@ -894,125 +1055,8 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
     one_pass = _static(cg) is not None and _static(cg) <= ic_chunk
     oc_chunk = i64(max(1, W_CHUNK // (OC_BLOCK * ic_chunk * taps)))
     col_chunk = i64(max(1, X_CHUNK // (ic_chunk * kh_n * width)))
-
-    def column(kw: ir.Value) -> ir.Value:
-        """Where tap kw of output column 0 reads in a staged row."""
-        at = kb.mul(kw, i64(dw))
-        if phases == 1:
-            return at
-        return kb.add(kb.mul(b.urem(at, i64(phases)), run), b.udiv(at, i64(phases)))
-
-    def tile(r: _Row, oc: ir.Value, ocb: int, starts: list[ir.Value], lanes: int,
-             done_below: ir.Value | None = None, mask: ir.Value | None = None) -> None:
-        """Accumulate channels [oc, oc + ocb) x ``lanes`` columns from each of ``starts``
-        over r's input channels, onto the bias (first pass) or the partial sums so far.
-        Columns below ``done_below`` were already summed in this pass by another tile:
-        their stored sums are kept. With a lane ``mask``, only its lanes are read and stored
-        (a row narrower than a vector)."""
-
-        def load(t: Tensor, idx: ir.Value) -> ir.Value:
-            if mask is None:
-                return _load_lanes(kb, t, idx, lanes)
-            return masked_load(b, t.ptr(idx), mask, ir.VectorType(F32, lanes))
-
-        vecs = len(starts)
-        zero = ir.Constant(ir.VectorType(F32, lanes), [0.0] * lanes) if lanes > 1 else ir.Constant(F32, 0.0)
-        row_out = kb.mul(r.oh, out_cols)
-        outs = [kb.add(kb.mul(kb.add(kb.mul(r.n, m), kb.add(oc, i64(j))), out_plane), row_out)
-                for j in range(ocb)]
-        inits = []
-        for j in range(ocb):
-            start = splat(b, bt.load(kb.add(oc, i64(j))), lanes) if bt is not None else zero
-            for col in starts:
-                if one_pass:
-                    inits.append(start)
-                else:
-                    done = load(y, kb.add(outs[j], col))
-                    inits.append(b.select(r.first, start, done))
-        w_oc = kb.mul(oc, w_per_oc)
-        # a packed block holds OC_BLOCK weights per tap, contiguous
-        w_tap = OC_BLOCK if packed and ocb == OC_BLOCK else 1
-
-        def over_ic(i: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-            ic = kb.add(r.ic0, i)
-            chan = kb.add(r.in_base, kb.mul(ic, plane))
-            w_ic = kb.add(w_oc, kb.mul(ic, i64(taps * w_tap)))
-
-            def over_kh(kh: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                row = kb.add(chan, kb.mul(kb.add(r.ih0, kb.mul(kh, i64(dh))), cols))
-                w_kh = kb.add(w_ic, kb.mul(kh, i64(kw_n * w_tap)))
-
-                def over_kw(kw: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                    at = kb.add(row, column(kw))
-                    xs = [load(src, kb.add(at, col)) for col in starts]
-                    acc = list(acc)
-                    w_at = kb.add(w_kh, kb.mul(kw, i64(w_tap)))
-                    block = _load_lanes(kb, w, w_at, OC_BLOCK) if w_tap > 1 else None
-                    for j in range(ocb):
-                        if block is None:
-                            wv = splat(b, w.load(kb.add(w_at, kb.mul(i64(j), w_per_oc))), lanes)
-                        else:
-                            wv = _lane(b, block, j, lanes)
-                        for u in range(vecs):
-                            acc[j * vecs + u] = mac(b, acc[j * vecs + u], wv, xs[u])
-                    return acc
-
-                return kb.carry(i64(0), kw_trips, acc, over_kw, "kw")
-
-            return kb.carry(r.kh_lo, r.kh_hi, acc, over_kh, "kh")
-
-        acc = kb.carry(i64(0), r.ics, inits, over_ic, "ic")
-        for j in range(ocb):
-            for u, col in enumerate(starts):
-                at = kb.add(outs[j], col)
-                v = acc[j * vecs + u]
-                if done_below is not None and not one_pass:
-                    v = b.select(_lanes_from(kb, col, done_below, lanes), v, _load_lanes(kb, y, at, lanes))
-                vector_store(b, v, y.ptr(at), mask)
-
-    def row_end(r: _Row, oc: ir.Value, ocb: int) -> None:
-        """The columns after the whole tiles, or all of a row narrower than one tile."""
-        ow = out_cols
-        s = _static(ow)
-        fits_tile = s >= width if s is not None else b.icmp_signed(">=", ow, i64(width))
-        ragged = s % width != 0 if s is not None else b.icmp_signed("!=", kb.mul(full, i64(width)), ow)
-
-        def last_wide():  # ends at the row's end, overlapping the previous tile
-            tile(r, oc, ocb, _vector_starts(kb, b.sub(ow, i64(width)), wide), wide, kb.mul(full, i64(width)))
-
-        def narrow(n: int) -> None:
-            """ow < 2n: the row's first and last vectors of n lanes (overlapping) if ow >= n,
-            else narrower vectors, else columns one by one."""
-            if n < MIN_LANES:
-                if kb.target.is_wasm:  # no masked loads: LLVM would branch on every lane
-                    with kb.loop(ow, name="owc") as c:
-                        tile(r, oc, ocb, [c], 1)
-                else:  # the row's columns as the first lanes of one masked vector
-                    tile(r, oc, ocb, [i64(0)], MIN_LANES, mask=lanes_below(b, ow, MIN_LANES))
-                return
-            fits = s >= n if s is not None else b.icmp_signed(">=", ow, i64(n))
-            _when(kb, fits, lambda: tile(r, oc, ocb, [i64(0), b.sub(ow, i64(n))], n),
-                  lambda: narrow(n // 2))
-
-        _when(kb, fits_tile, lambda: _when(kb, ragged, last_wide), lambda: narrow(wide))
-
-    def output_rows(at: tuple[ir.Value, ...], oc_lo: ir.Value, blocks: ir.Value, ocb: int) -> None:
-        """All output rows of channels [oc_lo, oc_lo + blocks * ocb); at: _Row's first fields."""
-        with kb.loop(out_rows, name="oh") as oh:
-            ih0 = b.sub(kb.mul(oh, i64(sh)), top)
-            lo, hi = i64(0), kh_trips
-            if win.padded(0):  # only the window rows inside the input
-                lo = smax(kb, lo, b.sub(i64(0), floordiv(kb, ih0, dh)))
-                hi = smin(kb, hi, b.add(floordiv(kb, b.sub(b.sub(rows, i64(1)), ih0), dh), i64(1)))
-            r = _Row(*at, oh, ih0, lo, hi)
-            with kb.loop(ceildiv(kb, full, col_chunk), name="cc") as cc:
-                t0 = kb.mul(cc, col_chunk)
-                with kb.loop(blocks, name="blk") as blk:
-                    oc = kb.add(oc_lo, kb.mul(blk, i64(ocb)))
-                    with kb.loop(smin(kb, col_chunk, b.sub(full, t0)), name="t") as t:
-                        tile(r, oc, ocb, _vector_starts(kb, kb.mul(kb.add(t0, t), i64(width)), wide), wide)
-            with kb.loop(blocks, name="blk") as blk:
-                row_end(r, kb.add(oc_lo, kb.mul(blk, i64(ocb))), ocb)
+    direct = _Direct(kb, win, packed, one_pass, w, bt, src, y, m, sh, top, phases, run, rows, cols, out_rows,
+                     out_cols, plane, out_plane, w_per_oc, kh_trips, kw_trips, wide, width, full, col_chunk)
 
     mg = udiv(kb, m, group)
     blocks = udiv(kb, mg, OC_BLOCK)
@@ -1025,11 +1069,11 @@ def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], type
                   b.icmp_signed("==", pass_, i64(0)), in_base)
             with kb.loop(ceildiv(kb, blocks, oc_chunk), name="occ") as ch:
                 first = kb.mul(ch, oc_chunk)
-                output_rows(at, kb.add(oc0, kb.mul(first, i64(OC_BLOCK))),
-                            smin(kb, oc_chunk, b.sub(blocks, first)), OC_BLOCK)
+                direct.output_rows(at, kb.add(oc0, kb.mul(first, i64(OC_BLOCK))),
+                                   smin(kb, oc_chunk, b.sub(blocks, first)), OC_BLOCK)
             if _static(mg) is None or _static(mg) % OC_BLOCK:
                 done = kb.mul(blocks, i64(OC_BLOCK))
-                output_rows(at, kb.add(oc0, done), b.sub(mg, done), 1)
+                direct.output_rows(at, kb.add(oc0, done), b.sub(mg, done), 1)
 
 
 def _lanes_from(kb: KernelBuilder, col: ir.Value, first: ir.Value, lanes: int) -> ir.Value:
