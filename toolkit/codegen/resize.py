@@ -459,17 +459,12 @@ def _store_value(kb: KernelBuilder, o: Tensor, at: ir.Value, v: ir.Value) -> Non
     o.store(at, fptosi_sat(b, intrinsic(b, "llvm.rint", v), llvm_type(dt), signed=dt.is_signed))
 
 
-def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType]) -> None:
-    """out = Resize(x). Scalars: the float64 bits of each run-time scale (``ResizedAxis.slot``).
-    Tensors: x, [roi (tf_crop_and_resize)], [antialias: a float64 weights table (output
-    dim, taps) per entry of ``axes``, which the kernel fills], out. Fails (details: axis,
-    output dim) when an empty axis is resized to a non-empty one."""
+def _resized_axes(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType], x: Tensor, o: Tensor,
+                  roi_t: Tensor | None) -> dict[int, _Axis]:
+    """Each resized axis's sizes, scale, roi, whether it is copied through and (antialias)
+    its weights table, filled here; an empty axis resized to a non-empty one fails."""
     b = kb.b
-    x = kb.tensor(0, *types[0])
-    roi_t = kb.tensor(1, *types[1]) if plan.coord == "tf_crop_and_resize" else None
     first_table = 1 + (roi_t is not None)
-    o = kb.tensor(len(types) - 1, *types[-1])
-    xs, os_ = x.strides(), o.strides()
     axes: dict[int, _Axis] = {}
     for spec in plan.axes:
         a = spec.axis
@@ -499,8 +494,189 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
         axes[a] = _Axis(spec, n_in, d_in, d_out, scale, b.fmul(scale, d_in), roi, ident, table, start)
         if table is not None:
             _fill_weights(kb, plan, axes[a])
-    order = [spec.axis for spec in plan.axes]
+    return axes
 
+
+def _weighted(b: ir.IRBuilder, terms: list[ir.Value], weights: list[ir.Value]) -> ir.Value:
+    """terms[0] * weights[0] + terms[1] * weights[1] + ..., in that order: one axis's
+    interpolation, element by element and by rows alike."""
+    acc = b.fmul(terms[0], weights[0])
+    for term, wt in zip(terms[1:], weights[1:]):
+        acc = b.fadd(acc, b.fmul(term, wt))
+    return acc
+
+
+@dataclass(frozen=True)
+class _Resampler:
+    """One Resize kernel's tensors, axes and tap tables (made at its entry) and the code it
+    writes for the output's elements, rows and chunks of the last axis."""
+
+    kb: KernelBuilder
+    plan: ResizePlan
+    x: Tensor
+    o: Tensor
+    xs: list[ir.Value]  # x's strides
+    os_: list[ir.Value]  # o's strides
+    axes: dict[int, _Axis]
+    ev_raw: ir.Value | None  # nearest: the extrapolation value as x stores it
+    ntaps: int  # tabled: input positions per output of the last axis
+    idx_tab: ir.Value | None  # tabled: the chunk's input positions
+    w_tab: ir.Value | None  # tabled (not nearest): the chunk's weights
+    row_t: Tensor | None  # plan.rows: the float64 row of interpolated input rows
+
+    @property
+    def order(self) -> list[int]:
+        return [spec.axis for spec in self.plan.axes]
+
+    def level_load(self, off: ir.Value) -> ir.Value:
+        """x's element at ``off`` in float64."""
+        b, x = self.kb.b, self.x
+        v = x.load(off)
+        return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else convert(b, v, x.dtype, FLOAT64))
+
+    def value(self, taps: dict[int, _Taps], x_base: ir.Value) -> ir.Value:
+        """The output element (nearest: as stored; else float64)."""
+        kb, b = self.kb, self.kb.b
+        if self.plan.mode == "nearest":
+            off = x_base
+            outside = None
+            for a in self.order:
+                off = kb.add(off, kb.mul(taps[a].index[0], self.xs[a]))
+                t = taps[a].outside
+                if t is not None:
+                    outside = t if outside is None else b.or_(outside, t)
+            v = self.x.load_raw(off)
+            return v if outside is None else b.select(outside, self.ev_raw, v)
+        return self.level(taps, len(self.order) - 1, x_base)
+
+    def level(self, taps: dict[int, _Taps], j: int, off: ir.Value) -> ir.Value:
+        """The interpolation over the first j + 1 resized axes (in order) from ``off``."""
+        kb, b = self.kb, self.kb.b
+        if j < 0:
+            return self.level_load(off)
+        t = taps[self.order[j]]
+        if t.ident is None:
+            acc = self.interpolate(taps, j, off)
+        else:
+            # a branch, not a select: an axis copied through (scale 1 known only at run
+            # time, as for the batch axis of run-time sizes) costs one read, not n
+            with b.if_else(t.ident) as (copied, resampled):
+                with copied:
+                    same = self.level(taps, j - 1, kb.add(off, kb.mul(t.y, self.xs[self.order[j]])))
+                    from_copied = b.block
+                with resampled:
+                    mixed = self.interpolate(taps, j, off)
+                    from_resampled = b.block
+            acc = b.phi(F64)
+            acc.add_incoming(same, from_copied)
+            acc.add_incoming(mixed, from_resampled)
+        if t.outside is not None:
+            acc = b.select(t.outside, f64(self.plan.extrapolation), acc)
+        return acc
+
+    def interpolate(self, taps: dict[int, _Taps], j: int, off: ir.Value) -> ir.Value:
+        """Resized axis j's taps of the lower levels, weighted (antialias: a loop over the
+        axis's weights table)."""
+        kb, b = self.kb, self.kb.b
+        a = self.order[j]
+        t = taps[a]
+        if t.first is not None:
+            table, top = self.axes[a].table, b.sub(self.axes[a].n_in, i64(1))
+
+            def tap(k: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+                i = intrinsic(b, "llvm.smax", i64(0), intrinsic(b, "llvm.smin", b.add(t.first, k), top))
+                v = self.level(taps, j - 1, kb.add(off, kb.mul(i, self.xs[a])))
+                return [b.fadd(vals[0], b.fmul(v, table.load(b.add(t.row, k))))]
+
+            # -0.0 + v is v for every v: the sum starts with the first product
+            return kb.carry(i64(0), table.dim(1), [f64(-0.0)], tap, name=f"tap{a}")[0]
+        return _weighted(b, [self.level(taps, j - 1, kb.add(off, kb.mul(i, self.xs[a]))) for i in t.index], t.weight)
+
+    def slot(self, tab: ir.Value, t: int, k: ir.Value) -> ir.Value:
+        """Where a tap table holds tap t of the chunk's output k."""
+        b = self.kb.b
+        at = b.gep(tab, [i64(0), b.add(i64(t * TAP_CHUNK), k)], source_etype=tab.type.pointee)
+        return b.bitcast(at, tab.type.pointee.element.as_pointer())
+
+    def rows(self, x_base: ir.Value, o_off: ir.Value, chunk) -> None:
+        """Output rows of the last two axes (plan.rows): per output row, its input rows'
+        interpolation for every input column into row_t, then the chunk's outputs from it."""
+        kb, b, x, o, xs = self.kb, self.kb.b, self.x, self.o, self.xs
+        h, w = x.rank - 2, x.rank - 1
+        c0, cn = chunk
+        with kb.loop(o.dim(h), name="oy") as y:
+            t = _taps(kb, self.plan, self.axes[h], y)
+            with kb.loop(x.dim(w), name="ix") as ix:
+                terms = [self.level_load(kb.add(x_base, kb.add(kb.mul(i, xs[h]), ix))) for i in t.index]
+                self.row_t.store(ix, _weighted(b, terms, t.weight))
+            o_row = kb.add(o_off, kb.mul(y, self.os_[h]))
+            with kb.loop(cn, name="ox") as k:
+                terms = [self.row_t.load(b.load(self.slot(self.idx_tab, i, k))) for i in range(self.ntaps)]
+                v = _weighted(b, terms, [b.load(self.slot(self.w_tab, i, k)) for i in range(self.ntaps)])
+                _store_value(kb, o, kb.add(o_row, kb.mul(b.add(c0, k), self.os_[w])), v)
+
+    def walk(self, axis: int, x_base: ir.Value, o_off: ir.Value, taps: dict[int, _Taps], chunk=None) -> None:
+        """The output from ``axis`` on, at x_base and o_off (the outer axes' offsets), the
+        outer resized axes' taps in ``taps``; the last axis over ``chunk`` (its first
+        output and count) when its taps come from the tables."""
+        kb, b, x, o = self.kb, self.kb.b, self.x, self.o
+        if self.plan.rows and axis == x.rank - 2:
+            self.rows(x_base, o_off, chunk)
+            return
+        if axis == x.rank:
+            v = self.value(taps, x_base)
+            if self.plan.mode == "nearest":
+                o.store_raw(o_off, v)
+            else:
+                _store_value(kb, o, o_off, v)
+            return
+        if axis == x.rank - 1 and chunk is not None:
+            c0, cn = chunk
+            with kb.loop(cn, name=f"ax{axis}") as k:
+                y = b.add(c0, k)
+                t = _Taps([b.load(self.slot(self.idx_tab, i, k)) for i in range(self.ntaps)],
+                          [b.load(self.slot(self.w_tab, i, k)) for i in range(self.ntaps)]
+                          if self.w_tab is not None else [],
+                          self.axes[axis].ident, None, y)
+                self.walk(axis + 1, x_base, kb.add(o_off, kb.mul(y, self.os_[axis])), {**taps, axis: t})
+            return
+        with kb.loop(o.dim(axis), name=f"ax{axis}") as y:
+            o_next = kb.add(o_off, kb.mul(y, self.os_[axis]))
+            if axis in self.axes:
+                self.walk(axis + 1, x_base, o_next, {**taps, axis: _taps(kb, self.plan, self.axes[axis], y)}, chunk)
+            else:
+                self.walk(axis + 1, kb.add(x_base, kb.mul(y, self.xs[axis])), o_next, taps, chunk)
+
+    def walk_chunks(self) -> None:
+        """The output a chunk of TAP_CHUNK positions of the last axis at a time: the chunk's
+        taps into the tables, then the walk over the other axes reading them."""
+        kb, b, last = self.kb, self.kb.b, self.x.rank - 1
+        n_last = self.o.dim(last)
+        with kb.loop(ceildiv(kb, n_last, i64(TAP_CHUNK)), name="tc") as ch:
+            c0 = kb.mul(ch, i64(TAP_CHUNK))
+            cn = smin(kb, i64(TAP_CHUNK), b.sub(n_last, c0))
+            with kb.loop(cn, name="tf") as k:
+                t = _taps(kb, self.plan, self.axes[last], b.add(c0, k))
+                for i, v in enumerate(t.index):
+                    b.store(v, self.slot(self.idx_tab, i, k))
+                for i, v in enumerate(t.weight):
+                    b.store(v, self.slot(self.w_tab, i, k))
+            self.walk(0, i64(0), i64(0), {}, (c0, cn))
+
+
+def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType]) -> None:
+    """out = Resize(x). Scalars: the float64 bits of each run-time scale (``ResizedAxis.slot``).
+    Tensors: x, [roi (tf_crop_and_resize)], [antialias: a float64 weights table (output
+    dim, taps) per entry of ``axes``, which the kernel fills], out. Fails (details: axis,
+    output dim) when an empty axis is resized to a non-empty one."""
+    b = kb.b
+    x = kb.tensor(0, *types[0])
+    roi_t = kb.tensor(1, *types[1]) if plan.coord == "tf_crop_and_resize" else None
+    o = kb.tensor(len(types) - 1, *types[-1])
+    xs, os_ = x.strides(), o.strides()
+    axes = _resized_axes(kb, plan, types, x, o, roi_t)
+
+    ev_raw = None
     if plan.mode == "nearest":
         ev = np.array(plan.extrapolation, np.float64)
         if not x.dtype.is_float:
@@ -509,77 +685,11 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             ev = np.clip(ev, info.min, info.max)
         ev_raw = stored_constant(x.dtype, ev)
 
-    def level_load(off: ir.Value) -> ir.Value:
-        """x's element at ``off`` in float64."""
-        v = x.load(off)
-        return v if v.type == F64 else (b.fpext(v, F64) if x.dtype.is_float else convert(b, v, x.dtype, FLOAT64))
-
-    def weighted(terms: list[ir.Value], weights: list[ir.Value]) -> ir.Value:
-        """terms[0] * weights[0] + terms[1] * weights[1] + ..., in that order: one axis's
-        interpolation, element by element and by rows alike."""
-        acc = b.fmul(terms[0], weights[0])
-        for term, wt in zip(terms[1:], weights[1:]):
-            acc = b.fadd(acc, b.fmul(term, wt))
-        return acc
-
-    def value(taps: dict[int, _Taps], x_base: ir.Value) -> ir.Value:
-        """The output element (nearest: as stored; else float64)."""
-        if plan.mode == "nearest":
-            off = x_base
-            outside = None
-            for a in order:
-                off = kb.add(off, kb.mul(taps[a].index[0], xs[a]))
-                t = taps[a].outside
-                if t is not None:
-                    outside = t if outside is None else b.or_(outside, t)
-            v = x.load_raw(off)
-            return v if outside is None else b.select(outside, ev_raw, v)
-
-        def level(j: int, off: ir.Value) -> ir.Value:
-            if j < 0:
-                return level_load(off)
-            a = order[j]
-            t = taps[a]
-
-            def interpolate() -> ir.Value:
-                if t.first is not None:
-                    table, top = axes[a].table, b.sub(axes[a].n_in, i64(1))
-
-                    def tap(k: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-                        i = intrinsic(b, "llvm.smax", i64(0), intrinsic(b, "llvm.smin", b.add(t.first, k), top))
-                        v = level(j - 1, kb.add(off, kb.mul(i, xs[a])))
-                        return [b.fadd(vals[0], b.fmul(v, table.load(b.add(t.row, k))))]
-
-                    # -0.0 + v is v for every v: the sum starts with the first product
-                    return kb.carry(i64(0), table.dim(1), [f64(-0.0)], tap, name=f"tap{a}")[0]
-                return weighted([level(j - 1, kb.add(off, kb.mul(i, xs[a]))) for i in t.index], t.weight)
-
-            if t.ident is None:
-                acc = interpolate()
-            else:
-                # a branch, not a select: an axis copied through (scale 1 known only at run
-                # time, as for the batch axis of run-time sizes) costs one read, not n
-                with b.if_else(t.ident) as (copied, resampled):
-                    with copied:
-                        same = level(j - 1, kb.add(off, kb.mul(t.y, xs[a])))
-                        from_copied = b.block
-                    with resampled:
-                        mixed = interpolate()
-                        from_resampled = b.block
-                acc = b.phi(F64)
-                acc.add_incoming(same, from_copied)
-                acc.add_incoming(mixed, from_resampled)
-            if t.outside is not None:
-                acc = b.select(t.outside, f64(plan.extrapolation), acc)
-            return acc
-
-        return level(len(order) - 1, x_base)
-
     # The last axis, when resized, reads its taps from tables filled once per chunk of
     # TAP_CHUNK output positions rather than computing them (float64 divisions, floor,
     # clamps) for every element: the same values, so the same results
-    last = x.rank - 1
-    tabled = last in axes and plan.coord != "tf_crop_and_resize" and not plan.antialias
+    tabled = x.rank - 1 in axes and plan.coord != "tf_crop_and_resize" and not plan.antialias
+    ntaps, idx_tab, w_tab = 0, None, None
     if tabled:
         # input positions per output: one for nearest, the unstretched kernel's width else
         ntaps = 2 * SUPPORT[plan.mode] if plan.mode in SUPPORT else 1
@@ -588,66 +698,9 @@ def build_resize(kb: KernelBuilder, plan: ResizePlan, types: Sequence[TensorType
             w_tab = b.alloca(ir.ArrayType(F64, ntaps * TAP_CHUNK), name="tap_weight") \
                 if plan.mode != "nearest" else None
 
-    def slot(tab: ir.Value, t: int, k: ir.Value) -> ir.Value:
-        at = b.gep(tab, [i64(0), b.add(i64(t * TAP_CHUNK), k)], source_etype=tab.type.pointee)
-        return b.bitcast(at, tab.type.pointee.element.as_pointer())
-
     row_t = kb.tensor(len(types) - 2, FLOAT64, types[-2][1]) if plan.rows else None
-
-    def rows(x_base: ir.Value, o_off: ir.Value, chunk) -> None:
-        """Output rows of the last two axes (plan.rows): per output row, its input rows'
-        interpolation for every input column into row_t, then the chunk's outputs from it."""
-        h, w = x.rank - 2, x.rank - 1
-        c0, cn = chunk
-        with kb.loop(o.dim(h), name="oy") as y:
-            t = _taps(kb, plan, axes[h], y)
-            with kb.loop(x.dim(w), name="ix") as ix:
-                terms = [level_load(kb.add(x_base, kb.add(kb.mul(i, xs[h]), ix))) for i in t.index]
-                row_t.store(ix, weighted(terms, t.weight))
-            o_row = kb.add(o_off, kb.mul(y, os_[h]))
-            with kb.loop(cn, name="ox") as k:
-                terms = [row_t.load(b.load(slot(idx_tab, i, k))) for i in range(ntaps)]
-                v = weighted(terms, [b.load(slot(w_tab, i, k)) for i in range(ntaps)])
-                _store_value(kb, o, kb.add(o_row, kb.mul(b.add(c0, k), os_[w])), v)
-
-    def walk(axis: int, x_base: ir.Value, o_off: ir.Value, taps: dict[int, _Taps], chunk=None) -> None:
-        if plan.rows and axis == x.rank - 2:
-            rows(x_base, o_off, chunk)
-            return
-        if axis == x.rank:
-            v = value(taps, x_base)
-            if plan.mode == "nearest":
-                o.store_raw(o_off, v)
-            else:
-                _store_value(kb, o, o_off, v)
-            return
-        if axis == last and chunk is not None:
-            c0, cn = chunk
-            with kb.loop(cn, name=f"ax{axis}") as k:
-                y = b.add(c0, k)
-                t = _Taps([b.load(slot(idx_tab, i, k)) for i in range(ntaps)],
-                          [b.load(slot(w_tab, i, k)) for i in range(ntaps)] if w_tab is not None else [],
-                          axes[axis].ident, None, y)
-                walk(axis + 1, x_base, kb.add(o_off, kb.mul(y, os_[axis])), {**taps, axis: t})
-            return
-        with kb.loop(o.dim(axis), name=f"ax{axis}") as y:
-            o_next = kb.add(o_off, kb.mul(y, os_[axis]))
-            if axis in axes:
-                walk(axis + 1, x_base, o_next, {**taps, axis: _taps(kb, plan, axes[axis], y)}, chunk)
-            else:
-                walk(axis + 1, kb.add(x_base, kb.mul(y, xs[axis])), o_next, taps, chunk)
-
-    if not tabled:
-        walk(0, i64(0), i64(0), {})
-        return
-    n_last = o.dim(last)
-    with kb.loop(ceildiv(kb, n_last, i64(TAP_CHUNK)), name="tc") as ch:
-        c0 = kb.mul(ch, i64(TAP_CHUNK))
-        cn = smin(kb, i64(TAP_CHUNK), b.sub(n_last, c0))
-        with kb.loop(cn, name="tf") as k:
-            t = _taps(kb, plan, axes[last], b.add(c0, k))
-            for i, v in enumerate(t.index):
-                b.store(v, slot(idx_tab, i, k))
-            for i, v in enumerate(t.weight):
-                b.store(v, slot(w_tab, i, k))
-        walk(0, i64(0), i64(0), {}, (c0, cn))
+    resampler = _Resampler(kb, plan, x, o, xs, os_, axes, ev_raw, ntaps, idx_tab, w_tab, row_t)
+    if tabled:
+        resampler.walk_chunks()
+    else:
+        resampler.walk(0, i64(0), i64(0), {})
