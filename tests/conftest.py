@@ -13,3 +13,41 @@ TARGETS = ("wasm32", "native")
 def target(request) -> str:
     """Every op test runs on both targets."""
     return request.param
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=("fast", "full"), default="full",
+                     help="fast: `make test`'s tier, without the tests marked `check` and with one "
+                          "parametrization of each test function per target; full (the default): every test")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The fast tier (``--tier fast``): the breadth of the suite, not its depth. Every test
+    function runs, on every target it names, with its first parametrization (the cases of
+    each op the conformance families cover on both targets); the tests marked ``check``
+    (whole models, installs, threads, browsers) run only in the full tier."""
+    import family
+    if config.getoption("--tier") == "fast":
+        keep, drop, seen = [], [], set()
+        for item in items:
+            params = getattr(item, "callspec", None)
+            target = params.params.get("target") if params else None
+            key = (item.path, getattr(item, "originalname", item.name), target)
+            if item.get_closest_marker("check") or key in seen:
+                drop.append(item)
+            else:
+                seen.add(key)
+                keep.append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+    family.items = items
+
+
+@pytest.fixture(autouse=True)
+def _family_item(request):
+    """The running test, for tests/family.py (which file's cases to record, which call is which)."""
+    import family
+    family.current = request.node
+    yield
+    family.current = None

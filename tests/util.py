@@ -11,11 +11,17 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import wasm_runtime
 from toolkit.compiler import compile_model
+
+if __package__:  # imported as tests.util (the fuzz campaigns' workers), where no test runs
+    from . import family
+else:
+    import family
 
 _TMP = Path(tempfile.mkdtemp(prefix="symwasm-tests-"))
 atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
@@ -40,17 +46,64 @@ def const(name: str, arr) -> onnx.TensorProto:
 
 
 RELAXED = "wasm32-relaxed"  # a test target: wasm32's relaxed-SIMD variant (compile --relaxed-simd)
+# test targets of native code for an x86-64 psABI level (compile --cpu): a kernel's routes and
+# tiles follow the level's vector width (SSE4 4 lanes, AVX2 8, AVX-512 16), so the kernel
+# tests run each level whatever this machine's CPU is (a level it lacks is skipped: its code
+# cannot run here)
+NATIVE_LEVELS = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
+def native_at(level: str) -> str:
+    return f"native@{level}"
+
+
+def split_target(target: str) -> tuple[str, str | None]:
+    """(compile target, CPU) of a test target: ``native@x86-64-v3`` -> (native, x86-64-v3)."""
+    name, _, cpu = target.partition("@")
+    return ("wasm32" if name == RELAXED else name), (cpu or None)
+
+
+def compile_target(target: str):
+    """The compiler's Target of a test target (its tile sizes, vector width, ISA)."""
+    from toolkit.codegen.target import get_target
+
+    return get_target(*split_target(target))
+
+
+def is_native(target: str) -> bool:
+    return split_target(target)[0] == "native"
+
+
+def kernel_targets() -> list:
+    """The targets a kernel test runs on: wasm32 baseline and relaxed-SIMD, and native code
+    at every x86-64 level (on another architecture, the host's own)."""
+    import platform
+
+    from wasm_runtime import cpu as cpuinfo
+    from toolkit.codegen.target import get_target
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return ["wasm32", RELAXED, "native"]
+    levels = []
+    for level in NATIVE_LEVELS:
+        missing = cpuinfo.missing_features(list(get_target("native", level).isa))
+        levels.append(pytest.param(native_at(level), marks=pytest.mark.skipif(
+            bool(missing), reason=f"this CPU lacks {missing} of {level}")))
+    return ["wasm32", RELAXED, *levels]
 
 
 def build(model: onnx.ModelProto, target: str, **kw) -> wasm_runtime.Model:
     """Compile ``model`` for ``target`` into a fresh file and load it (for ``RELAXED``, its
     relaxed-SIMD variant)."""
+    if family.recording():  # a test that compiles by itself is not a family's case
+        raise family._Stop
     _counter[0] += 1
     path = _TMP / f"m{_counter[0]}{'.so' if target == 'native' else '.wasm'}"
     if target == RELAXED:
         compile_model(model, path, target="wasm32", relaxed=True, **kw)
         return wasm_runtime.load(path, variant="relaxed-simd")
-    compile_model(model, path, target=target, **kw)
+    name, cpu = split_target(target)
+    compile_model(model, path, target=name, cpu=cpu, **kw)
     return wasm_runtime.load(path)
 
 
@@ -101,9 +154,17 @@ def assert_like_stored(got: np.ndarray, want: np.ndarray, info: Mapping, output:
 
 def check_model(model: onnx.ModelProto, target: str, feeds_list: Sequence[Mapping[str, np.ndarray]],
                 rtol: float = 1e-5, atol: float = 1e-6, ref=reference, **compile_kw) -> wasm_runtime.Model:
-    """One compiled module, run on every feed set, each compared with onnx.reference (or
-    ``ref``)."""
+    """``model`` compiled for ``target``, run on every feed set, each compared with
+    onnx.reference (or ``ref``). The module is its family's (tests/family.py) when the call
+    was recorded; what it returns is then the module compiled alone, on first use."""
     assert len(feeds_list) >= 1
+    if family.recording():
+        return family.record(model, target, feeds_list, compile_kw)
+    outputs = family.outputs_for(model, target, feeds_list, compile_kw, build)
+    if outputs is not None:
+        for feeds, got in zip(feeds_list, outputs):
+            assert_outputs_match(got, ref(model, feeds), rtol, atol)
+        return family.Later(lambda: build(model, target, **compile_kw))
     m = build(model, target, **compile_kw)
     for feeds in feeds_list:
         assert_outputs_match(m.run(feeds), ref(model, feeds), rtol, atol)
@@ -136,7 +197,7 @@ def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None, chec
     from toolkit.program.kernels import KernelTable
     from toolkit.program.lower import lower_graph
 
-    tgt = get_target("wasm32" if target == RELAXED else target)
+    tgt = get_target(*split_target(target))
     graph = import_model(model, binds, check_facts=check_facts)
     graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
     graph = run_pipeline(graph)

@@ -91,8 +91,6 @@ def run_case(args) -> tuple[str, str]:
     """(outcome, detail) of one case on one target; runs in a worker. ``args``: (case name,
     target, a scratch directory the backend does not need)."""
     name, target = args[0], args[1]
-    import numpy as np
-
     import wasm_runtime
     from toolkit import backend
     from toolkit.ir.graph import CompileError
@@ -108,27 +106,10 @@ def run_case(args) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001 - a compiler bug: reported as such
         return "compile error", f"internal: {type(e).__name__}: {e}"[:300]
     try:
-        names = [i.name for i in case.model.graph.input]
-        rtol, atol = max(case.rtol, 1e-4), max(case.atol, 1e-6)
-        for inputs, expected in case.data_sets:
-            inputs, expected = [_array(a) for a in inputs], [_array(a) for a in expected]
-            feeds = {n: a for n, a in zip(names, inputs) if n in rep.input_names}
-            got = rep.run(feeds)
-            for n, g, want in zip(rep.output_names, got, expected):
-                if g.shape != want.shape or g.dtype != want.dtype:
-                    return "wrong", f"'{n}': got {(g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
-                tol = rtol
-                if want.dtype.name in ULP2:  # two ULPs of a narrow float, as onnx's runner allows bfloat16
-                    g, want, tol = g.astype(np.float32), want.astype(np.float32), max(rtol, ULP2[want.dtype.name])
-                elif want.dtype.kind not in "fc" and _narrow_float(want.dtype.name):  # ml_dtypes' formats
-                    g, want = g.astype(np.float32), want.astype(np.float32)
-                elif want.dtype.kind == "O":  # strings: the data may hold bytes, the host gives str
-                    want = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else s, otypes=[object])(want)
-                if want.dtype.kind in "fc":
-                    if not np.allclose(g, want, rtol=tol, atol=atol, equal_nan=True):
-                        return "wrong", f"'{n}': max abs diff {float(np.nanmax(np.abs(g - want))):.3g}"
-                elif not np.array_equal(g, want):
-                    return "wrong", f"'{n}': values differ"
+        for feeds, expected in data_sets(case, rep.input_names):
+            wrong = compare(case, rep.output_names, rep.run(feeds), expected)
+            if wrong:
+                return "wrong", wrong
         return "pass", ""
     except wasm_runtime.ModelError as e:
         if e.status == wasm_runtime.STATUS["INVALID_INPUT"] and any(t in str(e) for t in _run_time_refusals()):
@@ -138,6 +119,42 @@ def run_case(args) -> tuple[str, str]:
         return "run error", f"internal: {type(e).__name__}: {e}"[:300]
     finally:
         rep.close()
+
+
+def data_sets(case, input_names) -> list[tuple[dict, list]]:
+    """(feeds by name, expected outputs in order) of each of ``case``'s data sets; only the
+    inputs the compiled model takes (``input_names``) are fed."""
+    names = [i.name for i in case.model.graph.input]
+    out = []
+    for inputs, expected in case.data_sets:
+        feeds = {n: _array(a) for n, a in zip(names, inputs) if n in input_names}
+        out.append((feeds, [_array(a) for a in expected]))
+    return out
+
+
+def compare(case, output_names, got, expected) -> str:
+    """Why the outputs ``got`` (in the order of ``output_names``) are not ``case``'s
+    ``expected`` ones, or "" when they match (the case's tolerances, at least rtol 1e-4 and
+    atol 1e-6; two ULPs for the 16-bit floats)."""
+    import numpy as np
+
+    rtol, atol = max(case.rtol, 1e-4), max(case.atol, 1e-6)
+    for n, g, want in zip(output_names, got, expected):
+        if g.shape != want.shape or g.dtype != want.dtype:
+            return f"'{n}': got {(g.dtype, g.shape)}, want {(want.dtype, want.shape)}"
+        tol = rtol
+        if want.dtype.name in ULP2:  # two ULPs of a narrow float, as onnx's runner allows bfloat16
+            g, want, tol = g.astype(np.float32), want.astype(np.float32), max(rtol, ULP2[want.dtype.name])
+        elif want.dtype.kind not in "fc" and _narrow_float(want.dtype.name):  # ml_dtypes' formats
+            g, want = g.astype(np.float32), want.astype(np.float32)
+        elif want.dtype.kind == "O":  # strings: the data may hold bytes, the host gives str
+            want = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else s, otypes=[object])(want)
+        if want.dtype.kind in "fc":
+            if not np.allclose(g, want, rtol=tol, atol=atol, equal_nan=True):
+                return f"'{n}': max abs diff {float(np.nanmax(np.abs(g - want))):.3g}"
+        elif not np.array_equal(g, want):
+            return f"'{n}': values differ"
+    return ""
 
 
 def _run_time_refusals() -> list[str]:

@@ -1,0 +1,274 @@
+"""One module per op family: the cases a test file checks with :func:`util.check_model`,
+compiled together once per target and process.
+
+Compiling is what a test of one op costs (import, LLVM O3, the linker and a load: about 0.3 s
+a module, where running it costs microseconds), so the cases of a file are merged into one
+ONNX model, each case's graph beside the others under a prefix of its own (value names, node
+names and symbolic dims alike, so no two cases share a dim and the importer ties nothing
+across them). A case is still its own pytest test, named as before, compared with the
+reference of its own unmerged model.
+
+How a file's cases are known before the first of them runs: when a test first calls
+``check_model``, the test functions of its file are *recorded*: each that calls
+``check_model`` (itself or through a helper of the suite) is called with its parameters
+(tests whose arguments are all parameters, ``target`` included) while
+``check_model`` only notes its model, feeds and options and hands back a stand-in; using the
+stand-in, or ``build`` (a test that compiles by itself), ends the recording, and so does any
+exception, keeping the calls noted so far. A test whose recording fails with pytest's "DID NOT
+RAISE" records nothing: it wraps a call that must fail. Then, when the test runs for real, a ``check_model`` call whose model
+and feeds are byte for byte the recorded ones reads its outputs from its family's module;
+any other call compiles a module of its own, as before.
+
+A family is the recorded cases of one file with the same target, opsets and compile options,
+at most :data:`MAX_CASES` of them. Its module runs once per feed set (each case fed its k-th
+set, its last again when it has fewer). If the family fails to compile or to run, it warns and
+each of its cases compiles alone, so a failure is always reported by the case that has it,
+exactly as without families. ``SYMWASM_TEST_FAMILIES=0`` turns families off.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import types
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+import pytest
+from onnx import compose, helper
+
+MAX_CASES = 120  # a family's cases: one failing case makes all of them compile alone
+ENABLED = os.environ.get("SYMWASM_TEST_FAMILIES", "1") != "0"
+
+
+class _Stop(BaseException):
+    """Ends a recording (a BaseException, so ``pytest.raises(Exception)`` lets it through)."""
+
+
+@dataclasses.dataclass
+class Case:
+    model: onnx.ModelProto
+    target: str
+    feeds: Sequence[Mapping[str, np.ndarray]]
+    compile_kw: Mapping[str, Any]
+    tag: str = ""  # the prefix of its names in its family's model
+
+    @property
+    def key(self) -> tuple:
+        return (self.target, tuple((o.domain, o.version) for o in self.model.opset_import),
+                self.model.ir_version, repr(sorted(self.compile_kw.items())))
+
+
+def _same_feeds(a: Sequence[Mapping[str, np.ndarray]], b: Sequence[Mapping[str, np.ndarray]]) -> bool:
+    if len(a) != len(b):
+        return False
+    for fa, fb in zip(a, b):
+        if fa.keys() != fb.keys():
+            return False
+        for name in fa:
+            x, y = np.asarray(fa[name]), np.asarray(fb[name])
+            if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+                return False
+    return True
+
+
+def _prefix_dims(graph: onnx.GraphProto, prefix: str) -> None:
+    """Every symbolic dim of ``graph`` (and of its subgraphs) renamed ``prefix + name``."""
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param"):
+                    d.dim_param = prefix + d.dim_param
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("g"):
+                _prefix_dims(a.g, prefix)
+            for g in a.graphs:
+                _prefix_dims(g, prefix)
+
+
+def merge(cases: Sequence[Case]) -> onnx.ModelProto:
+    """One model holding every case's graph under its tag."""
+    first = cases[0].model
+    merged = helper.make_graph([], "family", [], [])
+    for case in cases:
+        g = onnx.GraphProto()
+        g.CopyFrom(case.model.graph)
+        for i, node in enumerate(g.node):
+            if not node.name:  # so an error names the case: c3_Add_0
+                node.name = f"{node.op_type}_{i}"
+        g = compose.add_prefix_graph(g, case.tag)
+        _prefix_dims(g, case.tag)
+        for part in ("node", "input", "output", "initializer", "sparse_initializer", "value_info"):
+            getattr(merged, part).extend(getattr(g, part))
+    model = helper.make_model(merged, opset_imports=list(first.opset_import))
+    model.ir_version = first.ir_version
+    return model
+
+
+class Family:
+    """Cases compiled into one module; their outputs, computed on first use."""
+
+    def __init__(self, cases: Sequence[Case]):
+        self.cases = list(cases)
+        for i, c in enumerate(self.cases):
+            c.tag = f"c{i}_"  # prefix-free, and a name ONNX function bodies can parse
+        self.outputs: dict[int, list[dict[str, np.ndarray]]] | None = None
+        self.failed = False
+
+    def run(self, build: Callable) -> None:
+        if self.outputs is not None or self.failed:
+            return
+        try:
+            first = self.cases[0]
+            module = build(merge(self.cases), first.target, **first.compile_kw)
+            got: dict[int, list[dict[str, np.ndarray]]] = {id(c): [] for c in self.cases}
+            taken = {i.name for i in module.inputs}  # a graph input no node reads is not the module's
+            for k in range(max(len(c.feeds) for c in self.cases)):
+                feeds = {c.tag + name: v for c in self.cases for name, v in c.feeds[min(k, len(c.feeds) - 1)].items()
+                         if c.tag + name in taken}
+                out = module.run(feeds)
+                for c in self.cases:
+                    if k < len(c.feeds):
+                        got[id(c)].append({o.name: out[c.tag + o.name] for o in c.model.graph.output})
+            self.outputs = got
+        except Exception as e:  # each case compiles alone and reports what it has
+            self.failed = True
+            warnings.warn(f"a family of {len(self.cases)} cases on {first.target} failed ({type(e).__name__}: "
+                          f"{str(e)[:300]}); its cases compile one module each")
+
+
+class _Recorder:
+    def __init__(self):
+        self.cases: list[Case] = []
+
+
+_recording: _Recorder | None = None
+_done: set[str] = set()  # the test files recorded in this process
+_by_item: dict[str, list[tuple[Case, Family]]] = {}  # nodeid -> its recorded calls, in order
+_calls: dict[str, int] = {}  # nodeid -> check_model calls made so far in its real run
+current: Any = None  # the pytest item running (set by conftest)
+items: list = []  # the session's items (set by conftest)
+
+
+def recording() -> _Recorder | None:
+    return _recording
+
+
+def record(model: onnx.ModelProto, target: str, feeds: Sequence[Mapping[str, np.ndarray]],
+           compile_kw: Mapping[str, Any]) -> Any:
+    """``check_model`` while recording: note the case, hand back a stand-in."""
+    _recording.cases.append(Case(model, target, [dict(f) for f in feeds], dict(compile_kw)))
+    return _StandIn()
+
+
+class _StandIn:
+    """What ``check_model`` returns while recording: using it ends the recording."""
+
+    def __getattr__(self, name):
+        raise _Stop
+
+
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _reaches_check_model(fn) -> bool:
+    """Whether ``fn``'s code, or a function of the test suite it names, calls check_model: only
+    such tests are recorded (a recording runs the test's code, which may compile or write
+    files by itself)."""
+    seen: set = set()
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        if "check_model" in code.co_names:
+            return True
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        for name in code.co_names:
+            obj = fn.__globals__.get(name)
+            if isinstance(obj, types.FunctionType) and obj.__code__.co_filename.startswith(_TESTS_DIR) \
+                    and obj.__name__ not in ("build", "lower_model"):
+                stack.append(obj.__code__)
+    return False
+
+
+def _record_file(module_name: str) -> None:
+    global _recording
+    _done.add(module_name)
+    cases_by_item: dict[str, list[Case]] = {}
+    for item in items:
+        fn = getattr(item, "obj", None)
+        callspec = getattr(item, "callspec", None)
+        if fn is None or getattr(item, "module", None) is None or item.module.__name__ != module_name:
+            continue
+        params = callspec.params if callspec else {}
+        try:
+            names = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            continue
+        if "target" not in names or any(n not in params for n in names) or not _reaches_check_model(fn):
+            continue
+        _recording = _Recorder()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(**{n: params[n] for n in names})
+            clean = True
+        except pytest.fail.Exception:  # "DID NOT RAISE": a call that must fail is not a case
+            clean = False
+        except BaseException:  # the stand-in used, or an assertion on it: the calls so far are cases
+            clean = True
+        finally:
+            rec, _recording = _recording, None
+        if clean and rec.cases:
+            cases_by_item[item.nodeid] = rec.cases
+    groups: dict[tuple, list[tuple[str, int, Case]]] = {}
+    for nodeid, cases in cases_by_item.items():
+        for i, c in enumerate(cases):
+            groups.setdefault(c.key, []).append((nodeid, i, c))
+    for members in groups.values():
+        for start in range(0, len(members), MAX_CASES):
+            chunk = members[start:start + MAX_CASES]
+            family = Family([c for _, _, c in chunk])
+            for nodeid, i, c in chunk:
+                calls = _by_item.setdefault(nodeid, [])
+                calls.extend([None] * (i + 1 - len(calls)))
+                calls[i] = (c, family)
+
+
+def outputs_for(model: onnx.ModelProto, target: str, feeds: Sequence[Mapping[str, np.ndarray]],
+                compile_kw: Mapping[str, Any], build: Callable) -> list[dict[str, np.ndarray]] | None:
+    """The outputs of this ``check_model`` call from its family's module, or None when the
+    call was not recorded as it is made now (or its family failed)."""
+    if not ENABLED or current is None or getattr(current, "module", None) is None:
+        return None
+    if current.module.__name__ not in _done:
+        _record_file(current.module.__name__)
+    nodeid = current.nodeid
+    i = _calls.get(nodeid, 0)
+    _calls[nodeid] = i + 1
+    recorded = _by_item.get(nodeid, [])
+    if i >= len(recorded) or recorded[i] is None:
+        return None
+    case, family = recorded[i]
+    if (case.target != target or dict(compile_kw) != case.compile_kw or not _same_feeds(case.feeds, feeds)
+            or case.model.SerializeToString() != model.SerializeToString()):
+        return None
+    family.run(build)
+    return None if family.failed else family.outputs[id(case)]
+
+
+class Later:
+    """The module a family's case would have compiled alone, compiled on first use."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make, self._model = make, None
+
+    def __getattr__(self, name):
+        if self._model is None:
+            self._model = self._make()
+        return getattr(self._model, name)
