@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test check-facts lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
+.PHONY: all env demo test check check-facts lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
 	exporter-models
 
 all: demo
@@ -52,17 +52,28 @@ lint: env
 
 # the models of real graphs compiled with --check-facts (every fact the compiler relied on
 # is checked at run time too): the zoo, the exporters' zoo, the regressions, a conformance slice
+# (in `make check`)
 FACT_TESTS := tests/test_zoo.py tests/test_exporters.py tests/test_real_regressions.py tests/test_conformance_slice.py
 
-test: env abi lint js_loader/node_modules/.installed $(CHROMIUM)
-	$(PY) -m pytest -n $(JOBS) -q
-	SYMWASM_CHECK_FACTS=1 $(PY) -m pytest -n $(JOBS) -q -p no:cacheprovider $(FACT_TESTS)
+# the fast tier (minutes): every test function on every target it names with its first
+# parametrization, every onnx node case that passes on both targets (in families), no whole
+# models; tests/conftest.py says what --tier fast leaves out. Each test file runs in one
+# worker (--dist loadfile), which compiles the file's op families once (tests/family.py).
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile -q
+test: env generated lint
+	$(PYTEST) --tier fast
+
+# the full tier, which CI runs (.ci/run): every test and parametrization, the real graphs
+# compiled with their facts checked, the JS loader in Node and in Chromium
+check: env generated lint js_loader/node_modules/.installed $(CHROMIUM)
+	$(PYTEST)
+	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider $(FACT_TESTS)
 	cd js_loader && npm test
 
-# the whole test suite with every compile checking its facts (make test runs FACT_TESTS so);
+# the whole test suite with every compile checking its facts (make check runs FACT_TESTS so);
 # tests that assert on a program's text or on what is computed see the checks' extra code
 check-facts: env
-	SYMWASM_CHECK_FACTS=1 $(PY) -m pytest -n $(JOBS) -q -p no:cacheprovider
+	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider
 
 # fuzzing campaigns with fixed seeds (a smaller slice of each runs in `make test`): malformed
 # ONNX models, tampered modules (per target and mode), run-time inputs (split over the targets)

@@ -17,13 +17,13 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen import depthwise as DW
-from util import RELAXED, check_model, const, lower_model, make_model, rand, vinfo
+from util import check_model, const, kernel_targets, lower_model, make_model, rand, vinfo
 
 F32 = np.float32
 N = helper.make_node
 
 
-@pytest.fixture(params=("wasm32", RELAXED, "native"))
+@pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     return request.param
 

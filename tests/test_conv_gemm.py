@@ -16,12 +16,12 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen.gemm import PACKED_HERE_MC
-from util import RELAXED, build, check_model, const, lower_model, make_model, ort_reference, vinfo
+from util import build, check_model, const, kernel_targets, lower_model, make_model, ort_reference, vinfo
 
 F32 = np.float32
 
 
-@pytest.fixture(params=("wasm32", RELAXED, "native"))
+@pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     """The GEMM kernels run on both targets and in wasm32's relaxed-SIMD variant (FMA)."""
     return request.param

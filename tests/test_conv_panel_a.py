@@ -9,8 +9,7 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen.gemm import pack_a, tile_for
-from toolkit.codegen.target import get_target
-from util import RELAXED, check_model, const, lower_model, make_model, vinfo
+from util import check_model, compile_target, const, kernel_targets, lower_model, make_model, vinfo
 
 F32 = np.float32
 
@@ -41,10 +40,10 @@ def _model(m: int, weights_input: bool):
     return make_model([node], inputs, [vinfo("y", F32, None)], inits), w
 
 
-@pytest.mark.parametrize("target", ["wasm32", RELAXED, "native"])
+@pytest.mark.parametrize("target", kernel_targets())
 @pytest.mark.parametrize("weights_input", [False, True], ids=["constant", "run-time"])
 def test_conv_with_panel_weights(target, weights_input):
-    mr = tile_for(get_target("wasm32" if target == RELAXED else target)).mr
+    mr = tile_for(compile_target(target)).mr
     for m in (mr - 1, mr + 1, 2 * mr):
         model, w = _model(m, weights_input)
         _, prog, module = lower_model(model, target)

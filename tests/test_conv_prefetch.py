@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from util import RELAXED, check_model, const, lower_model, make_model, vinfo
+from util import check_model, const, is_native, kernel_targets, lower_model, make_model, vinfo
 
 F32 = np.float32
 N = helper.make_node
@@ -39,12 +39,12 @@ def _prefetches(model, target) -> bool:
     return any("llvm.prefetch" in str(f) for f in kernels)
 
 
-@pytest.mark.parametrize("target", ["wasm32", RELAXED, "native"])
+@pytest.mark.parametrize("target", kernel_targets())
 @pytest.mark.parametrize("c,m,k", [(24, 13, 1), (300, 13, 1), (8, 29, 3), (40, 13, 3)],
                          ids=["1x1", "1x1_two_k_blocks", "3x3", "3x3_two_k_blocks"])
 def test_residual_prefetched(target, c, m, k):
     model = _model(c, m, k, residual=True)
-    assert _prefetches(model, target) == (target == "native")
+    assert _prefetches(model, target) == is_native(target)
     assert not _prefetches(_model(c, m, k, residual=False), target)
     rng = np.random.default_rng(5)
     feeds = [{"x": rng.uniform(-1, 1, (n, c, 17, 19)).astype(F32), "r": rng.uniform(-1, 1, (n, m, 17, 19)).astype(F32)}
@@ -75,13 +75,13 @@ def _conv_t_prefetches(model) -> tuple[int, int]:
     return (sum("i32 0, i32 3, i32 1" in c for c in calls), sum("i32 1, i32 3, i32 1" in c for c in calls))
 
 
-@pytest.mark.parametrize("target", ["wasm32", "native"])
+@pytest.mark.parametrize("target", ["wasm32", *kernel_targets()[2:]])
 def test_conv_t_output_prefetched(target):
     """The transposed GEMM's output pass fetches the next block of channels' lines of y (for
     a write) and of the residual (for a read), natively; the prefetch is a hint, so the
     results stay those of onnx.reference, with the last block of channels fetching its own."""
     model = _conv_t_model(residual=True)
-    if target == "native":
+    if is_native(target):
         reads, writes = _conv_t_prefetches(model)
         assert writes == 16 and reads == 16, (reads, writes)  # a line per channel of a block
         assert _conv_t_prefetches(_conv_t_model(residual=False)) == (0, 16)

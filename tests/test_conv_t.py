@@ -20,13 +20,13 @@ from onnx import helper
 from toolkit.codegen import conv as C
 from toolkit.codegen.gemm import tile_for
 from toolkit.codegen.target import get_target
-from util import RELAXED, check_model, const, lower_model, make_model, vinfo
+from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, vinfo
 
 F32 = np.float32
 N = helper.make_node
 
 
-@pytest.fixture(params=("wasm32", RELAXED, "native"))
+@pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     return request.param
 
@@ -97,6 +97,12 @@ PATCH_CASES = {
 }
 
 
+# 3 x 3 convolutions of stride 1 on images with enough tiles for the 16-column panels of
+# x86-64-v2 and -v3 take Winograd there (winograd.route), the transposed GEMM only against
+# AVX-512's 32-column panels
+WINOGRAD_ON_16_COLUMNS = {"3x3_7x7", "3x3_two_k_blocks_20_wide"}
+
+
 def _feeds(rng, c, m, h, w, residual, oh, ow):
     """Inputs of an h x w image (and an oh x ow residual) at batches 1, 3 and 0."""
     feeds = []
@@ -125,7 +131,10 @@ def test_conv_t_patches(target, case):
     c, m, h, w, strides, bias, residual, kernel, pads, dilations = PATCH_CASES[case]
     model, _ = _model(c, m, h, w, bias, residual, strides=strides, seed=len(case), pads=pads, kernel=kernel,
                       dilations=dilations)
-    assert _transposed(model, target) == (target == "native")
+    if case in WINOGRAD_ON_16_COLUMNS and is_native(target) and tile_for(compile_target(target)).nr == 16:
+        assert [n.split("_", 1)[1] for n in _kernels(model, target)] == ["conv2d_winograd_float32"]
+    else:
+        assert _transposed(model, target) == is_native(target)
     _check(model, target, c, m, h, w, residual, _out(h, pads[0] + pads[2], kernel[0], strides[0], dilations[0]),
            _out(w, pads[1] + pads[3], kernel[1], strides[1], dilations[1]))
 
@@ -137,12 +146,12 @@ def test_routing(target):
     assert not _transposed(_model(8, 64, 56, 56)[0], target)
     assert not _transposed(_model(20, 122, 7, 7, weights_input=True)[0], target)
     assert not _transposed(_model(8, 64, 30, 30, kernel=(3, 3), pads=(1, 1, 1, 1))[0], target)
-    assert _transposed(_model(20, 122, 5, 5, pads=(1, 1, 1, 1))[0], target) == (target == "native")
+    assert _transposed(_model(20, 122, 5, 5, pads=(1, 1, 1, 1))[0], target) == is_native(target)
     rng = np.random.default_rng(0)
     three = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
                        [vinfo("x", F32, ["n", 64, 14, 14])], [vinfo("y", F32, None)],
                        [const("w", rng.uniform(-1, 1, (512, 64, 3, 3)).astype(F32))])
-    assert _transposed(three, target) == (target == "native")
+    assert _transposed(three, target) == is_native(target)
     same = make_model([N("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])],
                       [vinfo("x", F32, ["n", 64, "h", "w"])], [vinfo("y", F32, None)],
                       [const("w", rng.uniform(-1, 1, (512, 64, 3, 3)).astype(F32))])
@@ -204,10 +213,10 @@ def test_conv_t_chosen_per_call(target, case):
     model, _ = _model(c, m, "h", "w", bias, residual, strides=strides, seed=len(case), pads=pads, kernel=kernel)
     _, prog, _ = lower_model(model, target)
     consts = [key for key, _ in prog.consts]
-    if target == "native":
+    if is_native(target):
         # one copy of the weights, packed as the transposed GEMM's B, which the GEMM of the
         # weights as A reads as its NR-row panels
-        tile = tile_for(get_target("native"))
+        tile = tile_for(compile_target(target))
         assert consts.count(f"w/conv_t{tile.nr}") == 1 and not any("panel_a" in k for k in consts), consts
     else:
         assert not any("conv_t" in k for k in consts), consts

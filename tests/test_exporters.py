@@ -24,6 +24,8 @@ import pytest
 from toolkit import backend
 from util import assert_like_stored
 
+pytestmark = pytest.mark.check  # the full tier only: whole models of ten exporters, compiled per target
+
 HERE = Path(__file__).resolve().parent / "models" / "exporters"
 MANIFEST = json.loads((HERE / "exporters.json").read_text())
 MODELS, KNOWN = MANIFEST["models"], MANIFEST["known_failures"]

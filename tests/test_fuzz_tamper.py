@@ -4,7 +4,11 @@ trap, traceback or wrong result; the campaign must reach refusals and run-time e
 tests nothing."""
 from collections import Counter
 
+import pytest
+
 from tests.fuzz.tamper import BAD, campaign
+
+pytestmark = pytest.mark.check  # the full tier only: a fuzz campaign's slice
 
 
 def test_tamper_slice():

@@ -13,12 +13,12 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen.gemm import GemmTile, pack_b
-from util import RELAXED, assert_sums_close, build, const, make_model, vinfo
+from util import assert_sums_close, build, const, kernel_targets, make_model, vinfo
 
 F32 = np.float32
 
 
-@pytest.fixture(params=("wasm32", RELAXED, "native"))
+@pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     """The GEMM kernels run on both targets and in wasm32's relaxed-SIMD variant (FMA)."""
     return request.param

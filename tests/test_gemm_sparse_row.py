@@ -10,14 +10,13 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen.gemm import SPARSE_UNROLL
-from toolkit.codegen.target import get_target
-from util import RELAXED, assert_sums_close, build, const, lower_model, make_model, reference, vinfo
+from util import RELAXED, assert_sums_close, build, compile_target, const, kernel_targets, lower_model, make_model, reference, vinfo
 
 F32 = np.float32
 N = helper.make_node
 
 
-@pytest.fixture(params=("wasm32", RELAXED, "native"))
+@pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     return request.param
 
@@ -142,7 +141,7 @@ def test_routing(target):
     """Rows only where they pay: not for an A that no Relu makes, nor for a fixed M above one,
     nor for fewer columns than a chunk of the column loop."""
     rng = np.random.default_rng(8)
-    lanes = get_target("wasm32" if target == RELAXED else target).f32_lanes
+    lanes = compile_target(target).f32_lanes
     w = rng.uniform(-1, 1, (20, 64)).astype(F32)
     plain = make_model([N("MatMul", ["x", "w"], ["y"])], [vinfo("x", F32, ["m", 20])], [vinfo("y", F32, None)],
                        [const("w", w)])

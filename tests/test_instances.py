@@ -5,11 +5,14 @@ import threading
 import time
 
 import numpy as np
+import pytest
 from onnx import helper
 
 import wasm_runtime
 from toolkit.compiler import compile_model
 from util import _TMP, assert_outputs_match, make_model, reference, vinfo
+
+pytestmark = pytest.mark.check  # the full tier only: threads running for seconds
 
 
 def _model():

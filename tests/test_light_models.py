@@ -29,6 +29,8 @@ import wasm_runtime
 from toolkit import backend
 from util import ort_reference
 
+pytestmark = pytest.mark.check  # the full tier only: whole models, compiled per target
+
 DATA = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ALL = sorted(p.stem for p in DATA.glob("light_*.onnx"))
 FAST = ["light_squeezenet", "light_zfnet512"]

@@ -1,47 +1,20 @@
-"""Models of opset 7 to 12 import as they are: the onnx wheel's light_* models (opset 9)
-compile unconverted and match their stored outputs, and each op whose attributes or meaning
-changed since is checked in its old form against an independent reference.
+"""Models of opset 7 to 12 import as they are (the onnx wheel's light_* models of opset 9 are
+tests/test_light_models.py's): each op whose attributes or meaning changed since is checked
+in its old form against an independent reference.
 
 onnx.reference (1.23) is wrong for three of these, so they are checked against onnxruntime,
 which agrees with the ONNX spec and with symwasm: it gives Softmax-1/11 Softmax-13's meaning
 (no coercion to 2-D), its LRN sums the squares over a window of the batch dim instead of the
 channels, and its BatchNormalization-6/7 does not run."""
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from toolkit.compiler import compile_model
 from toolkit.ir.graph import CompileError
-from util import _TMP, build, check_model, const, make_model, ort_reference, rand, vinfo
-
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-LIGHT_MODELS = sorted(p.stem for p in LIGHT.glob("light_*.onnx"))
-
-
-def test_the_light_models_are_there():
-    assert len(LIGHT_MODELS) == 9, LIGHT_MODELS
-
-
-@pytest.mark.parametrize("name", LIGHT_MODELS)
-def test_light_model_as_shipped(name, target):
-    """The input onnx's own backend runner feeds them (arange / size), compared with the
-    output stored beside the model. (Their weights are built from constants, so the outputs
-    are nearly uniform: this shows the models import and run, the op tests show values.)"""
-    m = onnx.load(str(LIGHT / f"{name}.onnx"))
-    assert next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")) < 13
-    inits = {i.name for i in m.graph.initializer}
-    x = next(i for i in m.graph.input if i.name not in inits)
-    shape = tuple(d.dim_value for d in x.type.tensor_type.shape.dim)
-    feed = (np.arange(np.prod(shape)).reshape(shape) / np.prod(shape)).astype(np.float32)
-    want = numpy_helper.to_array(onnx.load_tensor(str(LIGHT / f"{name}_output_0.pb")))
-    got = build(m, target).run({x.name: feed})
-    (y,) = got.values()
-    assert y.shape == want.shape
-    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
-
+from util import _TMP, check_model, const, make_model, ort_reference, rand, vinfo
 
 # ----------------------------------------------------------------------------- old op versions
 

@@ -17,21 +17,21 @@ from onnx import helper
 
 from toolkit.codegen import winograd as W
 from toolkit.codegen.gemm import tile_for
-from toolkit.codegen.target import get_target
-from util import RELAXED, check_model, const, lower_model, make_model, vinfo
+from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, vinfo
 
 F32 = np.float32
 N = helper.make_node
 
 
-@pytest.fixture(params=("wasm32", RELAXED, "native"))
+@pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     return request.param
 
 
 # an image known only at run time takes Winograd on wasm32, not natively (winograd.route); the
 # native kernel's paths are the static images' (test_static_images)
-SYMBOLIC_IMAGE_ROUTE = {"wasm32": True, RELAXED: True, "native": False}
+def symbolic_image_route(target: str) -> bool:
+    return not is_native(target)
 
 
 def _rand(rng, shape):
@@ -71,7 +71,7 @@ def test_transform_paths(target, pads):
     """Tile rows of 15 (8 + 4 + 3 tiles), 16 and 2; odd and even output sizes; one pixel;
     a batch of two."""
     model, _ = _conv(16, 128, pads, seed=sum(pads))
-    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
+    assert _winograd(model, target) == symbolic_image_route(target)
     rng = np.random.default_rng(1)
     top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
     shapes = [(1, 30, 30), (2, 7, 31), (1, 5, 34), (1, 3, 4)]
@@ -83,7 +83,7 @@ def test_transform_paths(target, pads):
 def test_empty_output(target):
     """An input smaller than the filter without padding: a [1, 128, 0, w] output, no trap."""
     model, _ = _conv(16, 128, (0, 0, 0, 0))
-    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
+    assert _winograd(model, target) == symbolic_image_route(target)
     check_model(model, target, [{"x": _rand(np.random.default_rng(2), (1, 16, 2, 6))},
                                 {"x": _rand(np.random.default_rng(3), (1, 16, 5, 5))}], rtol=1e-4, atol=1e-5)
 
@@ -93,7 +93,7 @@ def test_chunks_of_tile_rows(target):
     output (12 x 12 tiles) is three chunks and a 23 x 21 one (12 x 11 tiles) too."""
     assert W.chunk_tiles(8, 300) == 54
     model, _ = _conv(8, 300, seed=4)
-    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
+    assert _winograd(model, target) == symbolic_image_route(target)
     rng = np.random.default_rng(4)
     check_model(model, target, [{"x": _rand(rng, (1, 8, 24, 24))}, {"x": _rand(rng, (1, 8, 23, 21))}],
                 rtol=1e-4, atol=1e-5)
@@ -106,7 +106,7 @@ def test_fused_epilogue(target):
     graph, _, _ = lower_model(model, target)
     assert [type(n.op).__name__ for n in graph.nodes] == ["Conv"]
     assert [(p.op.fn, p.operand) for p in graph.nodes[0].op.post] == [("add", "full"), ("relu", "")]
-    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
+    assert _winograd(model, target) == symbolic_image_route(target)
     rng = np.random.default_rng(5)
     feeds = [{"x": _rand(rng, (n, 16, h, w)), "r": _rand(rng, (n, 128, h, w))} for n, h, w in [(1, 18, 33), (2, 5, 9)]]
     check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
@@ -114,7 +114,7 @@ def test_fused_epilogue(target):
 
 def test_no_bias(target):
     model, _ = _conv(32, 64, bias=False, seed=6)
-    assert _winograd(model, target) == SYMBOLIC_IMAGE_ROUTE[target]
+    assert _winograd(model, target) == symbolic_image_route(target)
     rng = np.random.default_rng(6)
     check_model(model, target, [{"x": _rand(rng, (1, 32, 17, 40))}, {"x": _rand(rng, (1, 32, 6, 6))}],
                 rtol=1e-4, atol=1e-5)
@@ -142,7 +142,7 @@ def test_few_tiles_against_the_panel_width(target):
     rng = np.random.default_rng(8)
     model = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [vinfo("x", F32, [1, 16, 7, 7])],
                        [vinfo("y", F32, None)], [const("w", _rand(rng, (128, 16, 3, 3)))])
-    nr = tile_for(get_target("wasm32" if target == RELAXED else target)).nr
+    nr = tile_for(compile_target(target)).nr
     assert _winograd(model, target) == (16 >= nr)
     check_model(model, target, [{"x": _rand(rng, (1, 16, 7, 7))}], rtol=1e-4, atol=1e-5)
 

@@ -23,6 +23,8 @@ import pytest
 from toolkit import backend
 from util import assert_like_stored
 
+pytestmark = pytest.mark.check  # the full tier only: whole exported models, compiled per target
+
 ZOO = Path(__file__).resolve().parent / "models" / "zoo"
 MANIFEST = json.loads((ZOO / "zoo.json").read_text())
 
