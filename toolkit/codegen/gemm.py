@@ -287,6 +287,451 @@ class PanelSource(Protocol):
     def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool: ...
 
 
+# a k block's first or last: True when known at compile time, else a run-time i1 (False: never)
+Flag = bool | ir.Value
+
+
+def _on_last(b: ir.IRBuilder, last: Flag, emit: Callable[[], None]) -> None:
+    """``emit`` the code that runs on the last k block: unguarded when it is known to be,
+    under a branch on ``last`` when that is a run-time flag."""
+    if last is True:
+        emit()
+    elif last is not False:
+        with b.if_then(last):
+            emit()
+
+
+def _plus_old(b: ir.IRBuilder, first: Flag, s: ir.Value, old: Callable[[], ir.Value]) -> ir.Value:
+    """s, plus the partial sums of earlier k blocks unless this is the first."""
+    return s if first is True else b.select(first, s, b.fadd(s, old()))
+
+
+@dataclass(frozen=True)
+class _Microkernel:
+    """The register tile of one :func:`gemm` call: :meth:`tile_at` sums rows x panels over a
+    block of k in registers and stores them into y. The fields are what every tile of the call
+    shares; the optimizer-steering (:func:`.kernel.pinned`, :func:`.kernel.settle`) is here
+    only."""
+
+    kb: KernelBuilder
+    tile: GemmTile
+    a: View | PanelA
+    a_step: int | None  # elements from one row of a tile to the next in a, when known
+    b_stride: ir.Value  # elements from one row k of a panel to the next: NR packed, B's rows in place
+    y: Tensor
+    y_base: ir.Value
+    n: ir.Value
+    one_panel: bool  # all of B is one panel or less
+    edge: ir.Value | None  # wasm32's partial panel tile, stored here before its columns are copied out
+    epilogue: Epilogue | None
+    prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None
+    inline_epilogue: bool
+
+    @property
+    def wasm(self) -> bool:
+        return self.kb.target is not None and self.kb.target.is_wasm
+
+    @property
+    def vt(self) -> ir.VectorType:
+        return f32_vector(self.tile.lanes)
+
+    def vload(self, ptr: ir.Value, at: ir.Value, inbounds: bool = False) -> ir.Value:
+        b = self.kb.b
+        return b.load(b.gep(ptr, [at], inbounds=inbounds, source_etype=F32), typ=self.vt, align=4)
+
+    def tile_at(self, i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value,
+                kn: ir.Value, first: Flag, last: Flag, partial: bool, koffs: ir.Value | None = None) -> None:
+        """Rows [i0, i0 + rows) x the panels ``ps`` (their blocks at ``base``; natively read in
+        place, each row k at its offset in ``koffs``), over k in [k0, k0 + kn): added to y
+        unless ``first`` (the first k block), finished by the epilogue if ``last``;
+        ``partial``: the last panel, whose columns past n are not stored."""
+        kb, b = self.kb, self.kb.b
+        acc = self._sums(i0, rows, ps, base, k0, kn, last, koffs)
+        if not partial:
+            self._store_panels(i0, rows, ps, acc, first, last)
+            return
+        j0 = kb.mul(ps[0], i64(self.tile.nr))
+        cols = b.sub(self.n, j0)
+        if not self.wasm:
+            self._store_masked(i0, rows, j0, cols, acc, first, last)
+        else:
+            self._store_edge(i0, rows, j0, cols, acc, first, last)
+
+    def _sums(self, i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value,
+              kn: ir.Value, last: Flag, koffs: ir.Value | None) -> list[ir.Value]:
+        """The tile's accumulators after the k loop: ``rows`` x ``len(ps) * vecs`` vectors."""
+        kb, b = self.kb, self.kb.b
+        w = len(ps) * self.tile.vecs  # vectors per row
+        a_rows = [self.a.index(kb, kb.add(i0, i64(r)), k0) for r in range(rows)]
+        if self.prefetch is not None:
+            _on_last(b, last, lambda: self._fetch(i0, rows, ps))
+        # a lone row against several panels on wasm32: each panel's multiply-adds are settled
+        # before the next panel's loads (kernel.settle), else Cranelift holds all the panels'
+        # vectors at once and spills an accumulator (8 + 8 + 1 values for 16 registers)
+        settled = self.wasm and rows == 1 and len(ps) > 1
+        # a row against a B of one panel or less (a classifier's 10 columns) sums k in
+        # interleaved chains, added together at the end, so the multiply-adds do not wait out
+        # each other's latency: 1024 x 10 at batch 1 took 0.9 us in Node as one chain per
+        # vector (1024 dependent multiply-adds). Only when the panel is all of B: every column
+        # of a row is then summed in the same order, as across panels elsewhere (a softmax
+        # over 1000 equal logits of 1e5 came out uneven when its partial panel alone chained)
+        chains = ROW_ACCUMULATORS // w if rows == 1 and self.one_panel and not settled and koffs is None else 1
+        chains = 1 << (max(chains, 1).bit_length() - 1)  # a power of two, for the pairwise sum
+        never = pinned(b, ir.Constant(I32, -1)) if self.wasm and (settled or chains > 1) else None
+        k_step = _KStep(self, rows, w, base, koffs, a_rows, settled, never, chains)
+        zero = ir.Constant(self.vt, [0.0] * self.tile.lanes)
+        # plain: LLVM would unroll the k loop natively (not on wasm32), which cost bert2's
+        # native emission 12% more time and measured no faster (gemm_1024 the same; bert2 at
+        # one token 0.90 -> 0.84x and cnn n1 1.14 -> 1.07x onnxruntime's time without it)
+        if chains == 1:
+            return kb.carry(i64(0), kn, [zero] * (rows * w), k_step.step, "k", plain=True)
+        whole = b.udiv(kn, i64(chains))
+        acc = kb.carry(i64(0), whole, [zero] * (chains * w), k_step.chained, "kq", plain=True)
+        while len(acc) > w:  # the halves added pairwise
+            half = len(acc) // 2
+            acc = [b.fadd(acc[v], acc[half + v]) for v in range(half)]
+        return kb.carry(kb.mul(whole, i64(chains)), kn, acc, k_step.step, "k", plain=True)
+
+    def _fetch(self, i0: ir.Value, rows: int, ps: list[ir.Value]) -> None:
+        kb, nr = self.kb, self.tile.nr
+        for r in range(rows):
+            for p in ps:
+                for c in range(0, nr, 16):  # a 64-byte cache line of floats
+                    self.prefetch(kb, kb.add(i0, i64(r)), kb.add(kb.mul(p, i64(nr)), i64(c)))
+
+    def _inline(self, first: Flag, last: Flag) -> bool:
+        """Whether the epilogue runs on the accumulators as they are stored: when it is cheap
+        and this is the only k block; else :meth:`finish` runs it over the tile read back."""
+        return self.inline_epilogue and self.epilogue is not None and first is True and last is True
+
+    def _store_panels(self, i0: ir.Value, rows: int, ps: list[ir.Value], acc: list[ir.Value], first: Flag,
+                      last: Flag) -> None:
+        """The accumulators of whole panels into y."""
+        kb, b = self.kb, self.kb.b
+        nr, lanes, vecs = self.tile.nr, self.tile.lanes, self.tile.vecs
+        w = len(ps) * vecs
+        inline = self._inline(first, last)
+        for r in range(rows):
+            i = kb.add(i0, i64(r))
+            row = kb.mul(i, self.n)
+            for q, p in enumerate(ps):
+                for v in range(vecs):
+                    j = kb.add(kb.mul(p, i64(nr)), i64(v * lanes))
+                    ptr = b.bitcast(self.y.ptr(kb.add(self.y_base, kb.add(row, j))), self.vt.as_pointer())
+                    s = _plus_old(b, first, acc[r * w + q * vecs + v], lambda: b.load(ptr, typ=self.vt, align=4))
+                    b.store(self.epilogue(kb, i, j, s) if inline else s, ptr, align=4)
+        if not inline:
+            for p in ps:
+                self.finish(i0, rows, kb.mul(p, i64(nr)), None, last)
+
+    def _store_masked(self, i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value, acc: list[ir.Value],
+                      first: Flag, last: Flag) -> None:
+        # natively, each accumulator stored through its mask of the columns that exist
+        # (and the cheap epilogue on it first): element by element, the columns past the
+        # last whole panel, with a SiLU epilogue's division, took 65% of an EfficientNet
+        # 24 -> 144 channel layer's time at 120 pixels
+        kb, b = self.kb, self.kb.b
+        lanes, vecs = self.tile.lanes, self.tile.vecs
+        inline = self._inline(first, last)
+        for r in range(rows):
+            i = kb.add(i0, i64(r))
+            row = kb.add(self.y_base, kb.mul(i, self.n))
+            for v in range(vecs):
+                j = kb.add(j0, i64(v * lanes))
+                mask = lanes_below(b, b.sub(cols, i64(v * lanes)), lanes)
+                ptr = self.y.ptr(kb.add(row, j))
+                s = _plus_old(b, first, acc[r * vecs + v], lambda: masked_load(b, ptr, mask, self.vt))
+                masked_store(b, self.epilogue(kb, i, j, s, mask) if inline else s, ptr, mask)
+        if not inline:
+            self.finish(i0, rows, j0, cols, last)
+
+    def _store_edge(self, i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value, acc: list[ir.Value],
+                    first: Flag, last: Flag) -> None:
+        """wasm32's partial panel: the tile into ``edge``, then its columns that exist into y."""
+        kb, b, edge, y = self.kb, self.kb.b, self.edge, self.y
+        nr, lanes, vecs = self.tile.nr, self.tile.lanes, self.tile.vecs
+        for r in range(rows):
+            for v in range(vecs):
+                ptr = b.gep(edge, [i64(0), i64(r * nr + v * lanes)], source_etype=edge.type.pointee)
+                b.store(acc[r * vecs + v], b.bitcast(ptr, self.vt.as_pointer()), align=4)
+        with kb.loop(i64(rows), "er", plain=True) as r:
+            row = kb.add(self.y_base, kb.add(kb.mul(kb.add(i0, r), self.n), j0))
+            with kb.loop(cols, "ec", plain=True) as c:
+                ptr = b.gep(edge, [i64(0), kb.add(kb.mul(r, i64(nr)), c)], source_etype=edge.type.pointee)
+                at = kb.add(row, c)
+                y.store(at, _plus_old(b, first, b.load(ptr, typ=F32), lambda: y.load(at)))
+        self.finish(i0, rows, j0, cols, last)
+
+    def finish(self, i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value | None, last: Flag) -> None:
+        """The epilogue over the tile just stored (rows from i0, columns from j0; ``cols`` of
+        them in the partial panel, else NR), on the last k block. A loop over the tile's
+        vectors, read back from L1, rather than unrolled over its registers: the epilogue's
+        code (a GELU's erf) is then emitted once per tile shape, not once per accumulator,
+        which kept AVX-512's 24-accumulator tiles from multiplying compile time and size."""
+        if self.epilogue is None or last is False:
+            return
+        _on_last(self.kb.b, last, lambda: self._finish_rows(i0, rows, j0, cols))
+
+    def _finish_rows(self, i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value | None) -> None:
+        kb, b, y, epilogue = self.kb, self.kb.b, self.y, self.epilogue
+        lanes, vecs, vt = self.tile.lanes, self.tile.vecs, self.vt
+        with kb.loop(i64(rows), "er", plain=True) as r:
+            i = kb.add(i0, r)
+            row = kb.add(self.y_base, kb.mul(i, self.n))
+            if cols is None:
+                with kb.loop(i64(vecs), "ev", plain=True) as v:
+                    j = kb.add(j0, kb.mul(v, i64(lanes)))
+                    ptr = b.bitcast(y.ptr(kb.add(row, j)), vt.as_pointer())
+                    b.store(epilogue(kb, i, j, b.load(ptr, typ=vt, align=4)), ptr, align=4)
+            elif not self.wasm:  # the partial panel's vectors, masked to its columns
+                with kb.loop(i64(vecs), "ev", plain=True) as v:
+                    j = kb.add(j0, kb.mul(v, i64(lanes)))
+                    mask = lanes_below(b, b.sub(cols, kb.mul(v, i64(lanes))), lanes)
+                    ptr = y.ptr(kb.add(row, j))
+                    masked_store(b, epilogue(kb, i, j, masked_load(b, ptr, mask, vt), mask), ptr, mask)
+            else:
+                with kb.loop(cols, "ec", plain=True) as c:
+                    j = kb.add(j0, c)
+                    at = kb.add(row, j)
+                    y.store(at, epilogue(kb, i, j, y.load(at)))
+
+
+@dataclass(frozen=True)
+class _KStep:
+    """One tile's step of k: the multiply-adds of one row of its panel blocks into the
+    accumulators (``w`` vectors a row), in ``chains`` interleaved chains of k if more than one."""
+
+    mk: _Microkernel
+    rows: int
+    w: int
+    base: list[ir.Value]  # each panel block's first row
+    koffs: ir.Value | None  # in place: row k's offset from ``base``
+    a_rows: list[ir.Value]  # each row's first element in a
+    settled: bool  # a lone row against several panels on wasm32 (:func:`.kernel.settle`)
+    never: ir.Value | None  # settle's opaque -1
+    chains: int
+
+    def never_at(self, i: ir.Value) -> ir.Value:
+        """settle's branch condition: never true, but LLVM cannot tell (from loop index i)."""
+        b = self.mk.kb.b
+        return b.icmp_signed("==", b.trunc(i, I32), self.never)
+
+    def step(self, kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        mk, rows = self.mk, self.rows
+        kb, b, a, lanes, vecs = mk.kb, mk.kb.b, mk.a, mk.tile.lanes, mk.tile.vecs
+        # row kk of the panel: packed, NR floats a row; in place, at its offset
+        if self.koffs is None:
+            at = kb.mul(kk, mk.b_stride)
+        else:
+            at = b.load(b.gep(self.koffs, [kk], source_etype=I64), typ=I64)
+        if mk.wasm:
+            # on wasm32 each panel row's vectors lie at constant offsets from a pointer
+            # loop strength reduction cannot see, so they stay the loads' offsets
+            rows_at = [pinned(b, b.gep(ptr, [at], inbounds=True, source_etype=F32)) for ptr in self.base]
+            bv = [] if self.settled else [mk.vload(rp, i64(v * lanes), inbounds=True) for rp in rows_at
+                                          for v in range(vecs)]
+        else:
+            bv = [mk.vload(ptr, kb.add(at, i64(v * lanes))) for ptr in self.base for v in range(vecs)]
+        if mk.wasm and rows > 1 and mk.a_step is not None:  # the rows' elements likewise
+            pa = pinned(b, a.t.ptr(kb.add(self.a_rows[0], kb.mul(kk, a.cs))))
+            xs = [to_compute(b, a.t.dtype, b.load(b.gep(pa, [i64(r * mk.a_step)], inbounds=True,
+                                                        source_etype=a.t.elem), typ=a.t.elem))
+                  for r in range(rows)]
+        else:
+            xs = [a.t.load(kb.add(self.a_rows[r], kb.mul(kk, a.cs))) for r in range(rows)]
+        acc = list(acc)
+        if self.settled:
+            s = splat(b, xs[0], lanes)
+            for q, rp in enumerate(rows_at):
+                mine = range(q * vecs, (q + 1) * vecs)
+                for v, at_v in enumerate(mine):
+                    acc[at_v] = mac(b, acc[at_v], s, mk.vload(rp, i64(v * lanes), inbounds=True))
+                if q < len(rows_at) - 1:  # this panel's sums, and the broadcast (else rebuilt after the join)
+                    *acc[mine.start:mine.stop], s = settle(kb, self.never_at(kk), acc[mine.start:mine.stop] + [s])
+            return acc
+        for r in range(rows):
+            s = splat(b, xs[r], lanes)
+            for v in range(self.w):
+                acc[r * self.w + v] = mac(b, acc[r * self.w + v], s, bv[v])
+        return acc
+
+    def chained(self, kq: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+        # on wasm32 each chain's multiply-adds settle before the next chain's loads, as a
+        # panel group's do: else Cranelift spilled, and a Relu + 1024 x 10 Gemm under
+        # wasmtime took 10.4 us against 9.8 as one chain (9.6 settled)
+        kb, w = self.mk.kb, self.w
+        out = []
+        for c in range(self.chains):
+            part = self.step(kb.add(kb.mul(kq, i64(self.chains)), i64(c)), acc[c * w:(c + 1) * w])
+            if self.mk.wasm and c < self.chains - 1:
+                part = settle(kb, self.never_at(kq), part)
+            out += part
+        return out
+
+
+@dataclass(frozen=True)
+class _Driver:
+    """The loops of one :func:`gemm` call around its tiles: k blocks, blocks of rows, panels,
+    and where each panel block's rows lie (packed whole, packed here into ``block``, read in
+    place, or through a convolution's row offsets)."""
+
+    mk: _Microkernel
+    bsrc: Packed | PanelSource
+    k: ir.Value
+    full_panels: ir.Value
+    ragged: Flag  # a partial last panel
+    block: ir.Value | None  # the stack buffer B is packed into, a panel block at a time
+    in_place: bool
+    direct: bool
+    direct_offsets: ir.Value | None
+
+    def panel_ptr(self, p: ir.Value, k0: ir.Value) -> ir.Value:
+        """Where panel p's rows from k0 start."""
+        kb, bsrc, nr = self.mk.kb, self.bsrc, self.mk.tile.nr
+        if self.block is not None:
+            return kb.b.bitcast(self.block, F32.as_pointer())
+        if self.in_place:
+            return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(k0, bsrc.rs), kb.mul(p, i64(nr)))))
+        return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(p, kb.mul(self.k, i64(nr))), kb.mul(k0, i64(nr)))))
+
+    def rows_block(self, i_lo: ir.Value, mn: ir.Value, k0: ir.Value, kn: ir.Value, first: Flag,
+                   last: Flag) -> None:
+        """Rows [i_lo, i_lo + mn) against every panel."""
+        kb, b, mr = self.mk.kb, self.mk.kb.b, self.mk.tile.mr
+        whole = b.udiv(mn, i64(mr)) if not isinstance(mn, ir.Constant) else i64(mn.constant // mr)
+        _RowBlock(self, i_lo, mn, k0, kn, first, last, whole, kb.mul(whole, i64(mr))).run()
+
+    def run(self, m: ir.Value, mc: int, lone: bool | None, one_block: bool) -> None:
+        """Every block of rows, over k in one block or in blocks of about KC."""
+        kb, b, k = self.mk.kb, self.mk.kb.b, self.k
+        if one_block:
+            if lone is True:
+                self.rows_block(i64(0), i64(1), i64(0), k, True, True)
+                return
+            with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
+                i_lo = kb.mul(ic, i64(mc))
+                self.rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), i64(0), k, True, True)
+            return
+        # at least one block: with k = 0 it stores the zeros y is. The blocks share k evenly
+        # (784 is 4 x 196, not 3 x 256 + 16): a short last block would pay a whole block's
+        # stores and reloads of the partial sums for a few steps
+        blocks = ceildiv(kb, k, i64(self.mk.tile.kc))
+        blocks = b.select(b.icmp_signed("==", blocks, i64(0)), i64(1), blocks)
+        kc = ceildiv(kb, k, blocks)
+        if lone is None:  # M known only at run time: the lone row's one block as a code path of its own
+            with b.if_else(b.icmp_signed("==", m, i64(1))) as (yes, no):
+                with yes:
+                    self.rows_block(i64(0), i64(1), i64(0), k, True, True)
+                with no:
+                    self.blocked(m, mc, blocks, kc)
+        else:
+            self.blocked(m, mc, blocks, kc)
+
+    def blocked(self, m: ir.Value, mc: int, blocks: ir.Value, kc: ir.Value) -> None:
+        kb, b, k = self.mk.kb, self.mk.kb.b, self.k
+        with kb.loop(blocks, "pc") as pc:
+            k0 = kb.mul(pc, kc)
+            kn = smin(kb, kc, b.sub(k, k0))
+            first = b.icmp_signed("==", pc, i64(0))
+            last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
+            with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
+                i_lo = kb.mul(ic, i64(mc))
+                self.rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)
+
+
+@dataclass(frozen=True)
+class _RowBlock:
+    """Rows [i_lo, i_lo + mn) against every panel over k in [k0, k0 + kn): ``whole`` tiles of
+    MR rows, then the ``mn - rest_lo`` rows after them."""
+
+    d: _Driver
+    i_lo: ir.Value
+    mn: ir.Value
+    k0: ir.Value
+    kn: ir.Value
+    first: Flag
+    last: Flag
+    whole: ir.Value
+    rest_lo: ir.Value
+
+    def run(self) -> None:
+        d = self.d
+        b, tile = d.mk.kb.b, d.mk.tile
+        # a block with fewer rows than a tile, and a packed B: one row against PG panels at
+        # once, so the row's PG * vecs accumulators hide the adds' latency
+        pg = ROW_ACCUMULATORS // tile.vecs
+        if d.block is None and pg > 1 and not d.direct:
+            mn, full_panels = self.mn, d.full_panels
+            few = b.icmp_signed("<", mn, i64(tile.mr)) if not isinstance(mn, ir.Constant) else mn.constant < tile.mr
+            groups = b.udiv(full_panels, i64(pg)) if not isinstance(full_panels, ir.Constant) \
+                else i64(full_panels.constant // pg)
+            if few is True:
+                self.grouped(groups, pg)
+            elif few is False:
+                self.tiled()
+            else:
+                with b.if_else(few) as (yes, no):
+                    with yes:
+                        self.grouped(groups, pg)
+                    with no:
+                        self.tiled()
+        else:
+            self.tiled()
+        if d.ragged is True:
+            self.over_panel(d.full_panels, True)
+        elif d.ragged is not False:
+            with b.if_then(d.ragged):
+                self.over_panel(d.full_panels, True)
+
+    def grouped(self, groups: ir.Value, pg: int) -> None:
+        """Each row against PG panels at once, then the panels after the last whole group."""
+        d = self.d
+        kb = d.mk.kb
+        with kb.loop(groups, "pg") as g:
+            ps = [kb.add(kb.mul(g, i64(pg)), i64(q)) for q in range(pg)]
+            base = [d.panel_ptr(p, self.k0) for p in ps]
+            with kb.loop(self.mn, "ir1") as r:
+                d.mk.tile_at(kb.add(self.i_lo, r), 1, ps, base, self.k0, self.kn, self.first, self.last, False)
+        with kb.loop(d.full_panels, "p", start=kb.mul(groups, i64(pg))) as p:
+            self.over_panel(p, False)
+
+    def tiled(self) -> None:
+        with self.d.mk.kb.loop(self.d.full_panels, "p") as p:
+            self.over_panel(p, False)
+
+    def over_panel(self, p: ir.Value, partial: bool) -> None:
+        d = self.d
+        kb, b, mk, bsrc = d.mk.kb, d.mk.kb.b, d.mk, d.bsrc
+        mr, nr = mk.tile.mr, mk.tile.nr
+        k0, kn, first, last, mn = self.k0, self.kn, self.first, self.last, self.mn
+        koffs = None
+        if d.direct:  # the panel's first pixel in the staged input, and the offsets from k0
+            base = [bsrc.t.ptr(bsrc.pixel(kb, kb.mul(p, i64(nr))))]
+            koffs = b.gep(d.direct_offsets, [k0], source_etype=I64)
+        else:
+            if d.block is not None:
+                bsrc.pack(kb, mk.tile, d.panel_ptr(p, k0), kb.mul(p, i64(nr)), k0, kn, mk.n, not partial)
+            base = [d.panel_ptr(p, k0)]
+        with kb.loop(self.whole, "ir") as t:
+            mk.tile_at(kb.add(self.i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, last, partial, koffs)
+        # the rows after the whole tiles: one tile of exactly that many rows when M is
+        # known; otherwise tiles of the powers of two that sum to it (8 + 2 + 1 rows for
+        # 11), so the kernel holds log2(MR) tile variants instead of MR - 1 (AVX-512's
+        # 12-row tile: 4 variants of 15 rows in all against 11 of 66; bert2's native
+        # compile 10.4 -> 3 s)
+        i_rest = kb.add(self.i_lo, self.rest_lo)
+        if isinstance(mn, ir.Constant):
+            if mn.constant % mr:
+                mk.tile_at(i_rest, mn.constant % mr, [p], base, k0, kn, first, last, partial, koffs)
+            return
+        rest = b.sub(mn, self.rest_lo)
+        for rows in reversed(rest_tiles(mr)):
+            with b.if_then(b.icmp_signed("!=", b.and_(rest, i64(rows)), i64(0))):
+                # the rows of the larger pieces come first
+                mk.tile_at(kb.add(i_rest, b.and_(rest, i64(-2 * rows))), rows, [p], base, k0, kn, first, last,
+                           partial, koffs)
+
+
 def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: Packed | PanelSource, y: Tensor, y_base: ir.Value,
          m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
          prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None,
@@ -300,10 +745,8 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: Packed | PanelSource,
     a vector instruction or two (:func:`.fused.cheap`), so with one k block it runs on the
     accumulators as they are stored rather than over the stored tile read back."""
     b = kb.b
-    mr, nr, lanes, vecs = tile.mr, tile.nr, tile.lanes, tile.vecs
+    mr, nr = tile.mr, tile.nr
     wasm = kb.target is not None and kb.target.is_wasm
-    vt = f32_vector(lanes)
-    zero = ir.Constant(vt, [0.0] * lanes)
     full_panels = i64(n.constant // nr) if isinstance(n, ir.Constant) else b.udiv(n, i64(nr))
     ragged = (n.constant % nr != 0) if isinstance(n, ir.Constant) else b.icmp_signed(
         "!=", kb.mul(full_panels, i64(nr)), n)
@@ -325,321 +768,15 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: Packed | PanelSource,
     direct_offsets = bsrc.offsets(kb, k.constant) if direct else None
     # B packed here is packed again for every block of rows: larger blocks pack less often
     mc = tile.mc if isinstance(bsrc, Packed) or direct or in_place else max(tile.mc, PACKED_HERE_MC)
-    a_step = a.row_step(mr, mc)
     with at_entry(kb):
         # the partial panel's tile is stored here first, then its columns that exist copied
         # out; a B given as a view is packed into ``block`` a panel block at a time
         edge = b.alloca(ir.ArrayType(F32, mr * nr), name="edge") if ragged is not False and wasm else None
         block = b.alloca(ir.ArrayType(F32, tile.kc * nr), name="block") \
             if not isinstance(bsrc, Packed) and not direct and not in_place else None
-
-    def panel_ptr(p: ir.Value, k0: ir.Value) -> ir.Value:
-        """Where panel p's rows from k0 start."""
-        if block is not None:
-            return b.bitcast(block, F32.as_pointer())
-        if in_place:
-            return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(k0, bsrc.rs), kb.mul(p, i64(nr)))))
-        return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(p, kb.mul(k, i64(nr))), kb.mul(k0, i64(nr)))))
-
-    def vload(ptr: ir.Value, at: ir.Value, inbounds: bool = False) -> ir.Value:
-        return b.load(b.gep(ptr, [at], inbounds=inbounds, source_etype=F32), typ=vt, align=4)
-
-    def on_last(last, emit: Callable[[], None]) -> None:
-        """``emit`` the code that runs on the last k block: unguarded when it is known to be,
-        under a branch on ``last`` when that is a run-time flag."""
-        if last is True:
-            emit()
-        elif last is not False:
-            with b.if_then(last):
-                emit()
-
-    def finish(i0: ir.Value, rows: int, j0: ir.Value, cols: ir.Value | None, last) -> None:
-        """The epilogue over the tile just stored (rows from i0, columns from j0; ``cols`` of
-        them in the partial panel, else NR), on the last k block. A loop over the tile's
-        vectors, read back from L1, rather than unrolled over its registers: the epilogue's
-        code (a GELU's erf) is then emitted once per tile shape, not once per accumulator,
-        which kept AVX-512's 24-accumulator tiles from multiplying compile time and size."""
-        if epilogue is None or last is False:
-            return
-
-        def apply() -> None:
-            with kb.loop(i64(rows), "er", plain=True) as r:
-                i = kb.add(i0, r)
-                row = kb.add(y_base, kb.mul(i, n))
-                if cols is None:
-                    with kb.loop(i64(vecs), "ev", plain=True) as v:
-                        j = kb.add(j0, kb.mul(v, i64(lanes)))
-                        ptr = b.bitcast(y.ptr(kb.add(row, j)), vt.as_pointer())
-                        b.store(epilogue(kb, i, j, b.load(ptr, typ=vt, align=4)), ptr, align=4)
-                elif not wasm:  # the partial panel's vectors, masked to its columns
-                    with kb.loop(i64(vecs), "ev", plain=True) as v:
-                        j = kb.add(j0, kb.mul(v, i64(lanes)))
-                        mask = lanes_below(b, b.sub(cols, kb.mul(v, i64(lanes))), lanes)
-                        ptr = y.ptr(kb.add(row, j))
-                        masked_store(b, epilogue(kb, i, j, masked_load(b, ptr, mask, vt), mask), ptr, mask)
-                else:
-                    with kb.loop(cols, "ec", plain=True) as c:
-                        j = kb.add(j0, c)
-                        at = kb.add(row, j)
-                        y.store(at, epilogue(kb, i, j, y.load(at)))
-
-        on_last(last, apply)
-
-    def tile_at(i0: ir.Value, rows: int, ps: list[ir.Value], base: list[ir.Value], k0: ir.Value, kn: ir.Value,
-                first, last, partial: bool, koffs: ir.Value | None = None) -> None:
-        """Rows [i0, i0 + rows) x the panels ``ps`` (their blocks at ``base``), over k in [k0,
-        k0 + kn): added to y unless ``first`` (the first k block), finished by the epilogue if
-        ``last``; ``partial``: the last panel, whose columns past n are not stored."""
-        w = len(ps) * vecs  # vectors per row
-        a_rows = [a.index(kb, kb.add(i0, i64(r)), k0) for r in range(rows)]
-        if prefetch is not None:
-            def fetch() -> None:
-                for r in range(rows):
-                    for p in ps:
-                        for c in range(0, nr, 16):  # a 64-byte cache line of floats
-                            prefetch(kb, kb.add(i0, i64(r)), kb.add(kb.mul(p, i64(nr)), i64(c)))
-
-            on_last(last, fetch)
-
-        # a lone row against several panels on wasm32: each panel's multiply-adds are settled
-        # before the next panel's loads (kernel.settle), else Cranelift holds all the panels'
-        # vectors at once and spills an accumulator (8 + 8 + 1 values for 16 registers)
-        settled = wasm and rows == 1 and len(ps) > 1
-        # a row against a B of one panel or less (a classifier's 10 columns) sums k in
-        # interleaved chains, added together at the end, so the multiply-adds do not wait out
-        # each other's latency: 1024 x 10 at batch 1 took 0.9 us in Node as one chain per
-        # vector (1024 dependent multiply-adds). Only when the panel is all of B: every column
-        # of a row is then summed in the same order, as across panels elsewhere (a softmax
-        # over 1000 equal logits of 1e5 came out uneven when its partial panel alone chained)
-        chains = ROW_ACCUMULATORS // w if rows == 1 and one_panel and not settled and koffs is None else 1
-        chains = 1 << (max(chains, 1).bit_length() - 1)  # a power of two, for the pairwise sum
-        never = pinned(b, ir.Constant(I32, -1)) if wasm and (settled or chains > 1) else None
-
-        def never_at(i: ir.Value) -> ir.Value:
-            """settle's branch condition: never true, but LLVM cannot tell (from loop index i)."""
-            return b.icmp_signed("==", b.trunc(i, I32), never)
-
-        def step(kk: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-            # row kk of the panel: packed, NR floats a row; in place, at its offset
-            if koffs is None:
-                at = kb.mul(kk, bsrc.rs if in_place else i64(nr))
-            else:
-                at = b.load(b.gep(koffs, [kk], source_etype=I64), typ=I64)
-            if wasm:
-                # on wasm32 each panel row's vectors lie at constant offsets from a pointer
-                # loop strength reduction cannot see, so they stay the loads' offsets
-                rows_at = [pinned(b, b.gep(ptr, [at], inbounds=True, source_etype=F32)) for ptr in base]
-                bv = [] if settled else [vload(rp, i64(v * lanes), inbounds=True) for rp in rows_at
-                                         for v in range(vecs)]
-            else:
-                bv = [vload(ptr, kb.add(at, i64(v * lanes))) for ptr in base for v in range(vecs)]
-            if wasm and rows > 1 and a_step is not None:  # the rows' elements likewise
-                pa = pinned(b, a.t.ptr(kb.add(a_rows[0], kb.mul(kk, a.cs))))
-                xs = [to_compute(b, a.t.dtype, b.load(b.gep(pa, [i64(r * a_step)], inbounds=True,
-                                                            source_etype=a.t.elem), typ=a.t.elem))
-                      for r in range(rows)]
-            else:
-                xs = [a.t.load(kb.add(a_rows[r], kb.mul(kk, a.cs))) for r in range(rows)]
-            acc = list(acc)
-            if settled:
-                s = splat(b, xs[0], lanes)
-                for q, rp in enumerate(rows_at):
-                    mine = range(q * vecs, (q + 1) * vecs)
-                    for v, at_v in enumerate(mine):
-                        acc[at_v] = mac(b, acc[at_v], s, vload(rp, i64(v * lanes), inbounds=True))
-                    if q < len(rows_at) - 1:  # this panel's sums, and the broadcast (else rebuilt after the join)
-                        *acc[mine.start:mine.stop], s = settle(kb, never_at(kk), acc[mine.start:mine.stop] + [s])
-                return acc
-            for r in range(rows):
-                s = splat(b, xs[r], lanes)
-                for v in range(w):
-                    acc[r * w + v] = mac(b, acc[r * w + v], s, bv[v])
-            return acc
-
-        # plain: LLVM would unroll the k loop natively (not on wasm32), which cost bert2's
-        # native emission 12% more time and measured no faster (gemm_1024 the same; bert2 at
-        # one token 0.90 -> 0.84x and cnn n1 1.14 -> 1.07x onnxruntime's time without it)
-        if chains > 1:
-            # on wasm32 each chain's multiply-adds settle before the next chain's loads, as a
-            # panel group's do: else Cranelift spilled, and a Relu + 1024 x 10 Gemm under
-            # wasmtime took 10.4 us against 9.8 as one chain (9.6 settled)
-            def chained(kq: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                out = []
-                for c in range(chains):
-                    part = step(kb.add(kb.mul(kq, i64(chains)), i64(c)), acc[c * w:(c + 1) * w])
-                    if wasm and c < chains - 1:
-                        part = settle(kb, never_at(kq), part)
-                    out += part
-                return out
-
-            whole = b.udiv(kn, i64(chains))
-            acc = kb.carry(i64(0), whole, [zero] * (chains * w), chained, "kq", plain=True)
-            while len(acc) > w:  # the halves added pairwise
-                half = len(acc) // 2
-                acc = [b.fadd(acc[v], acc[half + v]) for v in range(half)]
-            acc = kb.carry(kb.mul(whole, i64(chains)), kn, acc, step, "k", plain=True)
-        else:
-            acc = kb.carry(i64(0), kn, [zero] * (rows * w), step, "k", plain=True)
-
-        def plus_old(s: ir.Value, old) -> ir.Value:
-            """s, plus the partial sums of earlier k blocks unless this is the first."""
-            return s if first is True else b.select(first, s, b.fadd(s, old()))
-
-        if not partial:
-            # the epilogue on the accumulators as they are stored, when it is cheap and this is
-            # the only k block: else finish() runs it over the tile read back from L1
-            inline = inline_epilogue and epilogue is not None and first is True and last is True
-            for r in range(rows):
-                i = kb.add(i0, i64(r))
-                row = kb.mul(i, n)
-                for q, p in enumerate(ps):
-                    for v in range(vecs):
-                        j = kb.add(kb.mul(p, i64(nr)), i64(v * lanes))
-                        ptr = b.bitcast(y.ptr(kb.add(y_base, kb.add(row, j))), vt.as_pointer())
-                        s = plus_old(acc[r * w + q * vecs + v], lambda: b.load(ptr, typ=vt, align=4))
-                        b.store(epilogue(kb, i, j, s) if inline else s, ptr, align=4)
-            if not inline:
-                for p in ps:
-                    finish(i0, rows, kb.mul(p, i64(nr)), None, last)
-            return
-        j0 = kb.mul(ps[0], i64(nr))
-        cols = b.sub(n, j0)
-        if not wasm:
-            # natively, each accumulator stored through its mask of the columns that exist
-            # (and the cheap epilogue on it first): element by element, the columns past the
-            # last whole panel, with a SiLU epilogue's division, took 65% of an EfficientNet
-            # 24 -> 144 channel layer's time at 120 pixels
-            inline = inline_epilogue and epilogue is not None and first is True and last is True
-            for r in range(rows):
-                i = kb.add(i0, i64(r))
-                row = kb.add(y_base, kb.mul(i, n))
-                for v in range(vecs):
-                    j = kb.add(j0, i64(v * lanes))
-                    mask = lanes_below(b, b.sub(cols, i64(v * lanes)), lanes)
-                    ptr = y.ptr(kb.add(row, j))
-                    s = plus_old(acc[r * w + v], lambda: masked_load(b, ptr, mask, vt))
-                    masked_store(b, epilogue(kb, i, j, s, mask) if inline else s, ptr, mask)
-            if not inline:
-                finish(i0, rows, j0, cols, last)
-            return
-        for r in range(rows):
-            for v in range(vecs):
-                ptr = b.gep(edge, [i64(0), i64(r * nr + v * lanes)], source_etype=edge.type.pointee)
-                b.store(acc[r * w + v], b.bitcast(ptr, vt.as_pointer()), align=4)
-        with kb.loop(i64(rows), "er", plain=True) as r:
-            row = kb.add(y_base, kb.add(kb.mul(kb.add(i0, r), n), j0))
-            with kb.loop(cols, "ec", plain=True) as c:
-                ptr = b.gep(edge, [i64(0), kb.add(kb.mul(r, i64(nr)), c)], source_etype=edge.type.pointee)
-                at = kb.add(row, c)
-                y.store(at, plus_old(b.load(ptr, typ=F32), lambda: y.load(at)))
-        finish(i0, rows, j0, cols, last)
-
-    def rows_block(i_lo: ir.Value, mn: ir.Value, k0: ir.Value, kn: ir.Value, first, last) -> None:
-        """Rows [i_lo, i_lo + mn) against every panel."""
-        whole = b.udiv(mn, i64(mr)) if not isinstance(mn, ir.Constant) else i64(mn.constant // mr)
-        rest_lo = kb.mul(whole, i64(mr))
-
-        def over_panel(p: ir.Value, partial: bool) -> None:
-            koffs = None
-            if direct:  # the panel's first pixel in the staged input, and the offsets from k0
-                base = [bsrc.t.ptr(bsrc.pixel(kb, kb.mul(p, i64(nr))))]
-                koffs = b.gep(direct_offsets, [k0], source_etype=I64)
-            else:
-                if block is not None:
-                    bsrc.pack(kb, tile, panel_ptr(p, k0), kb.mul(p, i64(nr)), k0, kn, n, not partial)
-                base = [panel_ptr(p, k0)]
-            with kb.loop(whole, "ir") as t:
-                tile_at(kb.add(i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, last, partial, koffs)
-            # the rows after the whole tiles: one tile of exactly that many rows when M is
-            # known; otherwise tiles of the powers of two that sum to it (8 + 2 + 1 rows for
-            # 11), so the kernel holds log2(MR) tile variants instead of MR - 1 (AVX-512's
-            # 12-row tile: 4 variants of 15 rows in all against 11 of 66; bert2's native
-            # compile 10.4 -> 3 s)
-            i_rest = kb.add(i_lo, rest_lo)
-            if isinstance(mn, ir.Constant):
-                if mn.constant % mr:
-                    tile_at(i_rest, mn.constant % mr, [p], base, k0, kn, first, last, partial, koffs)
-                return
-            rest = b.sub(mn, rest_lo)
-            for rows in reversed(rest_tiles(mr)):
-                with b.if_then(b.icmp_signed("!=", b.and_(rest, i64(rows)), i64(0))):
-                    # the rows of the larger pieces come first
-                    tile_at(kb.add(i_rest, b.and_(rest, i64(-2 * rows))), rows, [p], base, k0, kn, first, last,
-                            partial, koffs)
-
-        # a block with fewer rows than a tile, and a packed B: one row against PG panels at
-        # once, so the row's PG * vecs accumulators hide the adds' latency
-        pg = ROW_ACCUMULATORS // tile.vecs
-        if block is None and pg > 1 and not direct:
-            few = b.icmp_signed("<", mn, i64(mr)) if not isinstance(mn, ir.Constant) else mn.constant < mr
-            groups = b.udiv(full_panels, i64(pg)) if not isinstance(full_panels, ir.Constant) \
-                else i64(full_panels.constant // pg)
-
-            def grouped() -> None:
-                with kb.loop(groups, "pg") as g:
-                    ps = [kb.add(kb.mul(g, i64(pg)), i64(q)) for q in range(pg)]
-                    base = [panel_ptr(p, k0) for p in ps]
-                    with kb.loop(mn, "ir1") as r:
-                        tile_at(kb.add(i_lo, r), 1, ps, base, k0, kn, first, last, False)
-                with kb.loop(full_panels, "p", start=kb.mul(groups, i64(pg))) as p:
-                    over_panel(p, False)
-
-            def tiled() -> None:
-                with kb.loop(full_panels, "p") as p:
-                    over_panel(p, False)
-
-            if few is True:
-                grouped()
-            elif few is False:
-                tiled()
-            else:
-                with b.if_else(few) as (yes, no):
-                    with yes:
-                        grouped()
-                    with no:
-                        tiled()
-        else:
-            with kb.loop(full_panels, "p") as p:
-                over_panel(p, False)
-        if ragged is True:
-            over_panel(full_panels, True)
-        elif ragged is not False:
-            with b.if_then(ragged):
-                over_panel(full_panels, True)
-
-    if one_block:
-        if lone is True:
-            rows_block(i64(0), i64(1), i64(0), k, True, True)
-            return
-        with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
-            i_lo = kb.mul(ic, i64(mc))
-            rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), i64(0), k, True, True)
-        return
-    # at least one block: with k = 0 it stores the zeros y is. The blocks share k evenly
-    # (784 is 4 x 196, not 3 x 256 + 16): a short last block would pay a whole block's
-    # stores and reloads of the partial sums for a few steps
-    blocks = ceildiv(kb, k, i64(tile.kc))
-    blocks = b.select(b.icmp_signed("==", blocks, i64(0)), i64(1), blocks)
-    kc = ceildiv(kb, k, blocks)
-
-    def blocked() -> None:
-        with kb.loop(blocks, "pc") as pc:
-            k0 = kb.mul(pc, kc)
-            kn = smin(kb, kc, b.sub(k, k0))
-            first = b.icmp_signed("==", pc, i64(0))
-            last = b.icmp_signed("==", pc, b.sub(blocks, i64(1)))
-            with kb.loop(ceildiv(kb, m, i64(mc)), "ic") as ic:
-                i_lo = kb.mul(ic, i64(mc))
-                rows_block(i_lo, smin(kb, i64(mc), b.sub(m, i_lo)), k0, kn, first, last)
-
-    if lone is None:  # M known only at run time: the lone row's one block as a code path of its own
-        with b.if_else(b.icmp_signed("==", m, i64(1))) as (yes, no):
-            with yes:
-                rows_block(i64(0), i64(1), i64(0), k, True, True)
-            with no:
-                blocked()
-    else:
-        blocked()
+    mk = _Microkernel(kb, tile, a, a.row_step(mr, mc), bsrc.rs if in_place else i64(nr), y, y_base, n, one_panel,
+                      edge, epilogue, prefetch, inline_epilogue)
+    _Driver(mk, bsrc, k, full_panels, ragged, block, in_place, direct, direct_offsets).run(m, mc, lone, one_block)
 
 
 SPARSE_ROWS = 4  # rows of B a step of the lone sparse row adds into y
