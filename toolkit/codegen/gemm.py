@@ -346,6 +346,7 @@ class _Driver:
             self.blocked(m, mc, blocks, kc)
 
     def blocked(self, m: ir.Value, mc: int, blocks: ir.Value, kc: ir.Value) -> None:
+        """k in ``blocks`` blocks of ``kc``, each over every block of ``mc`` rows."""
         kb, b, k = self.mk.kb, self.mk.kb.b, self.k
         with kb.loop(blocks, "pc") as pc:
             k0 = kb.mul(pc, kc)
@@ -414,10 +415,12 @@ class _RowBlock:
             self.over_panel(p, False)
 
     def tiled(self) -> None:
+        """Every whole panel against the block's tiles."""
         with self.d.mk.kb.loop(self.d.full_panels, "p") as p:
             self.over_panel(p, False)
 
     def over_panel(self, p: ir.Value, partial: bool) -> None:
+        """Panel p (``partial``: the last, partial one) against the whole tiles, then the rest."""
         d = self.d
         kb, b, mk, bsrc = d.mk.kb, d.mk.kb.b, d.mk, d.bsrc
         mr, nr = mk.tile.mr, mk.tile.nr

@@ -126,6 +126,7 @@ class Microkernel:
         return kb.carry(kb.mul(whole, i64(chains)), kn, acc, k_step.step, "k", plain=True)
 
     def _fetch(self, i0: ir.Value, rows: int, ps: list[ir.Value]) -> None:
+        """``prefetch`` for each cache line of the tile's rows in y."""
         kb, nr = self.kb, self.tile.nr
         for r in range(rows):
             for p in ps:
