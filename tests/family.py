@@ -15,9 +15,9 @@ How a file's cases are known before the first of them runs: when a test first ca
 ``check_model`` only notes its model, feeds and options and hands back a stand-in; using the
 stand-in, or ``build`` (a test that compiles by itself), ends the recording, and so does any
 exception, keeping the calls noted so far. A test whose recording fails with pytest's "DID NOT
-RAISE" records nothing: it wraps a call that must fail. Then, when the test runs for real, a ``check_model`` call whose model
-and feeds are byte for byte the recorded ones reads its outputs from its family's module;
-any other call compiles a module of its own, as before.
+RAISE" records nothing: it wraps a call that must fail. Then, when the test runs for real, a
+``check_model`` call whose model and feeds are byte for byte the recorded ones reads its
+outputs from its family's module; any other call compiles a module of its own, as before.
 
 A family is the recorded cases of one file with the same target, opsets and compile options,
 at most :data:`MAX_CASES` of them. Its module runs once per feed set (each case fed its k-th
@@ -140,6 +140,16 @@ class Family:
                           f"{str(e)[:300]}); its cases compile one module each")
 
 
+def families(cases: Sequence[Case]) -> list[Family]:
+    """``cases`` as families: those of one target, opsets and compile options together, at
+    most :data:`MAX_CASES` to a family."""
+    groups: dict[tuple, list[Case]] = {}
+    for c in cases:
+        groups.setdefault(c.key, []).append(c)
+    return [Family(members[start:start + MAX_CASES])
+            for members in groups.values() for start in range(0, len(members), MAX_CASES)]
+
+
 class _Recorder:
     def __init__(self):
         self.cases: list[Case] = []
@@ -226,18 +236,13 @@ def _record_file(module_name: str) -> None:
             rec, _recording = _recording, None
         if clean and rec.cases:
             cases_by_item[item.nodeid] = rec.cases
-    groups: dict[tuple, list[tuple[str, int, Case]]] = {}
-    for nodeid, cases in cases_by_item.items():
-        for i, c in enumerate(cases):
-            groups.setdefault(c.key, []).append((nodeid, i, c))
-    for members in groups.values():
-        for start in range(0, len(members), MAX_CASES):
-            chunk = members[start:start + MAX_CASES]
-            family = Family([c for _, _, c in chunk])
-            for nodeid, i, c in chunk:
-                calls = _by_item.setdefault(nodeid, [])
-                calls.extend([None] * (i + 1 - len(calls)))
-                calls[i] = (c, family)
+    call_of = {id(c): (nodeid, i) for nodeid, cases in cases_by_item.items() for i, c in enumerate(cases)}
+    for family in families([c for cases in cases_by_item.values() for c in cases]):
+        for c in family.cases:
+            nodeid, i = call_of[id(c)]
+            calls = _by_item.setdefault(nodeid, [])
+            calls.extend([None] * (i + 1 - len(calls)))
+            calls[i] = (c, family)
 
 
 def outputs_for(model: onnx.ModelProto, target: str, feeds: Sequence[Mapping[str, np.ndarray]],

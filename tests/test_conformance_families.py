@@ -4,7 +4,6 @@ in families (tests/family.py: the cases of one opset, at most MAX_CASES to a mod
 compared with the outputs the case stores, as the conformance run compares them. A family
 that fails to compile or to run is run again case by case, so a failure names its case."""
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -31,26 +30,21 @@ def _passing(target: str) -> list[str]:
 def test_every_passing_case(target, cases, tmp_path):
     names = [n for n in _passing(target) if n in cases]
     assert len(names) > 1500, f"only {len(names)} passing cases of {RESULTS.name} are in the installed onnx"
-    groups: dict[tuple, list[str]] = defaultdict(list)
-    for name in names:
-        m = cases[name].model
-        groups[(tuple((o.domain, o.version) for o in m.opset_import), m.ir_version)].append(name)
+    sets = {n: conformance.data_sets(cases[n], [i.name for i in cases[n].model.graph.input]) for n in names}
+    members = [family.Case(cases[n].model, target, [feeds for feeds, _ in sets[n]], {}) for n in names]
+    name_of = {id(c): n for c, n in zip(members, names)}
     failures = []
-    for members in groups.values():
-        for start in range(0, len(members), family.MAX_CASES):
-            chunk = members[start:start + family.MAX_CASES]
-            sets = {n: conformance.data_sets(cases[n], [i.name for i in cases[n].model.graph.input]) for n in chunk}
-            fam = family.Family([family.Case(cases[n].model, target, [feeds for feeds, _ in sets[n]], {})
-                                 for n in chunk])
-            fam.run(build)
-            for name, case in zip(chunk, fam.cases):
-                if fam.failed:  # alone, as the conformance run compiles it
-                    outcome, detail = conformance.run_case((name, target, str(tmp_path)))
-                    wrong = "" if outcome == "pass" else f"{outcome}: {detail}"
-                else:
-                    outputs = [o.name for o in case.model.graph.output]
-                    wrong = next(filter(None, (conformance.compare(cases[name], outputs, [got[o] for o in outputs], want)
-                                               for got, (_, want) in zip(fam.outputs[id(case)], sets[name]))), "")
-                if wrong:
-                    failures.append(f"{name}: {wrong}")
+    for fam in family.families(members):
+        fam.run(build)
+        for case in fam.cases:
+            name = name_of[id(case)]
+            if fam.failed:  # alone, as the conformance run compiles it
+                outcome, detail = conformance.run_case((name, target, str(tmp_path)))
+                wrong = "" if outcome == "pass" else f"{outcome}: {detail}"
+            else:
+                outputs = [o.name for o in case.model.graph.output]
+                wrong = next(filter(None, (conformance.compare(cases[name], outputs, [got[o] for o in outputs], want)
+                                           for got, (_, want) in zip(fam.outputs[id(case)], sets[name]))), "")
+            if wrong:
+                failures.append(f"{name}: {wrong}")
     assert not failures, f"{len(failures)} of {len(names)} cases fail on {target}:\n" + "\n".join(failures)

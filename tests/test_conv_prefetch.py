@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from util import check_model, const, is_native, kernel_targets, lower_model, make_model, vinfo
+from util import check_model, const, is_native, kernel_targets, lower_model, make_model, native_targets, vinfo
 
 F32 = np.float32
 N = helper.make_node
@@ -75,7 +75,7 @@ def _conv_t_prefetches(model) -> tuple[int, int]:
     return (sum("i32 0, i32 3, i32 1" in c for c in calls), sum("i32 1, i32 3, i32 1" in c for c in calls))
 
 
-@pytest.mark.parametrize("target", ["wasm32", *kernel_targets()[2:]])
+@pytest.mark.parametrize("target", ["wasm32", *native_targets()])
 def test_conv_t_output_prefetched(target):
     """The transposed GEMM's output pass fetches the next block of channels' lines of y (for
     a write) and of the residual (for a read), natively; the prefetch is a hint, so the

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from util import check_model, is_native, kernel_targets, lower_model, make_model, vinfo
+from util import check_model, is_native, lower_model, make_model, native_targets, vinfo
 
 N = helper.make_node
 
@@ -45,7 +45,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("target", ["wasm32", *kernel_targets()[2:]])
+@pytest.mark.parametrize("target", ["wasm32", *native_targets()])
 @pytest.mark.parametrize("case", list(CASES))
 def test_max_pool_clamped(target, case):
     h, w, dtype, attrs, clamps = CASES[case]

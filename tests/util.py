@@ -53,10 +53,6 @@ RELAXED = "wasm32-relaxed"  # a test target: wasm32's relaxed-SIMD variant (comp
 NATIVE_LEVELS = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
 
 
-def native_at(level: str) -> str:
-    return f"native@{level}"
-
-
 def split_target(target: str) -> tuple[str, str | None]:
     """(compile target, CPU) of a test target: ``native@x86-64-v3`` -> (native, x86-64-v3)."""
     name, _, cpu = target.partition("@")
@@ -74,22 +70,28 @@ def is_native(target: str) -> bool:
     return split_target(target)[0] == "native"
 
 
-def kernel_targets() -> list:
-    """The targets a kernel test runs on: wasm32 baseline and relaxed-SIMD, and native code
-    at every x86-64 level (on another architecture, the host's own)."""
+def native_targets() -> list:
+    """Native code at every x86-64 level, each skipped where this CPU lacks it (on another
+    architecture, the host's own code)."""
     import platform
 
     from wasm_runtime import cpu as cpuinfo
     from toolkit.codegen.target import get_target
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        return ["wasm32", RELAXED, "native"]
+        return ["native"]
     levels = []
     for level in NATIVE_LEVELS:
         missing = cpuinfo.missing_features(list(get_target("native", level).isa))
-        levels.append(pytest.param(native_at(level), marks=pytest.mark.skipif(
+        levels.append(pytest.param(f"native@{level}", marks=pytest.mark.skipif(
             bool(missing), reason=f"this CPU lacks {missing} of {level}")))
-    return ["wasm32", RELAXED, *levels]
+    return levels
+
+
+def kernel_targets() -> list:
+    """The targets a kernel test runs on: wasm32 baseline and relaxed-SIMD, and
+    :func:`native_targets`."""
+    return ["wasm32", RELAXED, *native_targets()]
 
 
 def build(model: onnx.ModelProto, target: str, **kw) -> wasm_runtime.Model:
@@ -98,7 +100,7 @@ def build(model: onnx.ModelProto, target: str, **kw) -> wasm_runtime.Model:
     if family.recording():  # a test that compiles by itself is not a family's case
         raise family._Stop
     _counter[0] += 1
-    path = _TMP / f"m{_counter[0]}{'.so' if target == 'native' else '.wasm'}"
+    path = _TMP / f"m{_counter[0]}{'.so' if is_native(target) else '.wasm'}"
     if target == RELAXED:
         compile_model(model, path, target="wasm32", relaxed=True, **kw)
         return wasm_runtime.load(path, variant="relaxed-simd")
