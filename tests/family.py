@@ -108,6 +108,20 @@ def merge(cases: Sequence[Case]) -> onnx.ModelProto:
     return model
 
 
+# compile options that name dims or nodes: in a family each case's names carry its tag
+NAMED_KW = ("binds", "ranges", "routes")
+
+
+def merged_kw(cases: Sequence[Case]) -> dict[str, Any]:
+    """The family's compile options (its cases share theirs): the options of
+    :data:`NAMED_KW` hold each case's names under its tag."""
+    kw = dict(cases[0].compile_kw)
+    for key in NAMED_KW:
+        if kw.get(key):
+            kw[key] = {c.tag + name: v for c in cases for name, v in kw[key].items()}
+    return kw
+
+
 class Family:
     """Cases compiled into one module; their outputs, computed on first use."""
 
@@ -123,7 +137,7 @@ class Family:
             return
         try:
             first = self.cases[0]
-            module = build(merge(self.cases), first.target, **first.compile_kw)
+            module = build(merge(self.cases), first.target, **merged_kw(self.cases))
             got: dict[int, list[dict[str, np.ndarray]]] = {id(c): [] for c in self.cases}
             taken = {i.name for i in module.inputs}  # a graph input no node reads is not the module's
             for k in range(max(len(c.feeds) for c in self.cases)):

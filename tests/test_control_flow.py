@@ -114,9 +114,10 @@ def test_if_on_a_shape_folds_when_bound():
     ops, _ = _opcodes(_if_on_shape_model())
     assert "BRANCH" in ops
     from toolkit.frontend.onnx.importer import import_model
+    from toolkit.codegen.target import get_target
     from toolkit.passes import run_pipeline
 
-    graph = run_pipeline(import_model(_if_on_shape_model(), {"n_x": 8}))
+    graph = run_pipeline(import_model(_if_on_shape_model(), {"n_x": 8}), get_target("wasm32"))
     assert "If" not in {n.source for n in graph.all_nodes() if type(n.op).__name__ == "If"}
     assert not any(type(n.op).__name__ == "If" for n in graph.all_nodes())
     assert graph.values[graph.outputs[0]].shape == (4,)

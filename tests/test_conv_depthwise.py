@@ -17,7 +17,8 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen import depthwise as DW
-from util import check_model, const, kernel_targets, lower_model, make_model, rand, vinfo
+from toolkit.codegen import plan as P
+from util import check_model, compile_target, const, kernel_targets, lower_model, make_model, plans, rand, vinfo
 
 F32 = np.float32
 N = helper.make_node
@@ -89,12 +90,15 @@ def test_depthwise_matches_reference(case, target):
 def test_depthwise_routing(target):
     """Few channels, a channel multiplier above 1 or symbolic pads keep the direct kernel;
     16 channels and more take the channels-last one."""
-    assert any("conv2d_dw" in n for n in _kernels(_model(DW.MIN_CHANNELS, (3, 3), dict(pads=[1] * 4)), target))
-    for model in (_model(DW.MIN_CHANNELS - 1, (3, 3), dict(pads=[1] * 4)),
+    least = P.tuning(compile_target(target)).depthwise_min_channels
+
+    def route(model):
+        return [p.route for p in plans(model, target).values()]
+    assert route(_model(least, (3, 3), dict(pads=[1] * 4))) == ["depthwise"]
+    for model in (_model(least - 1, (3, 3), dict(pads=[1] * 4)),
                   _model(16, (3, 3), dict(pads=[1] * 4), multiplier=2),
                   _model(16, (3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2]))):
-        names = _kernels(model, target)
-        assert not any("conv2d_dw" in n for n in names) and any("conv2d" in n for n in names), names
+        assert route(model) == ["direct"]
 
 
 def test_pack_puts_each_tap_of_a_block_in_one_vector():

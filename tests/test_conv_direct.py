@@ -11,7 +11,7 @@ from onnx import helper
 
 from toolkit.codegen.gemm import tile_for
 from toolkit.codegen.target import get_target
-from util import check_model, const, is_native, kernel_targets, lower_model, make_model, vinfo
+from util import check_model, const, is_native, kernel_targets, lower_model, make_model, plans, vinfo
 
 F32 = np.float32
 NR = tile_for(get_target("native")).nr  # a native panel's columns (32 with AVX-512, 16 with AVX2)
@@ -19,7 +19,7 @@ NR = tile_for(get_target("native")).nr  # a native panel's columns (32 with AVX-
 CASES = {
     # name: (channels in, out, kernel, strides, pads, dilations, input height and width, post ops)
     # fewer output channels than a register tile: only the leftover rows' tile (9: more than
-    # the direct kernel's DIRECT_MAX_OUT)
+    # the direct kernel's direct_max_out)
     "few_channels": (3, 9, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (5, NR), ()),
     # depth 96 * 3 = 288: two k blocks; 13 output channels: a whole tile and a leftover row;
     # two panels a row; the Relu fused into the epilogue of the last block (a 1 x 3 kernel:
@@ -71,19 +71,22 @@ def test_packed_where_a_panel_would_wrap():
 
 
 def test_few_channels_take_the_direct_kernel():
-    """At most DIRECT_MAX_IN input and DIRECT_MAX_OUT output channels (an RGB stem into 8)
+    """At most direct_max_in input and direct_max_out output channels (an RGB stem into 8)
     run the direct convolution kernel, not the GEMM, on both targets; one channel more either
     way takes the GEMM. Checked against onnx.reference at two batches."""
-    from toolkit.codegen.conv import DIRECT_MAX_IN, DIRECT_MAX_OUT
+    from toolkit.codegen.plan import tuning
 
-    def kernels(c, m, target):
-        _, _, module = lower_model(_model(c, m, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (9, 11), ("Relu",)), target)
-        return {f.name.split("_", 1)[1] for f in module.functions if "conv2d" in f.name}
+    def route(c, m, target):
+        model = _model(c, m, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (9, 11), ("Relu",))
+        return [p.route for p in plans(model, target).values()]
 
     for target in ("wasm32", "native"):
-        assert kernels(DIRECT_MAX_IN, DIRECT_MAX_OUT, target) == {"conv2d_float32"}
-        assert kernels(DIRECT_MAX_IN + 1, DIRECT_MAX_OUT, target) == {"conv2d_gemm_float32"}
-        assert kernels(DIRECT_MAX_IN, DIRECT_MAX_OUT + 1, target) == {"conv2d_gemm_float32"}
+        tn = tuning(get_target(target))
+        c, m = tn.direct_max_in, tn.direct_max_out
+        assert (c, m) == (4, 8)
+        assert route(c, m, target) == ["direct"]
+        assert route(c + 1, m, target) == ["gemm"]
+        assert route(c, m + 1, target) == ["gemm"]
         rng = np.random.default_rng(7)
         model = _model(3, 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (9, 11), ("Relu",))
         check_model(model, target, [{"x": rng.uniform(-1, 1, (n, 3, 9, 11)).astype(F32)} for n in (1, 2)],

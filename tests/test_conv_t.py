@@ -18,9 +18,10 @@ import pytest
 from onnx import helper
 
 from toolkit.codegen import conv as C
+from toolkit.codegen import plan as P
 from toolkit.codegen.gemm import tile_for
 from toolkit.codegen.target import get_target
-from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, vinfo
+from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, plans, vinfo
 
 F32 = np.float32
 N = helper.make_node
@@ -62,10 +63,15 @@ def _kernels(model, target) -> list[str]:
     return sorted(f.name for f in module.functions if f.name.startswith("k"))
 
 
+def _route(model, target) -> str:
+    """The kernel plan's route of the model's one Conv."""
+    got = [p.route for p in plans(model, target).values()]
+    assert len(got) == 1, got
+    return got[0]
+
+
 def _transposed(model, target) -> bool:
-    names = _kernels(model, target)
-    assert any("conv2d" in n for n in names), names
-    return any("conv2d_t_" in n for n in names)
+    return _route(model, target) == "transposed"
 
 
 CASES = {
@@ -132,7 +138,7 @@ def test_conv_t_patches(target, case):
     model, _ = _model(c, m, h, w, bias, residual, strides=strides, seed=len(case), pads=pads, kernel=kernel,
                       dilations=dilations)
     if case in WINOGRAD_ON_16_COLUMNS and is_native(target) and tile_for(compile_target(target)).nr == 16:
-        assert [n.split("_", 1)[1] for n in _kernels(model, target)] == ["conv2d_winograd_float32"]
+        assert _route(model, target) == "winograd"
     else:
         assert _transposed(model, target) == is_native(target)
     _check(model, target, c, m, h, w, residual, _out(h, pads[0] + pads[2], kernel[0], strides[0], dilations[0]),
@@ -162,18 +168,19 @@ def test_route_counts_padded_work():
     """The route takes the orientation whose panels waste no more, up to
     CONV_T_MAX_PIXELS: 49 pixels in 32-column panels (64 computed) against 122 channels
     in them (128); 13 x 13 = 169 pixels (192) against 1000 channels (1024); not 28 x 28."""
-    tile = tile_for(get_target("native"))
+    native, wasm = P.tuning(get_target("native")), P.tuning(get_target("wasm32"))
+    tile = native.tile
     win = C.Window(kernel=(1, 1), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
     for h, m in ((7, 122), (13, 1000), (14, 1024), (3, 5), (16, 64)):
         px = h * h
         want = px <= C.CONV_T_MAX_PIXELS and px * (-(-m // tile.nr) * tile.nr) <= (-(-px // tile.nr) * tile.nr) * m
-        assert C.conv_t_route(win, 1, 20, m, (1, m, h, h), tile, False) == want, (h, m)
+        assert P.transposed_route(native, win, 1, 20, m, (1, m, h, h)) == want, (h, m)
         three = C.Window(kernel=(3, 3), strides=(1, 1), dilations=(1, 1), pads=(1, 1, 1, 1))
-        assert C.conv_t_route(three, 1, 20, m, (1, m, h, h), tile, False) == want, (h, m)
-        assert not C.conv_t_route(three, 1, 20, m, (1, m, h, h), tile, True)
-    assert C.conv_t_route(win, 1, 512, 1000, (1, 1000, 13, 13), tile, False)
-    assert not C.conv_t_route(win, 1, 256, 512, (1, 512, 28, 28), tile, False)
-    assert not C.conv_t_route(win, 2, 20, 122, (1, 122, 7, 7), tile, False)
+        assert P.transposed_route(native, three, 1, 20, m, (1, m, h, h)) == want, (h, m)
+        assert not P.transposed_route(wasm, three, 1, 20, m, (1, m, h, h))
+    assert P.transposed_route(native, win, 1, 512, 1000, (1, 1000, 13, 13))
+    assert not P.transposed_route(native, win, 1, 256, 512, (1, 512, 28, 28))
+    assert not P.transposed_route(native, win, 2, 20, 122, (1, 122, 7, 7))
 
 
 def test_weights_packed_as_w_transposed():
@@ -231,11 +238,12 @@ def test_conv_t_chosen_per_call(target, case):
 
 def test_route_per_call_matches_static_route():
     """The choice a call makes (conv_t_wins, the same function on run-time values) is the one
-    conv_t_route makes for that many pixels at compile time."""
-    tile = tile_for(get_target("native"))
+    the plan's transposed_route makes for that many pixels at compile time."""
+    native = P.tuning(get_target("native"))
+    tile = native.tile
     win = C.Window(kernel=(1, 1), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
     for m in (8, 64, 122, 1000):
         for px in (0, 1, 15, 16, 33, 49, 64, 100, 169, 256, 257, 400):
             h, w = (px, 1)
-            assert C.conv_t_wins(px, m, tile.nr) == C.conv_t_route(win, 1, 20, m, (1, m, h, w), tile, False), (m, px)
+            assert C.conv_t_wins(px, m, tile.nr) == P.transposed_route(native, win, 1, 20, m, (1, m, h, w)), (m, px)
     assert C.conv_t_wins(1, 64, 32) and not C.conv_t_wins(257, 2048, 32) and not C.conv_t_wins(0, 64, 32)

@@ -87,12 +87,11 @@ def test_resize_long_last_axis(mode, target):
                                                   ("cubic", "pytorch_half_pixel", (2, 2.5))])
 def test_resize_rows_match_elementwise(mode, coord, scales, target):
     """Constant scales of the last two axes take the rows route (each output row's input rows
-    interpolated once into a float64 scratch row, codegen/resize.py ``rows_route``); the same
+    interpolated once into a float64 scratch row, codegen/plan.py ``rows_route``); the same
     scales given at run time take the element-by-element one. The results are the same bits,
     and match onnx.reference; the last case's 1200 x 2.5 = 3000 outputs a row span three
     chunks of tap tables."""
-    from tests.util import build, lower_model
-    from toolkit.codegen.resize import rows_route  # noqa: F401  (the route under test)
+    from tests.util import build, plans
 
     extra = dict(exclude_outside=1) if mode == "cubic" and coord == "asymmetric" else {}
     const_s = make_model([resize(["x", "", "s"], "y", mode=mode, coordinate_transformation_mode=coord, **extra)],
@@ -100,10 +99,8 @@ def test_resize_rows_match_elementwise(mode, coord, scales, target):
                          [floats("s", 1, 1, *scales)], opset=19)
     run_s = make_model([resize(["x", "", "s"], "y", mode=mode, coordinate_transformation_mode=coord, **extra)],
                        [vinfo("x", F32, ["n", "c", "h", "w"]), vinfo("s", F32, [4])], [vinfo("y", F32, None)], opset=19)
-    _, _, module = lower_model(const_s, target)
-    assert "oy.head" in str(module)  # the rows route's loop over output rows
-    _, _, module = lower_model(run_s, target)
-    assert "oy.head" not in str(module)
+    assert [p.route for p in plans(const_s, target).values()] == ["rows"]
+    assert [p.route for p in plans(run_s, target).values()] == ["elements"]
     a, b = build(const_s, target), build(run_s, target)
     widths = [(1, 2, 5, 7), (2, 3, 4, 9)] + ([(1, 1, 3, 1200)] if scales[1] == 2.5 else [])
     for shape in widths:

@@ -2,11 +2,14 @@
 import numpy as np
 from onnx import helper
 
+from toolkit.codegen.target import get_target
 from toolkit.frontend.onnx.importer import import_model
 from toolkit.passes import run_pipeline
 from toolkit.passes.dce import dead_code
 from toolkit.passes.simplify import simplify
 from util import const, make_model, vinfo
+
+WASM = get_target("wasm32")
 
 
 def _graph():
@@ -29,7 +32,7 @@ def test_dead_code():
 
 def test_pipeline_with_verifier(monkeypatch):
     monkeypatch.setenv("SYMWASM_DEBUG", "verify")
-    assert "relu" not in run_pipeline(_graph()).dump()
+    assert "relu" not in run_pipeline(_graph(), WASM).dump()
 
 
 def test_symbolic_shape_values_fold_away():
@@ -104,5 +107,5 @@ def test_a_node_whose_shape_is_read_keeps_its_checks():
 
     m = make_model([helper.make_node("Reshape", ["x", "t"], ["y"], name="r"), helper.make_node("Shape", ["y"], ["s"])],
                    [vinfo("x", np.float32, ["n"])], [vinfo("s", np.int64, None)], [const("t", np.array([1], np.int64))])
-    graph = run_pipeline(import_model(m))
+    graph = run_pipeline(import_model(m), WASM)
     assert [type(n.op) for n in graph.nodes] == [Checks] and graph.nodes[0].checks

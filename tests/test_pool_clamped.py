@@ -1,29 +1,27 @@
 """Natively, a padded 2-D MaxPool of unit dilations reads its input with the taps clamped to
-the input's edges instead of a padded copy (conv_pool.clamps, conv_pool._max_clamped);
+the input's edges instead of a padded copy (plan.plan_pool, conv_pool._max_clamped);
 wasm32, a dilated window, or a window that can lie wholly in the padding keep the copy. The
-route is read from the kernel's IR (the clamped kernel's left-edge loop is named "ol"), and
-every case runs against onnx.reference on both targets at batch sizes 1, 2 and 0 from one
-module: symmetric and asymmetric pads, odd sizes, ceil_mode's overhang without pads, a 5 x 5
-window, float16 and uint8."""
+kernel plan says which, and each kernel runs on every target and CPU level: where the
+policy picks one route, the other is asked for by name (``routes``). Every case runs against
+onnx.reference (exactly) at batch sizes 1, 2 and 0 from one module: symmetric and
+asymmetric pads, odd sizes, ceil_mode's overhang without pads, a 5 x 5 window, float16 and
+uint8."""
 import numpy as np
 import pytest
 from onnx import helper
 
-from util import check_model, is_native, lower_model, make_model, native_targets, vinfo
+from util import check_model, is_native, kernel_targets, make_model, plans, vinfo
 
 N = helper.make_node
 
 
 def _pool(h: int, w: int, dtype=np.float32, **attrs):
-    return make_model([N("MaxPool", ["x"], ["y"], **attrs)], [vinfo("x", dtype, ["n", 3, h, w])],
+    return make_model([N("MaxPool", ["x"], ["y"], name="pool", **attrs)], [vinfo("x", dtype, ["n", 3, h, w])],
                       [vinfo("y", dtype, None)])
 
 
-def _clamped(model, target: str) -> bool:
-    _, _, module = lower_model(model, target)
-    kernels = [str(f) for f in module.functions if "maxpool" in f.name]
-    assert len(kernels) == 1, [f.name for f in module.functions]
-    return any(line.startswith("ol.head") for line in kernels[0].splitlines())
+def _route(model, target: str, routes=None) -> str:
+    return plans(model, target, routes=routes)["pool"].route
 
 
 def _feeds(h: int, w: int, dtype) -> list[dict]:
@@ -45,10 +43,18 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("target", ["wasm32", *native_targets()])
+@pytest.mark.parametrize("target", kernel_targets())
 @pytest.mark.parametrize("case", list(CASES))
 def test_max_pool_clamped(target, case):
     h, w, dtype, attrs, clamps = CASES[case]
     model = _pool(h, w, dtype, **attrs)
-    assert _clamped(model, target) == (clamps and is_native(target))
+    policy = "clamped" if clamps and is_native(target) else "padded"
+    assert _route(model, target) == policy
     check_model(model, target, _feeds(h, w, dtype), rtol=0, atol=0)
+    if clamps:  # the other kernel, asked for by name
+        other = {"pool": "padded" if policy == "clamped" else "clamped"}
+        assert _route(model, target, other) == other["pool"]
+        check_model(model, target, _feeds(h, w, dtype), rtol=0, atol=0, routes=other)
+    else:
+        with pytest.raises(Exception, match="route 'clamped' cannot run it"):
+            _route(model, target, {"pool": "clamped"})

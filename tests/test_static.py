@@ -10,6 +10,7 @@ from onnx import helper
 import wasm_runtime
 from samples.models import reshape_of_shape
 from toolkit.compiler import compile_model, static_program_problems
+from toolkit.codegen.target import get_target
 from toolkit.frontend.onnx.importer import import_model
 from toolkit.ir.graph import FOLD_LIMIT, CompileError
 from toolkit.passes import run_pipeline
@@ -162,7 +163,7 @@ def test_static_module_runs(name, target):
 
 
 def _graph(m, **kw):
-    return run_pipeline(import_model(m, **kw))
+    return run_pipeline(import_model(m, **kw), get_target("wasm32"))
 
 
 def test_nonzero_of_a_constant_is_static():

@@ -7,17 +7,20 @@ The bindings reach each path of the transforms: vectors of 8 and of 4 tiles and 
 column have one output row or column), an output of one pixel and an empty one, padding on
 any side, a batch, several chunks of tile rows per image, and the fused epilogue (bias,
 activation, a residual read on whole vectors of pixels). The routing cases check which kernel
-a Conv got: too few channels, too few in all for the target's register tile, weights given at
-run time, a stride, (natively, with AVX-512's 32-column panels) too few tiles, and natively
-an image whose size is known only at run time keep the plain GEMM convolution; the native
-kernel runs on images bound at compile time (test_static_images)."""
+a Conv's plan got: too few channels, too few in all for the target's register tile, weights
+given at run time, a stride, (natively, with AVX-512's 32-column panels) too few tiles, and
+natively an image whose size is known only at run time keep the plain GEMM convolution. The
+tests of images known only at run time ask for Winograd by name natively (``routes``), so
+its kernel runs them at every CPU level too; images bound at compile time take it by the
+policy (test_static_images)."""
 import numpy as np
 import pytest
 from onnx import helper
 
+from toolkit.codegen import plan as P
 from toolkit.codegen import winograd as W
 from toolkit.codegen.gemm import tile_for
-from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, vinfo
+from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, plans, vinfo
 
 F32 = np.float32
 N = helper.make_node
@@ -28,19 +31,32 @@ def target(request) -> str:
     return request.param
 
 
-# an image known only at run time takes Winograd on wasm32, not natively (winograd.route); the
-# native kernel's paths are the static images' (test_static_images)
-def symbolic_image_route(target: str) -> bool:
-    return not is_native(target)
+# an image known only at run time takes Winograd on wasm32, not natively (plan.winograd_route);
+# natively these tests ask for the route by name, so the kernel runs on such images too
+def symbolic_image(target: str) -> dict:
+    """What a test of an image known only at run time compiles with: natively, the route
+    asked for (the policy keeps the plain GEMM there, checked by :func:`_check_routes`)."""
+    return {"routes": {"conv": "winograd"}} if is_native(target) else {}
+
+
+def _route(model, target, binds=None, routes=None) -> str:
+    """The route of the model's one Conv."""
+    got = [p.route for n, p in plans(model, target, binds, routes).items()]
+    assert len(got) == 1, got
+    return got[0]
+
+
+def _check_routes(model, target) -> dict:
+    """A symbolic image: Winograd by the policy on wasm32, the GEMM natively, where it runs
+    when asked for. The compile options that run Winograd."""
+    assert _route(model, target) == ("gemm" if is_native(target) else "winograd")
+    kw = symbolic_image(target)
+    assert _route(model, target, routes=kw.get("routes")) == "winograd"
+    return kw
 
 
 def _rand(rng, shape):
     return rng.uniform(-1, 1, shape).astype(F32)
-
-
-def _kernels(model, target, binds=None) -> list[str]:
-    _, _, module = lower_model(model, target, binds)
-    return sorted(f.name for f in module.functions if f.name.startswith("k"))
 
 
 def _conv(c, m, pads=(1, 1, 1, 1), post=(), bias=True, seed=0, strides=(1, 1), weights_input=False):
@@ -52,7 +68,8 @@ def _conv(c, m, pads=(1, 1, 1, 1), post=(), bias=True, seed=0, strides=(1, 1), w
         inputs.append(vinfo("w", F32, [m, c, 3, 3]))
     else:
         inits.append(const("w", w))
-    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t0"], pads=list(pads), strides=list(strides))]
+    nodes = [N("Conv", ["x", "w"] + (["b"] if bias else []), ["t0"], name="conv", pads=list(pads),
+               strides=list(strides))]
     for i, (op, inputs_, attrs) in enumerate(post):
         nodes.append(N(op, [f"t{i}"] + inputs_, [f"t{i + 1}"], **attrs))
     nodes[-1].output[0] = "y"
@@ -61,9 +78,7 @@ def _conv(c, m, pads=(1, 1, 1, 1), post=(), bias=True, seed=0, strides=(1, 1), w
 
 
 def _winograd(model, target, binds=None) -> bool:
-    names = _kernels(model, target, binds)
-    assert any("conv2d" in n for n in names), names
-    return any("conv2d_winograd" in n for n in names)
+    return _route(model, target, binds) == "winograd"
 
 
 @pytest.mark.parametrize("pads", [(1, 1, 1, 1), (0, 0, 0, 0), (0, 2, 1, 0)])
@@ -71,21 +86,21 @@ def test_transform_paths(target, pads):
     """Tile rows of 15 (8 + 4 + 3 tiles), 16 and 2; odd and even output sizes; one pixel;
     a batch of two."""
     model, _ = _conv(16, 128, pads, seed=sum(pads))
-    assert _winograd(model, target) == symbolic_image_route(target)
+    kw = _check_routes(model, target)
     rng = np.random.default_rng(1)
     top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
     shapes = [(1, 30, 30), (2, 7, 31), (1, 5, 34), (1, 3, 4)]
     feeds = [{"x": _rand(rng, (n, 16, h - top - bottom + 2, w - left - right + 2))} for n, h, w in shapes]
     feeds.append({"x": _rand(rng, (1, 16, 3 - top - bottom, 3 - left - right))})  # a 1 x 1 output
-    check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
+    check_model(model, target, feeds, rtol=1e-4, atol=1e-5, **kw)
 
 
 def test_empty_output(target):
     """An input smaller than the filter without padding: a [1, 128, 0, w] output, no trap."""
     model, _ = _conv(16, 128, (0, 0, 0, 0))
-    assert _winograd(model, target) == symbolic_image_route(target)
+    kw = _check_routes(model, target)
     check_model(model, target, [{"x": _rand(np.random.default_rng(2), (1, 16, 2, 6))},
-                                {"x": _rand(np.random.default_rng(3), (1, 16, 5, 5))}], rtol=1e-4, atol=1e-5)
+                                {"x": _rand(np.random.default_rng(3), (1, 16, 5, 5))}], rtol=1e-4, atol=1e-5, **kw)
 
 
 def test_chunks_of_tile_rows(target):
@@ -93,10 +108,10 @@ def test_chunks_of_tile_rows(target):
     output (12 x 12 tiles) is three chunks and a 23 x 21 one (12 x 11 tiles) too."""
     assert W.chunk_tiles(8, 300) == 54
     model, _ = _conv(8, 300, seed=4)
-    assert _winograd(model, target) == symbolic_image_route(target)
+    kw = _check_routes(model, target)
     rng = np.random.default_rng(4)
     check_model(model, target, [{"x": _rand(rng, (1, 8, 24, 24))}, {"x": _rand(rng, (1, 8, 23, 21))}],
-                rtol=1e-4, atol=1e-5)
+                rtol=1e-4, atol=1e-5, **kw)
 
 
 def test_fused_epilogue(target):
@@ -106,18 +121,18 @@ def test_fused_epilogue(target):
     graph, _, _ = lower_model(model, target)
     assert [type(n.op).__name__ for n in graph.nodes] == ["Conv"]
     assert [(p.op.fn, p.operand) for p in graph.nodes[0].op.post] == [("add", "full"), ("relu", "")]
-    assert _winograd(model, target) == symbolic_image_route(target)
+    kw = _check_routes(model, target)
     rng = np.random.default_rng(5)
     feeds = [{"x": _rand(rng, (n, 16, h, w)), "r": _rand(rng, (n, 128, h, w))} for n, h, w in [(1, 18, 33), (2, 5, 9)]]
-    check_model(model, target, feeds, rtol=1e-4, atol=1e-5)
+    check_model(model, target, feeds, rtol=1e-4, atol=1e-5, **kw)
 
 
 def test_no_bias(target):
     model, _ = _conv(32, 64, bias=False, seed=6)
-    assert _winograd(model, target) == symbolic_image_route(target)
+    kw = _check_routes(model, target)
     rng = np.random.default_rng(6)
     check_model(model, target, [{"x": _rand(rng, (1, 32, 17, 40))}, {"x": _rand(rng, (1, 32, 6, 6))}],
-                rtol=1e-4, atol=1e-5)
+                rtol=1e-4, atol=1e-5, **kw)
 
 
 @pytest.mark.parametrize("why", ["few channels", "small product", "run-time weights", "stride"])
@@ -125,7 +140,8 @@ def test_plain_gemm_otherwise(target, why):
     """Fewer than 8 input channels, too few channels in all for the tile (8 x 16 is less than
     five of wasm32's 2 x 16 tiles), weights that are an input, or a stride: the GEMM
     convolution runs (and is right)."""
-    kw = {"few channels": dict(c=W.MIN_CHANNELS - 1, m=512), "small product": dict(c=8, m=16),
+    least = P.tuning(compile_target(target)).winograd_min_channels
+    kw = {"few channels": dict(c=least - 1, m=512), "small product": dict(c=8, m=16),
           "run-time weights": dict(c=16, m=128, weights_input=True), "stride": dict(c=16, m=128, strides=(2, 2))}[why]
     model, w = _conv(**kw, seed=7)
     assert not _winograd(model, target)

@@ -189,6 +189,21 @@ def rand(rng: np.random.Generator, shape, dtype=np.float32, lo=-3, hi=3) -> np.n
     return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 
+def plans(model: onnx.ModelProto, target: str = "wasm32", binds=None, routes=None) -> dict:
+    """The kernel plans (toolkit.codegen.plan.Plan) the compiler gives ``model``'s nodes on
+    ``target`` (those with more than one kernel), by node name: import and the passes, no
+    lowering."""
+    from toolkit.codegen.target import get_target
+    from toolkit.frontend.onnx.importer import import_model
+    from toolkit.passes import run_pipeline
+
+    tgt = get_target(*split_target(target))
+    graph = import_model(model, binds)
+    graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
+    graph = run_pipeline(graph, tgt, routes)
+    return {n.name: n.op.plan for n in graph.all_nodes() if getattr(n.op, "plan", None) is not None}
+
+
 def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None, check_facts: bool = False):
     """(graph, program IR, llvm module) of a model (its symbols ``binds`` fixed, as
     ``compile_model`` fixes them; its facts checked if ``check_facts``): the compiler up to
@@ -203,7 +218,7 @@ def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None, chec
     tgt = get_target(*split_target(target))
     graph = import_model(model, binds, check_facts=check_facts)
     graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
-    graph = run_pipeline(graph)
+    graph = run_pipeline(graph, tgt)
     module = new_module(tgt, "t")
     prog = lower_graph(graph, KernelTable(module, tgt, Program()))
     return graph, prog, module

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -314,6 +315,7 @@ def cmd_inspect(args) -> int:
         print("  none: every shape is static")
     _print_dynamic(meta.get("dynamic"))
     _print_memory(meta, meta["inputs"], args.bind)
+    _print_plans(meta.get("plans"))
     print("\nvalues:")
     width = max((len(n) for n in meta["values"]), default=0)
     for name, v in meta["values"].items():
@@ -345,6 +347,18 @@ def cmd_inspect(args) -> int:
             for i, s in enumerate(p["strings"]):
                 print(f"  msg#{i}: {s}")
     return 0
+
+
+def _print_plans(plans: dict | None) -> None:
+    """Each kernel plan (ops with more than one kernel): the route, its tile, how the weights
+    are packed, its scratch, and the elementwise ops fused into its epilogue."""
+    if not plans:
+        return
+    print(f"\nkernel plans ({len(plans)} nodes; routes: "
+          f"{', '.join(f'{r} {n}' for r, n in sorted(Counter(p['route'] for p in plans.values()).items()))}):")
+    for name, p in plans.items():
+        fused = f"; then {', '.join(p['fused'])}" if p.get("fused") else ""
+        print(f"  {p['op']} '{name}': {p['plan']}{fused}")
 
 
 def _print_memory(meta: dict, inputs: list, bind: dict | None) -> None:

@@ -76,6 +76,10 @@ def build_metadata(graph: Graph, prog: Encoded, target, memory=None, variants: d
             entry["op"] = v.producer.source
             entry["core"] = str(v.producer.op)
         values[name] = entry
+    # each node's kernel plan, for the ops with more than one kernel (toolkit.codegen.plan)
+    plans = {n.name: {"op": n.source, "route": n.op.plan.route, "plan": n.op.plan.describe(),
+                      "fused": [str(p) for p in getattr(n.op, "post", ())]}
+             for n in graph.all_nodes() if getattr(n.op, "plan", None) is not None}
     return {
         "format": "symwasm", "format_version": list(FORMAT_VERSION), "compiler": __version__,
         # what a host must support: wasm features, or the native CPU's ISA extensions
@@ -87,7 +91,7 @@ def build_metadata(graph: Graph, prog: Encoded, target, memory=None, variants: d
         "model": {"name": graph.name, "opset": graph.opset, "notes": graph.notes, "check_facts": graph.check_facts,
                   "weight_inputs": graph.weight_inputs},
         "inputs": [io(n) for n in graph.inputs], "outputs": [io(n) for n in graph.outputs],
-        "symbols": dict(sorted(symbols.items())), "values": values,
+        "symbols": dict(sorted(symbols.items())), "values": values, "plans": plans,
         # what stays dynamic and why (inspect prints it; empty when --static would accept the model)
         "dynamic": dynamic_report(graph),
         # the memory plan: arenas, the dynamic arena's size as a formula (hosts evaluate it:
@@ -136,7 +140,8 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                   progress: Callable[[str], None] | None = None,
                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
                   static: bool = False, cpu: str | None = None, relaxed: bool = False,
-                  check_facts: bool = False, overridable: Collection[str] = ()) -> CompileResult:
+                  check_facts: bool = False, overridable: Collection[str] = (),
+                  routes: Mapping[str, str] | None = None) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
     symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
     demands a static module: every shape known at compile time, so the program is only
@@ -153,6 +158,9 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     suite's fact-checking run, ``make check-facts``). ``overridable`` names initializers the
     model also lists as inputs (as IR version 3 wrote weights) that stay inputs a run may
     feed, their values the default (``all``: every one); the others compile as constants.
+    ``routes`` (node name -> route, :mod:`toolkit.codegen.plan`) runs those nodes by the
+    kernel named instead of the one the target's plan picks: for tests of every kernel on
+    every target.
 
     Raises ValueError for an unknown target or CPU, and
     :class:`toolkit.ir.graph.CompileError` for a model symwasm cannot compile.
@@ -180,7 +188,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                          overridable)
     graph.keep_quantized_weights = tgt.is_wasm
     t = stage("import", t0)
-    graph = run_pipeline(graph)
+    graph = run_pipeline(graph, tgt, routes)
     if static:
         check_static(graph)
     t = stage("passes", t)

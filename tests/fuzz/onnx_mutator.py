@@ -251,7 +251,7 @@ def compile_to_program(data: bytes):
     from toolkit.program.lower import lower_graph
 
     tgt = get_target("wasm32")
-    graph = run_pipeline(import_model(data))
+    graph = run_pipeline(import_model(data), tgt)
     lower_graph(graph, KernelTable(new_module(tgt, "fuzz"), tgt, Program())).encode()
 
 

@@ -316,25 +316,6 @@ def conv_scratch(win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim]) ->
     return (n, c, h, D.ceildiv(w + win.pads[1] + win.pads[3], sw) * sw)
 
 
-# at most this many input and output channels (known at compile time), a Conv of one group
-# runs the direct kernel: a network's first layer on RGB (3 channels) into 8
-DIRECT_MAX_IN, DIRECT_MAX_OUT = 4, 8
-
-
-def gemm_route(win: Window, group: int, c: Dim, m: Dim) -> bool:
-    """Whether a float32 2-D Conv of ``c`` input and ``m`` output channels runs as a GEMM
-    (:func:`build_conv2d_gemm`): one group. A grouped convolution (depthwise: one channel per
-    group) has too few rows per group for the GEMM's tiles and runs :mod:`.depthwise` or the
-    direct kernel; so does one of at most 4 input and 8 output channels, where copying each
-    pixel's patch (c * kh * kw floats) into the GEMM's panels costs as much as its few output
-    channels' multiply-adds: natively, the zoo's 3 -> 8 channel stems (7x7 stride 2 and 3x3
-    stride 2) took resnet18 at b2h48w40 from 1.35x to 1.19x onnxruntime's time and yolo from
-    1.19 to 1.10x; with 16 outputs (the cnn benchmark's 3 -> 16, 3x3) the GEMM stayed 5% faster."""
-    if group != 1:
-        return False
-    return not (isinstance(c, int) and isinstance(m, int) and c <= DIRECT_MAX_IN and m <= DIRECT_MAX_OUT)
-
-
 def im2col_stage(win: Window, x_shape: Sequence[Dim]) -> tuple[Dim, ...] | None:
     """The shape ``(n, c, sh * sw, hq, wq)`` of the input as the GEMM convolution reads it
     (:func:`stage_phases`): padded, and split into stride phases so that every tap of a
@@ -380,7 +361,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     :func:`.gemm.pack_a` at compile time, and the patch matrix never materialized
     (:class:`.im2col.Im2col` packs its blocks from the staged input). The bias and the fused
     elementwise ops ``post`` (:class:`.gemm.PostOp`) are the GEMM's epilogue. ``params``:
-    (window, tile, bias, post, packed_a, dual). ``dual`` (:func:`conv_t_dual`): the weights
+    (window, tile, bias, post, packed_a, dual). ``dual`` (:func:`.plan.dual_route`): the weights
     are packed by :func:`pack_conv_t`, and a call with few pixels (:func:`conv_t_wins`) runs
     the transposed GEMM (:func:`transposed_gemm`) instead. Tensors: x, w, [bias], the post
     ops' operands, [the staged input of :func:`im2col_stage`], with ``dual`` [the patches]
@@ -468,27 +449,6 @@ def conv_t_patches(win: Window) -> bool:
     return win.kernel != (1, 1) or win.padded(0) or win.padded(1)
 
 
-def conv_t_route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile, wasm: bool) -> bool:
-    """Whether a float32 2-D Conv with constant weights runs as the transposed GEMM of
-    :func:`build_conv2d_t`: one group, static channels, pads and pixels, at most
-    :data:`CONV_T_MAX_PIXELS` pixels, which fill the GEMM's NR-column panels no better than
-    the output channels would (7 x 7 = 49 pixels in AVX-512's 32-column panels: 64 columns
-    computed, 31% of them wasted), counted in multiply-adds with the panels' padding.
-
-    A larger kernel, or pads, natively only: its patch matrix is copied out first
-    (:func:`conv_t_patches`). Per layer, in paired calls against onnxruntime, resnet50's 3 x 3
-    layers on small images went from 1.23 to 1.10x its time (512 channels at 7 x 7), 1.64 to
-    1.26x (512, stride 2, 14 x 14 -> 7 x 7) and 1.33 to 1.18x (256, stride 2, 28 -> 14).
-    Under wasmtime they ran within 2% of the GEMM route (6.76 against 6.67 ms, 11.09 against
-    11.35), so wasm32 keeps that."""
-    if not (group == 1 and isinstance(c, int) and isinstance(m, int)):
-        return False
-    if conv_t_patches(win) and (wasm or not all(isinstance(p, int) for p in win.pads)):
-        return False
-    pixels = y_shape[2] * y_shape[3]
-    return isinstance(pixels, int) and conv_t_wins(pixels, m, tile.nr, _INT_OPS)
-
-
 class _Ops(NamedTuple):
     mul: Callable
     le: Callable
@@ -526,24 +486,6 @@ def conv_t_wins(pixels, m: int, nr: int, ops: _Ops = _INT_OPS):
 DUAL_KC = 128
 
 
-def conv_t_dual(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], wasm: bool) -> bool:
-    """Whether a float32 2-D Conv with constant weights and an image whose size is known
-    only at run time carries both routes and chooses per call (:func:`conv_t_wins` on the
-    call's pixel count): natively, one group, static channels and pads. The weights are
-    packed once, as the transposed GEMM's B (:func:`pack_conv_t`), which is also
-    :class:`.gemm.PanelA`'s layout with panels of NR rows: the GEMM of the weights as A reads
-    them so, and the module holds one copy.
-
-    The GEMM's NR-column panels wasted most of their work on few pixels: on the zoo's
-    ResNet-18 with symbolic height and width at 32 x 32 (stages of 8 x 8 down to 1 x 1
-    pixels) a 64 -> 64 channel 3 x 3 layer at 1 x 1 took 3.4x onnxruntime's time, the model
-    2.4x. wasm32 keeps the GEMM of the weights as A, as :func:`conv_t_route` does for
-    kernels larger than 1 x 1."""
-    if wasm or not (group == 1 and isinstance(c, int) and isinstance(m, int)):
-        return False
-    return all(isinstance(p, int) for p in win.pads) and not isinstance(y_shape[2] * y_shape[3], int)
-
-
 def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
     """[M, C, kh, kw] weights as the transposed GEMM's packed B: W^T, [C * kh * kw, M], in
     NR-column panels (:func:`.gemm.pack_b`)."""
@@ -551,7 +493,7 @@ def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
 
 
 def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
-    """y = post(conv(x, w) + bias) for a convolution with few pixels (:func:`conv_t_route`),
+    """y = post(conv(x, w) + bias) for a convolution with few pixels (:func:`.plan.transposed_route`),
     per image as the transposed GEMM (:func:`transposed_gemm`). ``params``: (window, tile,
     bias, post). Tensors: x, the packed weights (:func:`pack_conv_t`), [bias], the fused ops'
     operands, [the staged input], [the patches], yt (the scratch [pixels, M]), y. Scalars:
@@ -593,7 +535,7 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
     ([K, pixels] or more), an output row's pixels at a time, and read as A. Then yt ([pixels,
     M] or more) is transposed into y, the bias and the fused ops ``post`` applied on the way
     (vectors along the pixels, as :func:`conv_epilogue` takes them). The image's size may be
-    known only at run time (:func:`conv_t_dual`)."""
+    known only at run time (:func:`.plan.dual_route`)."""
     if xs is not None:
         channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
     else:

@@ -9,7 +9,7 @@ for max, zero for the sums), so no tap tests bounds; averages divide by the coun
 inside the input, or inside the explicitly padded input with ``count_include_pad``.
 
 Natively, a 2-D max pool of unit dilations whose windows all overlap the input reads the
-input itself, its taps clamped to the input's edges (:func:`clamps`): with unit dilations a
+input itself, its taps clamped to the input's edges (:func:`clamp_fits`): with unit dilations a
 tap in the padding lands on the window's nearest element inside the input, which the maximum
 already counts, so the result is the same, and the padded copy (resnet50's 64 x 112 x 112
 input, 3.3 MB written and read again) is not made. Only the outputs whose windows cross an
@@ -45,14 +45,14 @@ class Pooling:
     """What a pool computes: ``kind`` "max", "avg" or "lp" (with ``p``) over ``window``;
     ``count_include_pad`` for averages; ``storage_order`` (0 row-major, 1 column-major over
     the spatial dims) when MaxPool's Indices are wanted, else None; ``clamped``: how it
-    reads a padded input (see :func:`clamps`)."""
+    reads a padded input (see :func:`clamp_fits`)."""
 
     kind: str
     window: Window
     count_include_pad: bool = False
     p: float = 2.0
     storage_order: int | None = None
-    clamped: bool = False  # reads x with its taps clamped, not a padded copy (:func:`clamps`)
+    clamped: bool = False  # reads x with its taps clamped, not a padded copy (:func:`clamp_fits`)
 
     @property
     def kernel_name(self) -> str:
@@ -87,17 +87,13 @@ def lp_uses_mathlib(p: float) -> bool:
     return p not in (1, 2)
 
 
-def clamps(params: Pooling, x_shape: Sequence[Dim], y_shape: Sequence[Dim], ceil_mode: bool, wasm: bool) -> bool:
-    """Whether a pool that needs a padded input (:func:`pool_scratch`) reads x with its taps
-    clamped to x's edges instead: natively, a max pool over 2 spatial dims, unit dilations,
-    at most UNROLL_TAPS taps, static pads and spatial dims, every window overlapping x (it
-    starts before x's end and ends after its start). resnet50's 3 x 3 stride-2 pool of 64 x
-    112 x 112 with pads of 1 took 0.61x the time natively (0.87 -> 0.54 ms, onnxruntime 0.53,
-    paired calls) but 1.08x under wasmtime, where the copy is cheaper than the vectorized
-    loop's clamping and split, so wasm32 keeps the padded copy."""
-    win = params.window
-    if not (not wasm and params.kind == "max" and params.storage_order is None and win.rank == 2
-            and win.dilations == (1, 1) and math.prod(win.kernel) <= UNROLL_TAPS
+def clamp_fits(kind: str, win: Window, x_shape: Sequence[Dim], y_shape: Sequence[Dim], ceil_mode: bool) -> bool:
+    """Whether :func:`_max_clamped` can run a pool (without Indices) that needs a padded input
+    (:func:`pool_scratch`): a max pool over 2 spatial dims, unit dilations, at most
+    UNROLL_TAPS taps, static pads and spatial dims, every window overlapping x (it starts
+    before x's end and ends after its start). Whether it pays is the plan's
+    (:func:`.plan.plan_pool`)."""
+    if not (kind == "max" and win.rank == 2 and win.dilations == (1, 1) and math.prod(win.kernel) <= UNROLL_TAPS
             and all(isinstance(d, int) for d in (*win.pads, *x_shape[2:], *y_shape[2:]))
             and pool_scratch(x_shape, y_shape, win, ceil_mode) is not None):
         return False
@@ -109,7 +105,7 @@ def clamps(params: Pooling, x_shape: Sequence[Dim], y_shape: Sequence[Dim], ceil
 
 
 def _max_clamped(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) -> None:
-    """A 2-D max pool reading x, its taps clamped to x's edges (:func:`clamps`): per output
+    """A 2-D max pool reading x, its taps clamped to x's edges (:func:`clamp_fits`): per output
     row, each tap row's clamped offset; the columns in three runs, the windows that cross
     the left edge and the right one clamping their columns, those between (which LLVM
     vectorizes) reading x as they are."""

@@ -43,20 +43,6 @@ from .simd import lanes_below, mac, masked_load, masked_store
 
 TensorType = tuple[DType, Sequence[Dim]]
 
-# fewer channels than this keep the direct kernel: a block of the widest vectors (16
-# lanes) would be mostly padding
-MIN_CHANNELS = 16
-
-
-def route(win: Window, group: int, x_shape: Sequence[Dim], w_shape: Sequence[Dim]) -> bool:
-    """Whether a float32 2-D Conv runs here: depthwise with one output channel per input
-    channel (group = C = M), at least :data:`MIN_CHANNELS` channels known at compile time,
-    pads known at compile time. (The caller checks the weights are constant.)"""
-    c = x_shape[1]
-    return (win.rank == 2 and isinstance(c, int) and c >= MIN_CHANNELS and group == c
-            and tuple(w_shape[:2]) == (c, 1) and all(isinstance(p, int) for p in win.pads))
-
-
 def pack(w: np.ndarray, lanes: int) -> np.ndarray:
     """[C, 1, kh, kw] weights as [ceil(C / L), kh * kw, L]: per block of L channels, per tap,
     the block's weights (zeros past channel C)."""

@@ -168,19 +168,6 @@ class ResizedAxis:
     roi: int | None = None
 
 
-def rows_route(mode: str, coord: str, antialias: bool, axes: Sequence[ResizedAxis], rank: int) -> bool:
-    """Whether a Resize interpolates each output row's input rows once (a float64 scratch row
-    of the input's width) and then each output along the row from it: linear or cubic, not
-    antialiased nor tf_crop_and_resize, resizing exactly the last two axes in that order by
-    scales known at compile time and not 1. The sums are the same operations in the same
-    order as element by element (each output's sum over the rows, for each of its columns'
-    taps, is one element of the scratch row), so the same values; the row's sums are made
-    once per input column instead of once per output tap. A 2x bilinear upsampling of 16
-    channels, 24 x 20 -> 48 x 40, took 5.5x onnxruntime's time natively element by element."""
-    return (mode in ("linear", "cubic") and not antialias and coord != "tf_crop_and_resize" and rank >= 2
-            and [a.axis for a in axes] == [rank - 2, rank - 1] and all(a.scale not in (None, 1.0) for a in axes))
-
-
 def leaves(mode: str, axes: Sequence[ResizedAxis], antialias: bool = False) -> int:
     """How many reads one output element's code holds (each axis whose scale may be 1 at
     run time adds a branch with one read; an antialiased axis reads in a loop)."""
@@ -202,7 +189,7 @@ class ResizePlan:
     axes: tuple[ResizedAxis, ...]  # in the order they are resized
     roi_half: int
     antialias: bool = False  # linear and cubic: one weights table per axis
-    rows: bool = False  # the second-to-last axis interpolated once per output row (:func:`rows_route`)
+    rows: bool = False  # the second-to-last axis interpolated once per output row (:func:`.plan.rows_route`)
 
     @property
     def kernel_name(self) -> str:

@@ -27,7 +27,7 @@ pixels. Both transforms run on vectors of consecutive tiles of a tile row, the t
 over one at a time.
 
 It runs float32 3x3 convolutions of one group with unit strides and dilations, constant
-weights and enough input and output channels (:func:`route`): fewer leave too little of a
+weights and enough input and output channels (:func:`.plan.winograd_route`): fewer leave too little of a
 product to pay for the transforms.
 """
 from __future__ import annotations
@@ -42,45 +42,15 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32
 from . import gemm as G
-from .conv import Window, conv_epilogue, conv_inputs, dims_in
+from .conv import conv_epilogue, conv_inputs, dims_in
 from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smax, smin
 
-MIN_CHANNELS = 8  # input and output channels below which a Conv stays a plain GEMM
-MIN_TILE_PRODUCTS = 5  # input times output channels, in GEMM register tiles (see route())
 CHUNK_FLOATS = 1 << 14  # 16 * channels * tiles of a chunk: 1 MiB of transforms (L2)
 # vector widths of the transforms, in tiles: a row of 8 x 8 output tiles (16 x 16 pixels)
 # still runs on vectors with AVX-512, whose 16 lanes would leave it to the scalar code
 TRANSFORM_LANES = (8, 4)
 
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-
-
-def route(win: Window, group: int, c: Dim, m: Dim, y_shape: Sequence[Dim], tile: G.GemmTile,
-          wasm: bool = True) -> bool:
-    """Whether a float32 2-D Conv with constant weights of ``m`` output and ``c`` input channels
-    and output shape ``y_shape`` runs by Winograd's F(2x2, 3x3) with GEMM tile ``tile``.
-
-    The 16 products are [m, c] @ [c, tiles]: with few channels a register tile does little
-    work per load and store, and the transforms (a few additions per element) weigh more, so
-    it takes ``c * m >= MIN_TILE_PRODUCTS`` register tiles' worth (wasm32's 2 x 16: 160;
-    AVX-512's 12 x 32: 1920). Measured against the plain GEMM convolution: 16 -> 16 channels
-    0.74x under wasmtime and 1.35x natively with AVX-512, 32 -> 64 0.61x and 0.77x. An image
-    of fewer 2x2 tiles than a panel has columns would leave the products' panels partly empty
-    (AVX-512's 32 columns against a 7 x 7 output's 16 tiles: 1.08x).
-
-    An image whose size is known only at run time takes Winograd on wasm32 only. Natively the
-    plain GEMM convolution measured faster at every size tried (the zoo's ResNet-18 with
-    symbolic height and width: 0.60x the time at 32 x 32, 0.92x at 224 x 224 and 512 x 512);
-    in Node Winograd still paid on large images (1.17x the time without it at 224 x 224,
-    0.62x at 32 x 32), so wasm32 keeps it."""
-    if not (win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1) and group == 1
-            and isinstance(c, int) and isinstance(m, int) and c >= MIN_CHANNELS and m >= MIN_CHANNELS
-            and c * m >= MIN_TILE_PRODUCTS * tile.mr * tile.nr):
-        return False
-    tiles = D.ceildiv(y_shape[2], 2) * D.ceildiv(y_shape[3], 2)
-    if not isinstance(tiles, int):
-        return wasm
-    return tiles >= tile.nr
 
 
 def transform_weights(w: np.ndarray) -> np.ndarray:

@@ -332,6 +332,14 @@ class Patch:
         return output
 
 
+def planned(op: Any, node: Node) -> Any:
+    """The kernel plan (:class:`toolkit.codegen.plan.Plan`) the select-kernels pass gave
+    ``op`` (:mod:`toolkit.passes.kernels`); an op with more than one kernel lowers only so."""
+    if op.plan is None:
+        raise CompileError(f"{node.label()}: no kernel plan (the select-kernels pass did not run)")
+    return op.plan
+
+
 def replace_node(graph: Graph, node: Node, op: CoreOp, inputs: Sequence[str] | None = None) -> list[Node]:
     """``node`` with another op (and inputs), inferred: the usual simplification patch."""
     new = Node(op, node.name, node.source, list(node.inputs if inputs is None else inputs), list(node.outputs))

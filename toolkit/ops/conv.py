@@ -20,7 +20,7 @@ block sizes may be read at run time).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -29,13 +29,13 @@ from ..codegen import conv as C
 from ..codegen import conv_nd as CN
 from ..codegen import conv_pool as CP
 from ..codegen import depthwise as DW
-from ..codegen import gemm as G
+from ..codegen import plan as P
 from ..codegen import winograd as W
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext, Patch, replace_node
+from .base import CoreOp, InferContext, Patch, planned
 from . import elementwise as EW
 from . import linalg as L
 from .shape import ViewAs
@@ -191,8 +191,8 @@ class Conv(CoreOp):
 
     window: SlidingWindow
     group: int = 1
-    packed: bool = False
     post: tuple = ()  # elementwise ops fused after it (gemm.PostOp; toolkit.passes.fuse)
+    plan: P.Plan | None = field(default=None, repr=False)  # its kernel (toolkit.passes.kernels)
     operands_at: ClassVar[int] = 3  # where the fused ops' operands start among the inputs
 
     def infer(self, ctx: InferContext) -> None:
@@ -210,37 +210,20 @@ class Conv(CoreOp):
         ctx.info = win
         ctx.set_output(0, x.dtype, (x.shape[0], m) + out)
 
-    def _tiled(self, x: Value) -> bool:
-        """Whether a register-tiled 2-D kernel runs this Conv."""
-        return x.rank == 4 and x.dtype == FLOAT32
-
     def fusable(self, graph: Graph, node: Node) -> bool:
-        x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
-        return self.as_gemm(x, w) or self.channels_last(node, x, w)
+        return self.plan is not None and self.plan.fusable
 
-    def channels_last(self, node: Node, x: Value, w: Value) -> bool:
-        """Whether the depthwise kernel of :mod:`toolkit.codegen.depthwise` runs this Conv
-        (vectors along the channels), which can take fused elementwise ops."""
-        return (self._tiled(x) and not self.packed and w.const is not None
-                and DW.route(node.info, self.group, x.shape, w.shape))
-
-    def as_gemm(self, x: Value, w: Value) -> bool:
-        """Whether this Conv runs as a GEMM (:func:`toolkit.codegen.conv.build_conv2d_gemm`),
-        which can take fused elementwise ops; the others run the direct kernels."""
-        return self._tiled(x) and C.gemm_route(self.window, self.group, x.shape[1], w.shape[0])
+    def select(self, graph: Graph, node: Node, tuning: P.Tuning, route: str | None = None) -> P.Plan:
+        """This Conv's kernel plan (:func:`toolkit.codegen.plan.plan_conv`)."""
+        x, w, y = (graph.values[n] for n in (node.inputs[0], node.inputs[1], node.outputs[0]))
+        return P.plan_conv(tuning, node.info, self.group, x.shape, w.shape, y.shape, x.dtype,
+                           w.const is not None, route)
 
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
         x, w = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
         if x.rank == 3 and x.dtype == FLOAT32:
             return self._as_2d(node, graph, x, w)
-        if (self.packed or w.const is None or not self._tiled(x) or self.as_gemm(x, w)
-                or self.channels_last(node, x, w)):
-            return None
-        # reordered now: the kernel loads a vector of weights per tap
-        name = f"{w.name}.packed_g{self.group}"
-        if name not in graph.values:
-            graph.add_value(Value(name, w.dtype, w.shape, const=C.pack_weights(w.const, self.group)))
-        return replace_node(graph, node, replace(self, packed=True), [node.inputs[0], name] + node.inputs[2:])
+        return None
 
     def _as_2d(self, node: Node, graph: Graph, x: Value, w: Value) -> list[Node]:
         """A 1-D Conv as a 2-D one over rows of height 1: views in and out."""
@@ -266,68 +249,35 @@ class Conv(CoreOp):
         return patch.nodes
 
     def lower(self, lw, node) -> None:
+        """Emit the plan: the weights packed as its route reads them, its scratch, its kernel."""
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
         bias = len(node.inputs) > 2 and bool(node.inputs[2])
         win: C.Window = node.info
+        plan = planned(self, node)
         _check_output_size(lw, x, y, win)
         ins = [lw.tensor(i) for i in node.inputs[:3] if i]
         pads = [lw.slot(d) for d in C.symbolic(win.pads)]
-        if not self._tiled(x):
+        if plan.route == "nd":
             _call_conv_nd(lw, (win, self.group, False, bias), ins, y, pads)
             return
-        if self.as_gemm(x, lw.value(node.inputs[1])):
-            w = lw.value(node.inputs[1])
-            tile = G.tile_for(lw.target)
-            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            c, m = w.shape[1], w.shape[0]
-            if w.const is not None and W.route(win, self.group, c, m, y.shape, tile, lw.target.is_wasm):
-                ins[1] = lw.derived_const(w.name, "winograd", W.transform_weights)
-                tmp = [lw.scratch(what, FLOAT32, shape) for what, shape in
-                       zip(("staged input", "transformed inputs", "transformed products"),
-                           W.scratch_shapes(x.shape, y.shape, c, m))]
-                lw.call(W.build_conv2d_winograd, (win, tile, bias, self.post),
-                        ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
-                return
-            staged = C.im2col_stage(win, x.shape)
-            tmp = [lw.scratch("staged input", FLOAT32, staged)] if staged is not None else []
-            static_t = w.const is not None and C.conv_t_route(win, self.group, c, m, y.shape, tile,
-                                                               lw.target.is_wasm)
-            dual = w.const is not None and C.conv_t_dual(win, self.group, c, m, y.shape, lw.target.is_wasm)
-            if static_t or dual:
-                # the transposed GEMM's packed weights and scratch; with both routes, the
-                # scratch for as many pixels as that route takes
-                ins[1] = lw.derived_const(w.name, f"conv_t{tile.nr}", lambda a: C.pack_conv_t(a, tile.nr))
-                pixels = y.shape[2] * y.shape[3]
-                if dual:  # (not below 0 either: an image smaller than the window fails its check)
-                    pixels = D.maximum(D.minimum(pixels, C.CONV_T_MAX_PIXELS), 0)
-                if C.conv_t_patches(win):
-                    tmp.append(lw.scratch("patches", FLOAT32, (c * win.taps, pixels)))
-                tmp.append(lw.scratch("transposed output", FLOAT32, (pixels, m)))
-            if static_t:
-                lw.call(C.build_conv2d_t, (win, tile, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
-                        outputs=len(tmp) + 1)
-                return
-            packed_a = w.const is not None
-            if packed_a and not dual:
-                ins[1] = lw.derived_const(w.name, f"panel_a{tile.mr}",
-                                          lambda a: G.pack_a(a.reshape(a.shape[0], -1), tile.mr))
-            lw.call(C.build_conv2d_gemm, (win, tile, bias, self.post, packed_a, dual),
-                    ins + extra + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
-            return
-        w = lw.value(node.inputs[1])
-        if self.channels_last(node, x, w):
-            lanes = G.tile_for(lw.target).lanes
-            ins[1] = lw.derived_const(w.name, f"depthwise{lanes}", lambda a: DW.pack(a, lanes))
-            extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            tmp = [lw.scratch("channels-last input", FLOAT32, DW.staged_shape(win, x.shape, lanes)),
-                   lw.scratch("pixel offsets", INT64, DW.offsets_shape(y.shape, lanes))]
-            lw.call(DW.build_conv2d_dw, (win, lanes, bias, self.post), ins + extra + tmp + [lw.alloc(y.name)],
-                    outputs=len(tmp) + 1)
-            return
-        scratch = C.conv_scratch(win, x.shape, y.shape)
-        tmp = [lw.scratch("staged input", FLOAT32, scratch)] if scratch is not None else []
-        lw.call(C.build_conv2d, (win, self.group, self.packed, bias), ins + tmp + [lw.alloc(y.name)], pads,
-                outputs=len(tmp) + 1)
+        packed = plan.packed_weights(self.group)
+        if packed is not None:
+            ins[1] = lw.derived_const(node.inputs[1], *packed)
+        extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
+        outs = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch] + [lw.alloc(y.name)]
+        tile, post, n = plan.tile, self.post, len(outs)
+        match plan.route:
+            case "winograd":
+                lw.call(W.build_conv2d_winograd, (win, tile, bias, post), ins + extra + outs, pads, outputs=n)
+            case "transposed":
+                lw.call(C.build_conv2d_t, (win, tile, bias, post), ins + extra + outs, outputs=n)
+            case "gemm":
+                lw.call(C.build_conv2d_gemm, (win, tile, bias, post, packed is not None, plan.dual),
+                        ins + extra + outs, pads, outputs=n)
+            case "depthwise":
+                lw.call(DW.build_conv2d_dw, (win, tile.lanes, bias, post), ins + extra + outs, outputs=n)
+            case _:
+                lw.call(C.build_conv2d, (win, self.group, packed is not None, bias), ins + outs, pads, outputs=n)
 
 
 def _check_weight(ctx: InferContext, x: Value, w: Value, window: "SlidingWindow", layout: str) -> None:
@@ -593,6 +543,7 @@ class Pool(CoreOp):
     count_include_pad: bool = False
     p: float = 2.0
     storage_order: int = 0
+    plan: P.Plan | None = field(default=None, repr=False)  # its kernel (toolkit.passes.kernels)
 
     def infer(self, ctx: InferContext) -> None:
         x = ctx.input(0)
@@ -619,24 +570,27 @@ class Pool(CoreOp):
         ctx.set_output(0, x.dtype, shape)
         ctx.set_output(1, INT64, shape)
 
+    def select(self, graph: Graph, node: Node, tuning: P.Tuning, route: str | None = None) -> P.Plan:
+        """The kernel plan (:func:`toolkit.codegen.plan.plan_pool`)."""
+        x, y = graph.values[node.inputs[0]], graph.values[node.outputs[0]]
+        indices = len(node.outputs) > 1 and bool(node.outputs[1])
+        return P.plan_pool(tuning, self.kind, node.info, indices, x.shape, y.shape, x.dtype, self.ceil_mode, route)
+
     def lower(self, lw, node) -> None:
         x, y = lw.value(node.inputs[0]), lw.value(node.outputs[0])
         win: C.Window = node.info
+        plan = planned(self, node)
         _check_output_size(lw, x, y, win)
-        indices = len(node.outputs) > 1 and bool(node.outputs[1])
-        plan = CP.Pooling(self.kind, win, self.kind == "avg" and self.count_include_pad, float(self.p),
-                          self.storage_order if indices else None)
+        indices = plan.route == "indices"
+        params = CP.Pooling(self.kind, win, self.kind == "avg" and self.count_include_pad, float(self.p),
+                            self.storage_order if indices else None, clamped=plan.route == "clamped")
         pads = [lw.slot(d) for d in C.symbolic(win.pads)]
         if indices:
-            lw.call(CP.build_pool, plan, [lw.tensor(x.name), lw.alloc(y.name), lw.alloc(node.outputs[1])], pads,
+            lw.call(CP.build_pool, params, [lw.tensor(x.name), lw.alloc(y.name), lw.alloc(node.outputs[1])], pads,
                     outputs=2)
             return
-        if CP.clamps(plan, x.shape, y.shape, self.ceil_mode, lw.target.is_wasm):
-            plan, scratch = replace(plan, clamped=True), None
-        else:
-            scratch = CP.pool_scratch(x.shape, y.shape, win, self.ceil_mode)
-        tmp = [lw.scratch("padded input", x.dtype, scratch)] if scratch is not None else []
-        lw.call(CP.build_pool, plan, [lw.tensor(x.name)] + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
+        tmp = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+        lw.call(CP.build_pool, params, [lw.tensor(x.name)] + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
 
 
 @dataclass(frozen=True)

@@ -4,25 +4,23 @@ MatMul follows numpy (1-D operands, broadcast batch dims); the shared inner dim 
 equal at compile time or checked at run time, naming both dims. A constant B with
 ``trans_b`` is transposed at compile time (a simplification). float32 products run the
 GEMM microkernel (:mod:`toolkit.codegen.gemm`), with a constant 2-D B packed into panels at
-compile time (:meth:`Lowerer.derived_const`), or kept row-major after a Relu (:func:`b_form`),
+compile time (:meth:`Lowerer.derived_const`), or kept row-major after a Relu (the plan's packing,
+:func:`toolkit.codegen.plan.plan_matmul`),
 and any other packed inside the kernel; the other dtypes run plain loops, a run-time
 transposed B staged in a scratch buffer.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from math import prod
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-import numpy as np
 
 from ..codegen import gemm as G
 from ..codegen import linalg as L
-from ..ir.dtypes import FLOAT32, FLOATS, INT32, INT64, UINT32, UINT64
-from ..ir.dims import Dim
+from ..codegen import plan as P
+from ..ir.dtypes import FLOATS, INT32, INT64, UINT32, UINT64
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext, replace_node
+from .base import CoreOp, InferContext, planned, replace_node
 
 MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
 
@@ -38,35 +36,21 @@ def _relu_output(v: Value) -> bool:
     return getattr(last, "fn", None) == "relu"
 
 
-def b_form(lw, a: Value, b: Value, rows: Sequence[Dim]) -> str:
-    """How the float32 GEMM reads B: "" (B is not a constant matrix: the kernel packs it),
-    "panels" (packed at compile time, :func:`.gemm.pack_b`) or "rows" (kept row-major for
-    :func:`.gemm.sparse_row`, which skips the rows of B that a lone row of A's zeros would
-    multiply). "rows" when A is a Relu's output (at batch 1, a ReLU MLP's hidden layers: about
-    half zeros), its ``rows`` (the dims making M) may multiply to 1, B has at least a chunk of
-    columns (:data:`.gemm.SPARSE_UNROLL` vectors) and only finite elements (a skipped 0 * inf
-    would have been a NaN). With more rows than one, the GEMM reads such a B in place natively
-    (when N is a multiple of its panels' width) and otherwise packs it a block at a time, as
-    a run-time B."""
-    if b.const is None or b.rank != 2:
-        return ""
-    if not _relu_output(a) or (all(isinstance(d, int) for d in rows) and prod(rows) != 1):
-        return "panels"
-    if b.shape[1] < G.SPARSE_UNROLL * lw.target.f32_lanes or not np.isfinite(b.const).all():
-        return "panels"
-    return "rows"
-
-
-def _b_reg(lw, form: str, b: Value, tile: G.GemmTile):
-    """B's register in ``form`` (:func:`b_form`)."""
-    if form == "panels":
+def _b_reg(lw, plan: P.Plan, b: Value):
+    """B's register as the plan reads it: packed into panels (:func:`.gemm.pack_b`) at
+    compile time, or as it is."""
+    if plan.packing == "panels":
+        tile = plan.tile
         return lw.derived_const(b.name, f"panels{tile.nr}", lambda w: G.pack_b(w, tile.nr))
     return lw.tensor(b.name)
 
 
-def _rows_scratch(lw, form: str, b: Value) -> list:
-    """The nonzero rows' scratch of :func:`.gemm.sparse_row`, when B is read as rows."""
-    return [lw.scratch("nonzero rows", INT32, (b.shape[0],))] if form == "rows" else []
+def _select(graph: Graph, a: str, b: str, rows, tuning: P.Tuning, route, trans_b: bool = False) -> P.Plan:
+    av, bv = graph.values[a], graph.values[b]
+    plan = P.plan_matmul(tuning, av.dtype, bv.shape, bv.const, rows(av), _relu_output(av), trans_b)
+    if route not in (None, plan.route):
+        raise ValueError(f"route '{route}' cannot run it (it runs {plan.route})")
+    return plan
 
 
 @dataclass(frozen=True)
@@ -75,12 +59,17 @@ class MatMul(CoreOp):
     :mod:`toolkit.passes.fuse`); their operands follow the inputs."""
 
     post: tuple = ()
+    plan: P.Plan | None = field(default=None, repr=False)  # its kernel (toolkit.passes.kernels)
     operands_at: ClassVar[int] = 2
 
     def fusable(self, graph: Graph, node: Node) -> bool:
         """Whether the GEMM kernel runs it, which can take fused elementwise ops."""
-        a, b = graph.values[node.inputs[0]], graph.values[node.inputs[1]]
-        return a.dtype == FLOAT32 and b.rank >= 2
+        return self.plan is not None and self.plan.fusable
+
+    def select(self, graph: Graph, node: Node, tuning: P.Tuning, route: str | None = None) -> P.Plan:
+        """The kernel plan (:func:`toolkit.codegen.plan.plan_matmul`); M is made of A's
+        leading dims."""
+        return _select(graph, node.inputs[0], node.inputs[1], lambda a: a.shape[:-1], tuning, route)
 
     def infer(self, ctx: InferContext) -> None:
         a, b = ctx.input(0), ctx.input(1)
@@ -101,15 +90,14 @@ class MatMul(CoreOp):
         ctx.set_output(0, a.dtype, batch + rows + cols)
 
     def lower(self, lw, node) -> None:
-        a, b = lw.value(node.inputs[0]), lw.value(node.inputs[1])
-        if a.dtype != FLOAT32 or b.rank < 2:
+        plan = planned(self, node)
+        if plan.route == "loops":
             lw.run_kernel(L.build_matmul, None, node.inputs[:2], [node.outputs[0]])
             return
-        tile = G.tile_for(lw.target)
         extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-        form = b_form(lw, a, b, a.shape[:-1])
-        lw.call(L.build_matmul_f32, (tile, form, self.post),
-                [lw.tensor(a.name), _b_reg(lw, form, b, tile)] + extra + _rows_scratch(lw, form, b)
+        scratch = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+        lw.call(L.build_matmul_f32, (plan.tile, plan.packing, self.post),
+                [lw.tensor(node.inputs[0]), _b_reg(lw, plan, lw.value(node.inputs[1]))] + extra + scratch
                 + [lw.alloc(node.outputs[0])])
 
 
@@ -123,10 +111,17 @@ class Gemm(CoreOp):
     trans_a: bool = False
     trans_b: bool = False
     post: tuple = ()  # elementwise ops fused after it (gemm.PostOp; toolkit.passes.fuse)
+    plan: P.Plan | None = field(default=None, repr=False)  # its kernel (toolkit.passes.kernels)
     operands_at: ClassVar[int] = 3
 
     def fusable(self, graph: Graph, node: Node) -> bool:
-        return graph.values[node.inputs[1]].dtype == FLOAT32
+        return self.plan is not None and self.plan.fusable
+
+    def select(self, graph: Graph, node: Node, tuning: P.Tuning, route: str | None = None) -> P.Plan:
+        """The kernel plan (:func:`toolkit.codegen.plan.plan_matmul`); M is A's dim 0, or
+        dim 1 with trans_a."""
+        return _select(graph, node.inputs[0], node.inputs[1], lambda a: a.shape[1:] if self.trans_a else a.shape[:1],
+                       tuning, route, self.trans_b)
 
     def infer(self, ctx: InferContext) -> None:
         a, b = ctx.input(0), ctx.input(1)
@@ -161,15 +156,13 @@ class Gemm(CoreOp):
     def lower(self, lw, node) -> None:
         b = lw.value(node.inputs[1])
         has_c = len(node.inputs) > 2 and bool(node.inputs[2])
-        if b.dtype == FLOAT32:
-            tile = G.tile_for(lw.target)
+        plan = planned(self, node)
+        if plan.route == "gemm":
             c = [lw.tensor(node.inputs[2])] if has_c else []
             c += [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            a = lw.value(node.inputs[0])
-            form = b_form(lw, a, b, a.shape[1:] if self.trans_a else a.shape[:1]) if not self.trans_b else ""
-            lw.call(L.build_gemm_f32, (self, has_c, tile, form),
-                    [lw.tensor(a.name), _b_reg(lw, form, b, tile)] + c + _rows_scratch(lw, form, b)
-                    + [lw.alloc(node.outputs[0])])
+            scratch = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+            lw.call(L.build_gemm_f32, (self, has_c, plan.tile, plan.packing),
+                    [lw.tensor(node.inputs[0]), _b_reg(lw, plan, b)] + c + scratch + [lw.alloc(node.outputs[0])])
             return
         regs = [lw.tensor(i) for i in node.inputs[:3] if i]
         if self.trans_b:

@@ -17,17 +17,18 @@ scale before the tables are allocated.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
 
+from ..codegen import plan as P
 from ..codegen import resize as R
 from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, FLOATS, NUMERIC
 from ..ir.graph import CompileError, Graph, Node
-from .base import CoreOp, InferContext, replace_node
+from .base import CoreOp, InferContext, planned, replace_node
 from .shape import Identity, normalize_axes
 
 MODES = ("nearest", "linear", "cubic")
@@ -87,6 +88,7 @@ class Resize(CoreOp):
     policy: str = "stretch"
     axes: tuple[int, ...] | None = None
     antialias: bool = False  # linear and cubic only: stretch the kernel when downsampling
+    plan: P.Plan | None = field(default=None, repr=False)  # its kernel (toolkit.passes.kernels)
 
     def _check_params(self, ctx: InferContext) -> None:
         for what, v, allowed in (("mode", self.mode, MODES), ("coordinate_transformation_mode", self.coord, COORD_MODES),
@@ -181,6 +183,14 @@ class Resize(CoreOp):
             return replace_node(graph, node, Identity(), [node.inputs[0]])
         return None
 
+    def select(self, graph: Graph, node: Node, tuning: P.Tuning, route: str | None = None) -> P.Plan:
+        """The kernel plan (:func:`toolkit.codegen.plan.plan_resize`): by rows or by elements."""
+        axes = [(p.axis, p.scale if p.how == "scale" else None) for p in node.info.axes if p.resized]
+        plan = P.plan_resize(self.mode, self.coord, self.antialias, axes, graph.values[node.inputs[0]].shape)
+        if route not in (None, plan.route):
+            raise ValueError(f"route '{route}' cannot run it (it runs {plan.route})")
+        return plan
+
     def lower(self, lw, node) -> None:
         info: ResizeInfo = node.info
         x, out = lw.value(node.inputs[0]), lw.value(node.outputs[0])
@@ -228,10 +238,11 @@ class Resize(CoreOp):
         if R.leaves(self.mode, resized, self.antialias) > MAX_LEAVES:
             raise CompileError(f"{lw.context()}: {self.mode} resampling of {len(resized)} axes at once is not "
                                f"supported (at most {MAX_LEAVES} reads per output element)")
-        rows = R.rows_route(self.mode, self.coord, self.antialias, resized, x.rank)
+        kernel = planned(self, node)
         plan = R.ResizePlan(self.mode, self.coord, self.nearest_mode, self.cubic_a, self.exclude_outside,
-                            self.extrapolation, tuple(resized), len(info.axes), self.antialias, rows)
-        row = [lw.scratch("interpolated row", FLOAT64, (x.shape[-1],))] if rows else []
+                            self.extrapolation, tuple(resized), len(info.axes), self.antialias,
+                            kernel.route == "rows")
+        row = [lw.scratch(s.what, s.dtype, s.shape) for s in kernel.scratch]
         tensors = [lw.tensor(x.name)] + ([lw.tensor(node.inputs[1])] if tf_crop else []) + tables + row + \
             [lw.alloc(out.name)]
         lw.call(R.build_resize, plan, tensors, scalars, error="cannot resize axis {0} of size 0 to size {1}")

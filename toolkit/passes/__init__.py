@@ -6,11 +6,13 @@ after every pass, and the failing pass is named.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Callable
 
 from ..ir.graph import CompileError, Graph
 from .dce import dead_code
 from .fuse import fake_quantize, fold_batch_norm, fuse, gelu
+from .kernels import select_kernels
 from .simplify import simplify
 from .verify import verify
 
@@ -20,14 +22,17 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fake-quantize", fake_quantize),
     ("dead-code", dead_code),
     ("gelu", gelu),
+    ("select-kernels", select_kernels),  # (given the target by run_pipeline)
     ("fuse", fuse),
 ]
 
 
-def run_pipeline(graph: Graph) -> Graph:
+def run_pipeline(graph: Graph, target, routes: Mapping[str, str] | None = None) -> Graph:
+    """The passes in order, for ``target`` (a :class:`toolkit.codegen.target.Target`; the
+    select-kernels pass chooses its kernels, ``routes`` forcing some by node name)."""
     check = "verify" in os.environ.get("SYMWASM_DEBUG", "").split(",")
     for name, fn in PIPELINE:
-        graph = fn(graph)
+        graph = select_kernels(graph, target, routes) if fn is select_kernels else fn(graph)
         if check:
             try:
                 verify(graph)

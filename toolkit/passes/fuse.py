@@ -15,11 +15,12 @@ division), becomes one Gelu first (:func:`gelu`), which then fuses like any one-
 so do ``x * sigmoid(x)`` (one swish) and ``x * hard_sigmoid(x)`` with HardSwish's
 constants (one hard_swish).
 
-A producer fuses when its op says its kernel can (``fusable(graph, node)``), the
+A producer fuses when its op says its kernel can (``fusable(graph, node)``: for Conv, MatMul
+and Gemm, whether their kernel plan's route has an epilogue, :mod:`toolkit.passes.kernels`), the
 intermediate value has no other reader (no other node, region or graph output reads it),
 and the consumer is in the same node list (not inside a region).
 
-Before that (and before ``simplify`` reorders Conv weights for its kernels), an inference
+Before that (before ``simplify``), an inference
 BatchNormalization of a Conv's output is folded into the Conv when the weights, the bias
 and the normalization's parameters are constants: ``w' = w * s`` per output channel and
 ``b' = (b - mean) * s + beta`` with ``s = gamma / sqrt(var + epsilon)``, computed in
@@ -64,7 +65,7 @@ def fold_batch_norm(graph: Graph) -> Graph:
                 if _fold_into(graph, conv, node):
                     continue
             out.append(node)
-            if isinstance(node.op, Conv) and not node.op.packed and len(node.outputs) == 1:
+            if isinstance(node.op, Conv) and len(node.outputs) == 1:
                 convs[node.outputs[0]] = node
         return out
 
