@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import onnx
 import pytest
-from onnx import compose, helper
+from onnx import helper
 
 MAX_CASES = 120  # a family's cases: one failing case makes all of them compile alone
 ENABLED = os.environ.get("SYMWASM_TEST_FAMILIES", "1") != "0"
@@ -89,6 +89,30 @@ def _prefix_dims(graph: onnx.GraphProto, prefix: str) -> None:
                 _prefix_dims(g, prefix)
 
 
+def _prefix_names(graph: onnx.GraphProto, prefix: str) -> None:
+    """Every value and node name of ``graph`` and its subgraphs renamed ``prefix + name``,
+    a subgraph's reads of the enclosing graph's values too (onnx's compose.add_prefix_graph
+    leaves those, so a branch reading an outer initializer lost it)."""
+    def named(n: str) -> str:
+        return prefix + n if n else n
+    for node in graph.node:
+        node.name = named(node.name)
+        node.input[:] = [named(i) for i in node.input]
+        node.output[:] = [named(o) for o in node.output]
+        for a in node.attribute:
+            if a.HasField("g"):
+                _prefix_names(a.g, prefix)
+            for g in a.graphs:
+                _prefix_names(g, prefix)
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        vi.name = named(vi.name)
+    for t in graph.initializer:
+        t.name = named(t.name)
+    for sp in graph.sparse_initializer:
+        sp.values.name = named(sp.values.name)
+        sp.indices.name = named(sp.indices.name)
+
+
 def merge(cases: Sequence[Case]) -> onnx.ModelProto:
     """One model holding every case's graph under its tag."""
     first = cases[0].model
@@ -99,7 +123,7 @@ def merge(cases: Sequence[Case]) -> onnx.ModelProto:
         for i, node in enumerate(g.node):
             if not node.name:  # so an error names the case: c3_Add_0
                 node.name = f"{node.op_type}_{i}"
-        g = compose.add_prefix_graph(g, case.tag)
+        _prefix_names(g, case.tag)
         _prefix_dims(g, case.tag)
         for part in ("node", "input", "output", "initializer", "sparse_initializer", "value_info"):
             getattr(merged, part).extend(getattr(g, part))

@@ -43,6 +43,32 @@ def test_merged_cases_keep_names_and_dims_apart(target):
             np.testing.assert_array_equal(out["y"], reference(c.model, feeds)["y"])
 
 
+def _branch_reading_outer(k: float):
+    """y = If(c, then: x + w (w the graph's initializer), else: x): a branch reading an outer value."""
+    add = helper.make_node("Add", ["x", "w"], ["t"])
+    then = helper.make_graph([add], "then", [], [vinfo("t", np.float32, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vinfo("e", np.float32, None)])
+    return make_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                      [vinfo("c", np.bool_, []), vinfo("x", np.float32, ["n"])], [vinfo("y", np.float32, None)],
+                      [helper.make_tensor("w", helper.np_dtype_to_tensor_dtype(np.dtype(np.float32)), [1], [k])])
+
+
+def test_a_branch_reads_its_own_cases_outer_values(target):
+    """Two cases whose If branches read their graph's initializer w (1 and 10): each branch
+    reads its own case's, under its tag, and the family compiles."""
+    rng = np.random.default_rng(2)
+    cases = [family.Case(_branch_reading_outer(k), target, [{"c": np.array(c), "x": rand(rng, (3,))}
+                                                            for c in (True, False)], {}) for k in (1.0, 10.0)]
+    fam = family.Family(cases)  # (tags the cases)
+    then = next(a.g for a in family.merge(cases).graph.node[1].attribute if a.name == "then_branch")
+    assert list(then.node[0].input) == ["c1_x", "c1_w"]
+    fam.run(build)
+    assert not fam.failed
+    for c in cases:
+        for feeds, out in zip(c.feeds, fam.outputs[id(c)]):
+            np.testing.assert_array_equal(out["y"], reference(c.model, feeds)["y"])
+
+
 def test_a_case_that_cannot_compile_fails_the_family_not_its_cases(target):
     cases = _cases(target)
     bad = make_model([helper.make_node("NoSuchOp", ["a"], ["y"])], [vinfo("a", np.float32, ["n"])],
