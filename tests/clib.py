@@ -1,4 +1,4 @@
-"""Call the C kernels of wasm_runtime/vm/sw_lib.h directly, natively, through ctypes.
+"""Call the C kernels of wasm_runtime/clib/sw_lib.h directly, natively, through ctypes.
 
 These tests check the C functions in isolation (their contract in sw_lib.h) against
 independent references (Python's str and re, Pillow); the ops built on them are tested end
@@ -18,9 +18,10 @@ import numpy as np
 
 from toolkit import abi
 from toolkit.ir.dtypes import dtype_of_numpy
+from toolkit.link import CLIB
 
-VM_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm"
-LIB_SOURCES = ("sw_strconst.c", "sw_text.c", "sw_regex.c", "sw_image.c")
+CLIB_DIR = CLIB.dir  # the C libraries' sources and headers; they include sw_abi.h of the VM's
+LIB_SOURCES = CLIB.sources
 STRING = next(d.code for d in abi.DTYPES if d.name == "string")
 
 
@@ -46,7 +47,9 @@ LIB_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Tensor))
 
 
 def compile_flags(wasm: bool) -> list[str]:
-    flags = ["-O2", "-std=c11", "-Wall", "-Werror", "-fno-strict-aliasing", "-I", str(VM_DIR)]
+    flags = ["-O2", "-std=c11", "-Wall", "-Werror", "-fno-strict-aliasing"]
+    for d in CLIB.includes():
+        flags += ["-I", str(d)]
     if wasm:
         return ["-target", "wasm32-freestanding", *flags, "-ffreestanding", "-fno-builtin", "-nostdlib",
                 "-mbulk-memory", "-mnontrapping-fptoint", "-msimd128"]
@@ -56,14 +59,14 @@ def compile_flags(wasm: bool) -> list[str]:
 def compile_wasm(source: str, out: Path) -> subprocess.CompletedProcess:
     """Compile one source for wasm32 (freestanding), as the module links it."""
     return subprocess.run([sys.executable, "-m", "ziglang", "cc", *compile_flags(True), "-c",
-                           str(VM_DIR / source), "-o", str(out)], capture_output=True, text=True)
+                           str(CLIB_DIR / source), "-o", str(out)], capture_output=True, text=True)
 
 
 @functools.lru_cache(maxsize=None)
 def library(sources: tuple[str, ...] = LIB_SOURCES) -> ctypes.CDLL:
     out = Path(tempfile.mkdtemp(prefix="symwasm-clib-")) / "libsw.so"
     r = subprocess.run([sys.executable, "-m", "ziglang", "cc", *compile_flags(False), "-shared",
-                        *(str(VM_DIR / s) for s in sources), "-o", str(out)], capture_output=True, text=True)
+                        *(str(CLIB_DIR / s) for s in sources), "-o", str(out)], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"compiling {', '.join(sources)} failed:\n{r.stderr}")
     return ctypes.CDLL(str(out))

@@ -1,4 +1,4 @@
-"""The image kernels of wasm_runtime/vm/sw_image.c (sw_image_probe, sw_image_decode), called
+"""The image kernels of wasm_runtime/clib/sw_image.c (sw_image_probe, sw_image_decode), called
 natively through tests/clib.py, against Pillow (the reference onnx uses): onnx's own node test
 cases; files Pillow writes and files written here byte by byte (layouts Pillow does not write:
 top-down, 16-bit and RLE BMP, bitfields, plain PNM, big-endian and planar TIFF, interlaced PNG

@@ -1,4 +1,4 @@
-"""The string kernels of wasm_runtime/vm/sw_text.c, called natively through tests/clib.py:
+"""The string kernels of wasm_runtime/clib/sw_text.c, called natively through tests/clib.py:
 onnx's own node test cases for Equal on strings, StringConcat, StringSplit and
 StringNormalizer; then broader inputs against Python's str methods (the reference
 onnx.reference itself calls): ==, +, str.split, str.lower and str.upper, over random and
@@ -19,7 +19,7 @@ from onnx import helper
 
 from tests import clib
 
-VM = clib.VM_DIR
+CLIB_DIR = clib.CLIB_DIR
 OK, INTERNAL, CANCELLED = 0, 5, 6
 CASES = ("NONE", "LOWER", "UPPER")
 
@@ -585,8 +585,8 @@ def test_compiles_for_wasm32(tmp_path):
 
 
 def test_case_table_is_generated():
-    spec = importlib.util.spec_from_file_location("gen_case_table", VM / "gen_case_table.py")
+    spec = importlib.util.spec_from_file_location("gen_case_table", CLIB_DIR / "gen_case_table.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    assert (VM / "sw_case_table.h").read_text() == gen.render(), \
-        "sw_case_table.h is out of date: run python wasm_runtime/vm/gen_case_table.py"
+    assert (CLIB_DIR / "sw_case_table.h").read_text() == gen.render(), \
+        "sw_case_table.h is out of date: run python wasm_runtime/clib/gen_case_table.py"

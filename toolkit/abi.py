@@ -109,7 +109,7 @@ STATUSES: tuple[Status, ...] = (
 )
 
 
-# Why a kernel written in C (wasm_runtime/vm/sw_lib.h) refused its input: it returns
+# Why a kernel written in C (wasm_runtime/clib/sw_lib.h) refused its input: it returns
 # SW_INVALID_INPUT with detail[0] one of these codes (1, 2, ...), and the compiler writes
 # the message's reason as a choice over them ({0?...}, filled in by the VM)
 LIB_REASONS: dict[str, tuple[tuple[str, str], ...]] = {

@@ -1,8 +1,9 @@
-"""Compile the C VM (cached by content hash) and link one module file.
+"""Compile the C VM and the C libraries (two source groups, cached by content hash) and link
+one module file.
 
-Three objects go in: the VM, the kernels and program (from LLVM), and the weights: their
-bytes are assembled into an object of their own with ``.incbin`` (defining ``sw_weights``),
-so they never pass through LLVM IR text.
+Three sets of objects go in: the VM's and the C libraries', the kernels and program (from
+LLVM), and the weights: their bytes are assembled into an object of their own with
+``.incbin`` (defining ``sw_weights``), so they never pass through LLVM IR text.
 
 wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata and the
 variant's name go in as custom sections at the front of the file (``with_symwasm_sections``).
@@ -22,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from wasm_runtime.cache import cache_root
@@ -31,18 +33,47 @@ from wasm_runtime.metadata import VARIANT_SECTION
 from .abi import EXPORTS
 from .codegen.target import Target, baseline, variant
 
-VM_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm"
-# the VM, and the kernels written in C (sw_lib.h: strings, regular expressions, images),
-# which a module keeps only when its program calls them (--gc-sections)
-VM_SOURCES = ("sw_vm.c", "sw_alloc.c", "sw_strconst.c", "sw_text.c", "sw_regex.c", "sw_image.c")
+RUNTIME_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime"
+VM_DIR = RUNTIME_DIR / "vm"
+CLIB_DIR = RUNTIME_DIR / "clib"
+
+
+@dataclass(frozen=True)
+class SourceGroup:
+    """C sources compiled alike, with one include path: a group sees its own headers and
+    those of the groups it ``uses``, nothing else, so a boundary in the tree is one in the build."""
+
+    name: str
+    dir: Path
+    sources: tuple[str, ...]
+    uses: tuple[Path, ...] = ()
+    flags: tuple[str, ...] = ()
+
+    def includes(self) -> list[Path]:
+        return [self.dir, *self.uses]
+
+    def headers(self) -> list[Path]:
+        return sorted(h for d in self.includes() for h in d.glob("*.h"))
+
+
+# the VM: interpreter and allocator. It includes nothing of the C libraries.
+VM = SourceGroup("vm", VM_DIR, ("sw_vm.c", "sw_alloc.c"))
+# the C libraries (wasm_runtime/clib/sw_lib.h, their whole interface: strings, regular
+# expressions, images), which see only the ABI's header of the VM (sw_abi.h). Only kernels
+# call them, and a module keeps a function only when its program calls it (--gc-sections).
+# -g0: zig cc emits DWARF by default, and the linker keeps every object's debug sections
+# whether or not it keeps their code, so a native module would carry the libraries' debug
+# info (their names and constants) with none of their code. tests/test_clib_unlinked.py
+# checks that a model without those ops holds nothing of them.
+CLIB = SourceGroup("clib", CLIB_DIR, ("sw_strconst.c", "sw_text.c", "sw_regex.c", "sw_image.c"), uses=(VM_DIR,),
+                   flags=("-g0",))
+GROUPS = (VM, CLIB)
 # in a .wasm, the interpreter and allocator are optimized for size: they run once per
 # instruction or buffer, never per element, and -Os takes 19 KB off every module; the
 # kernels written in C (text, regular expressions, image decoding) keep -O2
 WASM_SIZE_OPTIMIZED = ("sw_vm.c", "sw_alloc.c", "sw_strconst.c")
 
 
-def _vm_headers() -> list[Path]:
-    return sorted(VM_DIR.glob("*.h"))
 WASM_STACK = 1 << 20
 WASM_HEADER_SIZE = 8  # the magic "\0asm" and the binary format's version
 CPU_SECTION = ".symwasm.cpu"
@@ -78,10 +109,12 @@ def _zig_version() -> str:
     return _zig("version").stdout
 
 
-def _cflags(target: Target, src: str = "") -> list[str]:
+def _cflags(target: Target, group: SourceGroup, src: str = "") -> list[str]:
     opt = "-Os" if target.is_wasm and src in WASM_SIZE_OPTIMIZED else "-O2"
-    flags = ["-target", target.zig_target, opt, "-std=c11", "-Wall", "-Werror",
-             "-fno-strict-aliasing", "-I", str(VM_DIR)]
+    flags = ["-target", target.zig_target, opt, "-std=c11", "-Wall", "-Werror", "-fno-strict-aliasing",
+             *group.flags]
+    for d in group.includes():
+        flags += ["-I", str(d)]
     if target.is_wasm:
         flags += ["-ffreestanding", "-fno-builtin", "-nostdlib", "-mbulk-memory",
                   "-mnontrapping-fptoint", "-msimd128"]
@@ -90,24 +123,33 @@ def _cflags(target: Target, src: str = "") -> list[str]:
     return flags
 
 
-def vm_objects(target: Target) -> list[Path]:
-    """The VM's object files for ``target``, compiled once per content hash."""
+def group_objects(target: Target, group: SourceGroup) -> list[Path]:
+    """The object files of one source group for ``target``, compiled once per content hash
+    (its sources, the headers it can include, the flags and zig's version)."""
     h = hashlib.sha256()
-    for path in [VM_DIR / s for s in VM_SOURCES] + _vm_headers():
+    for path in [group.dir / s for s in group.sources] + group.headers():
         h.update(path.name.encode() + b"\0" + path.read_bytes())
-    h.update(" ".join(_cflags(target) + _cflags(target, VM_SOURCES[0])).encode())
+    for src in group.sources:
+        h.update(" ".join(_cflags(target, group, src)).encode())
     h.update(_zig_version().encode())
     key = h.hexdigest()[:16]
     out = []
-    for src in VM_SOURCES:
-        obj = cache_dir() / f"{Path(src).stem}-{target.name}-{key}.o"
+    for src in group.sources:
+        obj = cache_dir() / f"{group.name}-{Path(src).stem}-{target.name}-{key}.o"
         if not obj.exists():
             tmp = obj.with_suffix(f".{os.getpid()}.tmp")
             with tempfile.TemporaryDirectory(prefix="symwasm-vm-") as scratch:
-                _zig("cc", *_cflags(target, src), "-c", str(VM_DIR / src), "-o", str(tmp), scratch=Path(scratch))
+                _zig("cc", *_cflags(target, group, src), "-c", str(group.dir / src), "-o", str(tmp),
+                     scratch=Path(scratch))
             os.replace(tmp, obj)  # atomic: parallel compiles never see a partial object
         out.append(obj)
     return out
+
+
+def vm_objects(target: Target) -> list[Path]:
+    """The C objects every module links for ``target``: the VM's, then the C libraries'
+    (which the link drops unless a kernel calls them)."""
+    return [obj for group in GROUPS for obj in group_objects(target, group)]
 
 
 def weights_object(target: Target, weights: bytes, tmp: Path) -> Path:

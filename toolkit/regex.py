@@ -1,8 +1,8 @@
 """RegexFullMatch: an RE2-syntax pattern compiled to a program for the Pike VM of
-wasm_runtime/vm/sw_regex.c. This docstring is the one definition of the program format;
+wasm_runtime/clib/sw_regex.c. This docstring is the one definition of the program format;
 the opcode numbers live in the tables below, which also generate sw_regex_ops.h:
 
-    python -m toolkit.regex           # rewrite wasm_runtime/vm/sw_regex_ops.h
+    python -m toolkit.regex           # rewrite wasm_runtime/clib/sw_regex_ops.h
     python -m toolkit.regex --check   # exit 1 if it is out of date
     python -m toolkit.regex --dump PATTERN
 
@@ -98,7 +98,7 @@ ASSERTIONS = (
 OP = {name: number for name, number, _ in OPCODES}
 AT = {name: number for name, number, _ in ASSERTIONS}
 
-HEADER = Path(__file__).resolve().parents[1] / "wasm_runtime" / "vm" / "sw_regex_ops.h"
+HEADER = Path(__file__).resolve().parents[1] / "wasm_runtime" / "clib" / "sw_regex_ops.h"
 
 
 class RegexError(ValueError):

@@ -1,9 +1,12 @@
-"""Kernels written in C (wasm_runtime/vm/sw_lib.h): strings, regular expressions, images.
+"""Kernels written in C (wasm_runtime/clib/sw_lib.h): strings, regular expressions, images.
 
-Each call site gets an LLVM kernel with the VM's signature that calls the C function with
-the op's constant parameters (``params``, int64 words) and bytes (``blob``), both emitted as
-read-only globals of the kernel object; the link resolves the C function from the VM's
-objects. The C side reads the tensors' descriptors itself (shapes, broadcasting), so the
+The C libraries are one unit (wasm_runtime/clib, toolkit/link.py's ``CLIB`` source group)
+whose whole interface is sw_lib.h; a :class:`CCall` is the only way compiled code reaches
+them, and it names an sw_lib.h function. Each call site gets an LLVM kernel with the VM's
+signature that calls the C function with the op's constant parameters (``params``, int64
+words) and bytes (``blob``), both emitted as read-only globals of the kernel object; the
+link resolves the C function from the C libraries' objects, and keeps none of them for a
+model that makes no such call. The C side reads the tensors' descriptors itself (shapes, broadcasting), so the
 wrapper only forwards.
 
 A refusal comes back as SW_INVALID_INPUT with a reason code in detail 0:
