@@ -1,14 +1,26 @@
-"""Concat inputs written in place (toolkit/program/lower.py Lowerer.plan_concats): the
-producers of a static Concat's inputs write them into their parts of its output, and the
-Concat copies only what no kernel of the graph wrote into a buffer of its own. On both
-targets against onnx.reference, with the program checked for which parts were placed and
-the static arena for parts that outlive other buffers."""
+"""Inputs written in place (toolkit/program/memory.py plan_in_place): the producers of a
+static Concat's inputs write them into their parts of its output, and the Concat copies
+only what no kernel of the graph wrote into a buffer of its own. On both targets against
+onnx.reference, with the program checked for which parts were placed and the static arena
+for parts that outlive other buffers. The planner reads the op's declaration
+(``in_place_inputs``, ``input_offsets``), not its class: a test-only op that declares it
+gets the places, a Concat that does not gets none."""
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 from onnx import helper
 
-from toolkit.program import liveness
-from util import check_model, make_model, lower_model, vinfo
+from toolkit.codegen.target import get_target, new_module
+from toolkit.frontend.onnx.importer import import_model
+from toolkit.ops.base import CoreOp
+from toolkit.ops.movement import Concat
+from toolkit.passes import run_pipeline
+from toolkit.program import liveness, memory
+from toolkit.program.ir import Program
+from toolkit.program.kernels import KernelTable
+from toolkit.program.lower import lower_graph
+from util import check_model, make_model, lower_model, split_target, vinfo
 
 F32 = np.float32
 N = helper.make_node
@@ -98,3 +110,63 @@ def test_a_part_outlives_the_buffers_between(target):
         assert buf.offset + buf.nbytes <= lo or buf.offset >= hi, name
     check_model(model, target, [{"x": np.random.default_rng(3).uniform(-1, 1, (64, 64)).astype(F32)}],
                 rtol=1e-5, atol=1e-5)
+
+
+@dataclass(frozen=True)
+class Joined(CoreOp):
+    """Test-only, not a Concat: a Concat's shapes and lowering, and the in-place declaration,
+    with the offsets ``at`` (default: Concat's)."""
+
+    axis: int
+    at: tuple[int, ...] | None = None
+
+    in_place_inputs = True
+
+    def infer(self, ctx) -> None:
+        Concat(self.axis).infer(ctx)
+
+    def input_offsets(self, node, graph) -> list[int] | None:
+        return list(self.at) if self.at is not None else Concat(self.axis).input_offsets(node, graph)
+
+    def lower(self, lw, node) -> None:
+        Concat(self.axis).lower(lw, node)
+
+
+@dataclass(frozen=True)
+class Undeclared(Concat):
+    """A Concat that does not declare that its inputs may be written in place."""
+
+    in_place_inputs = False
+
+
+def _graph_with(op_of, target="wasm32"):
+    """The fire module's graph after the passes, its Concat's op replaced by ``op_of(axis)``."""
+    tgt = get_target(*split_target(target))
+    graph = import_model(_fire())
+    graph.keep_quantized_weights = tgt.is_wasm
+    graph = run_pipeline(graph, tgt)
+    node = next(n for n in graph.nodes if isinstance(n.op, Concat))
+    node.op = op_of(node.op.axis)
+    return graph, tgt
+
+
+def test_the_planner_reads_the_declaration_not_the_class(target):
+    graph, tgt = _graph_with(Joined, target)
+    prog = lower_graph(graph, KernelTable(new_module(tgt, "t"), tgt, Program()))
+    statics = _statics(prog)
+    assert statics["a"].parent is statics["c"] and statics["b"].parent is statics["c"]
+    assert statics["b"].at == 3 * 5 * 7 * 4
+    assert not any("concat" in k for k in _calls(prog))
+
+    graph, tgt = _graph_with(Undeclared, target)
+    prog = lower_graph(graph, KernelTable(new_module(tgt, "t"), tgt, Program()))
+    assert all(b.parent is None for b in _statics(prog).values())
+    assert any("concat" in k for k in _calls(prog))
+
+
+def test_the_offsets_are_the_ops():
+    """The planner places each input where the op says, whatever the order."""
+    graph, _ = _graph_with(lambda axis: Joined(axis, at=(420, 0)))
+    places = memory.plan_in_place(graph)
+    assert places["a"].at == 420 and places["b"].at == 0
+    assert places["a"].parent is places["c"] and places["c"].nbytes == 840

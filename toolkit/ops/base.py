@@ -15,6 +15,10 @@ core op class provides:
   becomes a view there, not inside its lowering.
 - ``aliases_input``: True when output 0 is a view of input 0's buffer (no kernel, no copy);
   planners and fusion read it.
+- ``in_place_inputs``: True when the op's inputs may be written in place into parts of
+  output 0's buffer (a Concat's), ``input_offsets`` saying where for one node; memory
+  planning (:func:`toolkit.program.memory.plan_in_place`) reads them, and the op's lowering
+  skips the inputs placed there (``lw.in_place``).
 - elementwise ops also have ``scalar_fn(b, values, in_dtypes, out_dtype)`` (the LLVM IR of
   one element), which the elementwise kernels (and later fusion) compose.
 
@@ -41,6 +45,7 @@ class CoreOp:
     """Base of core ops (subclasses are ``@dataclass(frozen=True)``)."""
 
     aliases_input: ClassVar[bool] = False
+    in_place_inputs: ClassVar[bool] = False
     # runs for its effect (a run-time failure), not its outputs: dead-code elimination keeps it
     has_effect: ClassVar[bool] = False
 
@@ -51,6 +56,12 @@ class CoreOp:
         raise NotImplementedError(f"{type(self).__name__} has no lowering")
 
     def simplify(self, node: Node, graph: Graph) -> list[Node] | None:
+        return None
+
+    def input_offsets(self, node: Node, graph: Graph) -> list[int] | None:
+        """For an op with ``in_place_inputs``, whose output 0 is static: the byte offset in
+        output 0's buffer of each input, when each is a contiguous part of it in this node;
+        else None."""
         return None
 
     def __str__(self) -> str:

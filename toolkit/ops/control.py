@@ -79,7 +79,7 @@ class If(CoreOp):
 
     def lower(self, lw, node) -> None:
         cond = lw.load_scalar(node.inputs[0], "condition")
-        outs = [lw.prog.new_reg(o, lw.value(o).dtype, lw.value(o).shape) for o in node.outputs]
+        outs = [lw.new_reg(o, lw.value(o).dtype, lw.value(o).shape) for o in node.outputs]
         then_block, end = lw.new_block("then"), lw.new_block("endif")
         lw.branch(cond, then_block)
         lw.start(lw.new_block("else"))
@@ -89,7 +89,7 @@ class If(CoreOp):
         self._arm(lw, self.then, outs, node)
         lw.start(end)
         for name, reg in zip(node.outputs, outs):
-            lw.scope.regs[name] = reg
+            lw.bind(name, reg)
             lw.own(reg)
             _define_new_dims(lw, reg, lw.value(name).shape)
 
@@ -97,7 +97,6 @@ class If(CoreOp):
     def _arm(lw, region: Region, outs, node) -> None:
         saved = lw.enter_region()
         srcs = lw.lower_region(region, {})
-        lw.node = node
         lw.yield_to(srcs, outs, node.outputs)
         lw.leave_region(saved)
 
@@ -181,13 +180,13 @@ class Loop(CoreOp):
         carried = []
         for k in range(nc):
             init = lw.tensor(node.inputs[2 + k])
-            reg = lw.prog.new_reg(body.inputs[2 + k], init.dtype, init.shape)
+            reg = lw.new_reg(body.inputs[2 + k], init.dtype, init.shape)
             lw.copy(reg, init, f"the initial value of '{body.inputs[2 + k]}'")
             carried.append(reg)
         accs = []
         for j in range(n_scan):
             out = lw.value(node.outputs[nc + j])
-            acc = lw.prog.new_reg(out.name, out.dtype, out.shape)
+            acc = lw.new_reg(out.name, out.dtype, out.shape)
             dims = [lw.const_slot(0)] + [lw.slot(d) if lw.can_evaluate(d) else lw.const_slot(0)
                                          for d in out.shape[1:]]
             lw.alloc_empty(acc, dims, f"scan output '{out.name}'")
@@ -219,7 +218,6 @@ class Loop(CoreOp):
         lw.loop_depth += 1
         srcs = lw.lower_region(body, bind)
         lw.loop_depth -= 1
-        lw.node = node
         if cond is not None:
             lw.load_scalar(body.outputs[0], "condition", into=cond)
         for j, acc in enumerate(accs):
@@ -231,8 +229,8 @@ class Loop(CoreOp):
         lw.leave_region(saved)
         lw.start(end)
         for name, reg in zip(node.outputs, carried + accs):
-            out = lw.prog.new_reg(name, lw.value(name).dtype, lw.value(name).shape)
+            out = lw.new_reg(name, lw.value(name).dtype, lw.value(name).shape)
             lw.move(out, reg)
             lw.own(out)
-            lw.scope.regs[name] = out
+            lw.bind(name, out)
             _define_new_dims(lw, out, lw.value(name).shape)

@@ -9,6 +9,7 @@ dims with ONNX's clamping; bounds known only at run time go through the VM's sli
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
@@ -98,6 +99,8 @@ class Gather(CoreOp):
 class Concat(CoreOp):
     axis: int
 
+    in_place_inputs = True
+
     def infer(self, ctx: InferContext) -> None:
         ins = ctx.inputs()
         if not ins:
@@ -126,10 +129,24 @@ class Concat(CoreOp):
         ctx.set_output(0, first.dtype, shape,
                        sym=known_elements(first.dtype, ins, lambda *a: np.concatenate(a, axis=axis)))
 
+    def input_offsets(self, node: Node, graph: Graph) -> list[int] | None:
+        """The inputs lie one after another in the output when every dim before the axis is
+        1; each then starts after the bytes of those before it."""
+        out = graph.values[node.outputs[0]]
+        axis = node.info
+        if any(int(d) != 1 for d in out.shape[:axis]):
+            return None
+        inner = prod(int(d) for d in out.shape[axis + 1:]) * out.dtype.itemsize
+        offsets, at = [], 0
+        for i in node.inputs:
+            offsets.append(at)
+            at += int(graph.values[i].shape[axis]) * inner
+        return offsets
+
     def lower(self, lw, node) -> None:
         axis = node.info
         out_reg = lw.alloc(node.outputs[0])
-        # the inputs their producers wrote in place (Lowerer.plan_concats) are skipped; the
+        # the inputs their producers wrote in place (memory.plan_in_place) are skipped; the
         # others are copied, runs of up to CONCAT_CHUNK at a time
         start: Dim = 0
         runs: list[tuple[Dim, list]] = []  # (where, registers) of inputs copied by one call

@@ -7,9 +7,11 @@ shape heap), message strings, :class:`KernelRef`, :class:`Block` (jump targets) 
 instruction is one of the ISA's (:mod:`toolkit.vm.isa`), whose table also says which
 operands an instruction reads and writes (:func:`toolkit.vm.isa.roles`).
 
-Passes over a program (freeing dead buffers, planning the arena: :mod:`.liveness`) work on
-these objects; :meth:`Program.verify` checks it; :meth:`Program.encode` turns it into words
-at the very end, resolving blocks to offsets. Nothing is patched by word offset.
+Passes over a program (freeing dead buffers, planning the arena: :mod:`.liveness`; the
+dynamic arena: :mod:`.memory`) work on these objects, and may put code at a :class:`Point`
+marked while the program was built (:meth:`Program.insert`). :meth:`Program.verify` checks
+a program; :meth:`Program.encode` turns it into words at the very end, resolving blocks to
+offsets. Nothing is patched by word offset.
 
 A block runs to its last instruction; one that does not end in RETURN or JUMP falls through
 to the next block. BRANCH, JUMP and RETURN appear only at the end of a block.
@@ -22,7 +24,6 @@ from typing import Iterator
 import numpy as np
 
 from ..codegen.embed import Encoded
-from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from ..ir.graph import CompileError
 from ..vm import isa
@@ -58,9 +59,9 @@ class Slot:
 class StaticBuffer:
     """Where an ALLOC_STATIC's tensor lives in the static arena: ``offset`` is planned from
     lifetimes after the program is complete (:func:`toolkit.program.liveness.plan_arena`).
-    A buffer with a ``parent`` is a part of the parent's, ``at`` bytes from its start (a
-    Concat's input written in place: see :meth:`toolkit.program.lower.Lowerer.plan_concats`),
-    and lives as long as it."""
+    A buffer with a ``parent`` is a part of the parent's, ``at`` bytes from its start (an
+    input an op writes in place into its output, such as a Concat's: see
+    :func:`toolkit.program.memory.plan_in_place`), and lives as long as it."""
 
     nbytes: int
     offset: int | None = None
@@ -125,30 +126,15 @@ TERMINATORS = ("RETURN", "JUMP")
 ENDS_BLOCK = ("RETURN", "JUMP", "BRANCH")
 
 
-class Scope:
-    """Which slot holds each dim expression and which register each value, in one scope of
-    straight-line code; lookups fall back to the enclosing scope."""
+@dataclass(eq=False)
+class Point:
+    """A place in a program, after instruction ``after`` of ``block`` (None: at its start),
+    where a pass puts code it makes later (:meth:`Program.insert`): memory planning's
+    prologue goes where the inputs have been bound. It names an instruction, not an index,
+    so code inserted elsewhere in the block meanwhile does not move it."""
 
-    def __init__(self, parent: "Scope | None" = None):
-        self.parent = parent
-        self.slots: dict[Dim, Slot] = {}
-        self.regs: dict[str, Reg] = {}
-
-    def slot(self, d: Dim) -> Slot | None:
-        return self._find("slots", d)
-
-    def reg(self, name: str) -> Reg | None:
-        return self._find("regs", name)
-
-    def _find(self, table: str, key):
-        """``key`` in this scope's ``table`` or the nearest enclosing scope's."""
-        scope: Scope | None = self
-        while scope is not None:
-            found = getattr(scope, table).get(key)
-            if found is not None:
-                return found
-            scope = scope.parent
-        return None
+    block: Block
+    after: Instr | None
 
 
 class Program:
@@ -165,6 +151,7 @@ class Program:
         # buffers alive until the run ends although no OUTPUT reads them: string pools, whose
         # bytes the string elements of other tensors point into
         self.kept: set[Reg] = set()
+        self._const_slots: dict[int, Slot] = {}
 
     # ------------------------------------------------------------------ building
     def new_reg(self, name: str, dtype: DType | None = None, shape: tuple = ()) -> Reg:
@@ -177,10 +164,22 @@ class Program:
         self.slots.append(s)
         return s
 
+    def const_slot(self, v: int) -> Slot:
+        """The slot holding ``v`` for the whole run: preset before it, so valid in every
+        block and scope; one per value, shared by every use."""
+        if v not in self._const_slots:
+            self._const_slots[v] = self.new_slot(str(v), init=v, const=True)
+        return self._const_slots[v]
+
     def new_block(self, label: str) -> Block:
         b = Block(label)
         self.blocks.append(b)
         return b
+
+    def insert(self, at: Point, instrs: list[Instr]) -> None:
+        """Put ``instrs`` at point ``at``, in order."""
+        k = 0 if at.after is None else next(i for i, ins in enumerate(at.block.instrs) if ins is at.after) + 1
+        at.block.instrs[k:k] = instrs
 
     def instrs(self) -> Iterator[tuple[Block, int, Instr]]:
         for block in self.blocks:

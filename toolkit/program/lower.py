@@ -1,25 +1,27 @@
 """Graph of core ops -> program IR.
 
-:func:`lower_graph` binds the inputs (their dims bind symbols and are checked), then asks
-each node's core op to lower itself through a :class:`Lowerer`, then emits the outputs.
-Afterwards the liveness passes free dead run-time buffers and plan the static arena, and
-the program is verified.
+:func:`lower_graph` plans which values are written in place into part of another's buffer
+(:func:`.memory.plan_in_place`), binds the inputs (their dims bind symbols and are
+checked), then asks each node's core op to lower itself through a :class:`Lowerer`, then
+emits the outputs. Afterwards the memory passes plan the static arena
+(:func:`.liveness.plan_arena`) and the dynamic one (:func:`.memory.plan_dynamic`, whose
+prologue goes where the inputs have been bound), free dead run-time buffers, and the
+program is verified.
 
 The Lowerer is what a core op's ``lower`` sees. It has no opcodes in its interface: ops ask
 for registers of values (:meth:`~Lowerer.tensor`, :meth:`~Lowerer.alloc`,
 :meth:`~Lowerer.view`, :meth:`~Lowerer.scratch`), slots holding the run-time value of dim
-expressions (:meth:`~Lowerer.slot`), named shape builtins (checks, arithmetic, broadcast,
-Reshape's target, Slice's bounds) and kernel calls (:meth:`~Lowerer.call`), whose keys are
-derived (:mod:`.kernels`).
+expressions and named shape builtins (checks, arithmetic, broadcast, Reshape's target,
+Slice's bounds), which it has from its base class :class:`.shapes.ShapeEmitter`, and
+kernel calls (:meth:`~Lowerer.call`), whose keys are derived (:mod:`.kernels`).
 
 Dims are evaluated once per scope, and values materialized once: an expression lowered to a
 slot, or a constant or shape value given a register, is remembered in the current
-:class:`Scope`; a branch (later) opens a child scope, so that what one side computed is
-never reused on the other or after the join.
+:class:`~.shapes.Scope`; an If branch or a Loop body lowers in a child scope, so that what
+one side computed is never reused on the other or after the join.
 """
 from __future__ import annotations
 
-from collections import Counter
 from math import prod
 from typing import Any, Callable, Sequence
 
@@ -33,22 +35,22 @@ from ..ir.graph import CompileError, Graph, Node, Value
 from ..ops.base import recomputable
 from ..vm import isa
 from . import liveness, memory
-from .ir import Block, Instr, KernelRef, Program, Reg, Scope, Slot, StaticBuffer
+from .ir import Block, KernelRef, Program, Reg, Slot, StaticBuffer
 from .kernels import BuildFn, KernelTable
+from .shapes import Scope, ShapeEmitter
 
 
-class Lowerer:
-    """Builds one program; core ops' ``lower`` methods call it."""
+class Lowerer(ShapeEmitter):
+    """Builds one program; core ops' ``lower`` methods call it. ``places``: the static
+    buffers planned for the values written in place and for the values that hold them
+    (:func:`.memory.plan_in_place`)."""
 
-    def __init__(self, graph: Graph, kernels: KernelTable, prog: Program):
+    def __init__(self, graph: Graph, kernels: KernelTable, prog: Program,
+                 places: dict[str, StaticBuffer]):
+        super().__init__(prog, prog.new_block("entry"))
         self.graph = graph
-        self.prog = prog
         self.kernels = kernels
-        self.block: Block = prog.new_block("entry")
-        self.scope = Scope()
-        self._const_slots: dict[int, Slot] = {}  # preset before the run: valid in every scope
         self._result_slots: set[Slot] = set()  # the scalars kernels write (result_slot)
-        self._first_binding: dict[Sym, str] = {}
         self.node: Node | None = None
         # control flow: the values a region yields get run-time buffers (a static buffer
         # cannot leave its region), and the buffers the current region owns may be moved out
@@ -57,12 +59,8 @@ class Lowerer:
         self._labels: dict[str, int] = {}
         self._hoisted: set[int] = set()  # ids of checks emitted at the start (input relations)
         self.loop_depth = 0  # Loop bodies being lowered (a string pool cannot be made in one)
-        # Concat inputs written in place into their Concat's output (plan_concats): input name
-        # -> (the output's name, byte offset); the outputs' buffers, made when first needed;
-        # the registers that got a place
-        self._concat_parts: dict[str, tuple[str, int]] = {}
-        self._concat_buffers: dict[str, StaticBuffer] = {}
-        self.in_place: set[Reg] = set()
+        self._places = places
+        self.in_place: set[Reg] = set()  # the registers of values written in place (parts)
 
     @property
     def target(self) -> Target:
@@ -72,138 +70,13 @@ class Lowerer:
         """What messages name: the node being lowered."""
         return self.node.label() if self.node else "model"
 
-    def _emit(self, op: str, *args) -> Instr:
-        ins = Instr(isa.BY_NAME[op], list(args))
-        self.block.instrs.append(ins)
-        return ins
-
-    # ------------------------------------------------------------------ dims
-    def new_slot(self, name: str | None = None) -> Slot:
-        return self.prog.new_slot(name)
-
+    # ------------------------------------------------------------------ slots
     def result_slot(self, name: str | None = None) -> Slot:
         """A slot a kernel call writes (CALL's scalars are read and written): it starts
         every run at 0, so it is defined before the call reads it."""
         slot = self.prog.new_slot(name, init=0)
         self._result_slots.add(slot)
         return slot
-
-    def const_slot(self, v: int) -> Slot:
-        if v not in self._const_slots:
-            self._const_slots[v] = self.prog.new_slot(str(v), init=v, const=True)
-        return self._const_slots[v]
-
-    def define(self, d: Dim, slot: Slot) -> None:
-        """Record that ``slot`` holds the run-time value of ``d`` (a symbol, usually)."""
-        d = D.as_dim(d)
-        self.scope.slots[d] = slot
-        if isinstance(d, D.Expr) and (slot.name is None or isinstance(d.atom(), Sym)):
-            slot.name = str(d)  # a symbol names its slot better than its source
-
-    def is_defined(self, d: Dim) -> bool:
-        return isinstance(d, int) or self.scope.slot(D.as_dim(d)) is not None
-
-    def slot(self, d: Dim) -> Slot:
-        """A slot holding the run-time value of dim expression ``d``, evaluating it once."""
-        d = D.as_dim(d)
-        if isinstance(d, int):
-            return self.const_slot(d)
-        known = self.scope.slot(d)
-        if known is not None:
-            return known
-        atom = d.atom()
-        if atom is not None:
-            slot = self._atom_slot(atom)
-        else:
-            slot = None
-            for mono, coef in d.terms:
-                term = self.const_slot(coef) if not mono else None
-                for a in mono:
-                    s = self.slot(D.atom_expr(a))
-                    term = s if term is None else self.arith("MUL", term, s)
-                if mono and coef != 1:
-                    term = self.arith("MUL", term, self.const_slot(coef))
-                slot = term if slot is None else self.arith("ADD", slot, term)
-        self.define(d, slot)
-        return slot
-
-    def _atom_slot(self, atom: D.Atom) -> Slot:
-        if isinstance(atom, Sym):
-            raise CompileError(f"{self.context()}: symbol '{atom}' has no value at this point "
-                               f"(internal: no instruction defines it)")
-        op, args = D.atom_op(D.atom_expr(atom))
-        if op == "bcast":
-            msg = f"{self.context()}: dims {args[0]} = {{0}} and {args[1]} = {{1}} do not broadcast"
-            return self.broadcast_dims(args, msg)
-        if op in ("min", "max"):
-            slot = self.slot(args[0])
-            for x in args[1:]:
-                slot = self.arith(op.upper(), slot, self.slot(x))
-            return slot
-        if op == "ifzero":  # v + (v == 0) * (d - v)
-            v, d = self.slot(args[0]), self.slot(args[1])
-            zero = self.arith("EQ", v, self.const_slot(0))
-            return self.arith("ADD", v, self.arith("MUL", zero, self.arith("SUB", d, v)))
-        kind = {"floordiv": "FLOORDIV", "mod": "MOD", "div": "DIV"}[op]
-        where = self._where(D.atom_expr(atom)) if kind == "DIV" else ""
-        msg = (f"{self.context()}: {args[0]} = {{0}} is not divisible by {args[1]} = {{1}}"
-               + (f" ({where})" if where else "") if kind == "DIV" else None)
-        return self.arith(kind, self.slot(args[0]), self.slot(args[1]), msg)
-
-    def broadcast_dims(self, dims: Sequence[Dim], msg: str) -> Slot:
-        """The numpy broadcast of ``dims``, failing with ``msg`` when they do not broadcast."""
-        slot = self.slot(dims[0])
-        for x in dims[1:]:
-            slot = self.bcast(slot, self.slot(x), msg)
-        return slot
-
-    # ------------------------------------------------------------------ shape builtins
-    def arith(self, kind: str, a: Slot, b: Slot, msg: str | None = None) -> Slot:
-        """A new slot := a <kind> b (see isa.ARITH); ``msg`` if it fails."""
-        dst = self.new_slot()
-        self.arith_into(kind, dst, a, b, msg)
-        return dst
-
-    def arith_into(self, kind: str, dst: Slot, a: Slot, b: Slot, msg: str | None = None) -> None:
-        """``dst`` := a <kind> b (a slot redefined on each pass of a loop)."""
-        self._emit("ARITH", kind, dst, a, b, msg or f"{self.context()}: shape arithmetic {kind.lower()} of "
-                                                   f"{{0}} and {{1}} overflows or is undefined")
-
-    def bcast(self, a: Slot, b: Slot, msg: str) -> Slot:
-        """A new slot := the numpy broadcast of dims a and b; ``msg`` when they do not."""
-        dst = self.new_slot()
-        self._emit("BCAST", dst, a, b, msg)
-        return dst
-
-    def check_eq(self, a: Slot, b: Slot, msg: str) -> None:
-        self._emit("CHECK_EQ", a, b, msg)
-
-    def check_le(self, a: Slot, b: Slot, msg: str) -> None:
-        self._emit("CHECK_LE", a, b, msg)
-
-    def check_nonnegative(self, d: Dim, msg: str) -> None:
-        """``d >= 0`` at run time; ``msg`` gets the value as {1}."""
-        if not isinstance(d, int) and D.bounds(d)[0] < 0:
-            self.check_le(self.const_slot(0), self.slot(d), msg)
-
-    def reshape_target(self, input_dims: Sequence[Slot], target: Sequence[Slot], msg: str) -> list[Slot]:
-        """Fresh slots holding the ``target`` with ONNX Reshape's 0 (copy the input dim) and -1
-        (infer) resolved against the input's dims; fails with ``msg`` and the reason. The
-        builtin resolves in place, so it works on copies: a target's slots may be shared with
-        other values (the constant 0, a symbol such as the batch), which it must not change."""
-        out = [self.new_slot() for _ in target]
-        for o, t in zip(out, target):
-            self.assign(o, t)
-        self._emit("RESHAPE", msg, list(input_dims), out)
-        return out
-
-    def slice_dim(self, dim: Slot, start: Slot, end: Slot, step: Slot, msg: str,
-                  name: str | None = None) -> tuple[Slot, Slot]:
-        """(first, count) of ``range(dim)[start:end:step]`` with ONNX Slice's clamping;
-        ``msg`` (with dim, start, end) when step is 0."""
-        first, count = self.new_slot(name), self.new_slot()
-        self._emit("SLICE_DIM", dim, start, end, step, first, count, msg)
-        return first, count
 
     # ------------------------------------------------------------------ values
     def value(self, name: str) -> Value:
@@ -257,57 +130,18 @@ class Lowerer:
         return reg
 
     def alloc(self, name: str) -> Reg:
-        """A new buffer for value ``name`` with its symbolic shape: for a Concat's input that
-        :meth:`plan_concats` placed, its part of the Concat's output."""
+        """A new buffer for value ``name`` with its symbolic shape: at the top level, the
+        static buffer planned for it if it is written in place (a part of another value's,
+        such as a Concat's input) or has parts."""
         v = self.value(name)
         place = None
-        if (self.scope.parent is None and name not in self._runtime_values
-                and (name in self._concat_parts or name in self._concat_buffers)):
-            place = self._concat_buffer(name)
+        if self.scope.parent is None and name not in self._runtime_values:
+            place = self._places.get(name)
         reg = self._buffer(name, v.dtype, v.shape, f"'{name}' {v.describe()}", place)
         if place is not None and place.parent is not None:
             self.in_place.add(reg)
         self.scope.regs[name] = reg
         return reg
-
-    def plan_concats(self, nodes: Sequence[Node]) -> None:
-        """Place the inputs of each Concat of static shape whose parts are contiguous in its
-        output (every dim before the axis is 1) in that output, so that their producers write
-        them there and the Concat copies nothing (squeezenet's fire modules: 4% of its native
-        time). An input qualifies when a kernel of this graph writes it into a buffer of its
-        own (a view or a graph input is copied as before: :meth:`alloc` decides), it is not a
-        graph output, no other Concat takes it, and it is not itself placed or a placed
-        Concat's output (no nesting)."""
-        from ..ops.movement import Concat
-
-        made = {o for n in nodes for o in n.outputs if o}
-        outputs = set(self.graph.outputs)
-        concats = [n for n in nodes if isinstance(n.op, Concat) and n.outputs[0]]
-        uses = Counter(i for n in concats for i in n.inputs if i)
-        for n in concats:
-            out = self.graph.values[n.outputs[0]]
-            axis = n.info
-            if (not out.is_static or out.dtype.is_string or out.const is not None or out.known
-                    or any(int(d) != 1 for d in out.shape[:axis]) or n.outputs[0] in self._concat_parts):
-                continue
-            inner = prod(int(d) for d in out.shape[axis + 1:]) * out.dtype.itemsize
-            at = 0
-            for i in n.inputs:
-                v = self.graph.values[i]
-                if (i in made and i not in outputs and uses[i] == 1 and v.const is None and not v.known
-                        and i not in self._concat_buffers):
-                    self._concat_parts[i] = (n.outputs[0], at)
-                    self._concat_buffers.setdefault(n.outputs[0], StaticBuffer(out.dtype.itemsize * out.numel))
-                at += int(v.shape[axis]) * inner
-
-    def _concat_buffer(self, name: str) -> StaticBuffer:
-        """The static buffer of a planned Concat output, or of a part of one."""
-        if name in self._concat_parts:
-            out, at = self._concat_parts[name]
-            v = self.value(name)
-            nbytes = v.dtype.itemsize * prod(int(d) for d in v.shape)
-            return StaticBuffer(nbytes, parent=self._concat_buffers[out], at=at)
-        return self._concat_buffers[name]
 
     def scratch(self, what: str, dtype: DType, shape: Sequence[Dim]) -> Reg:
         """A temporary buffer (``what`` names it in messages); it dies after its last use."""
@@ -362,15 +196,6 @@ class Lowerer:
                    f"{self.context()}: '{name}' has {{0}} elements, expected {{1}}", slots)
         return slots
 
-    def define_dims(self, dims: Sequence[Dim], slots: Sequence[Slot]) -> None:
-        """Bind an output's data-dependent ``dims`` to run-time values, checking that each
-        is a valid (non-negative) dim."""
-        zero = self.const_slot(0)
-        for axis, (d, s) in enumerate(zip(dims, slots)):
-            if not self.is_defined(d):
-                self.check_le(zero, s, f"{self.context()}: output dim {axis} is {{1}}")
-                self.define(d, s)
-
     # ------------------------------------------------------------------ kernels
     def call(self, build: BuildFn, params: Any, tensors: Sequence[Reg], scalars: Sequence[Slot] = (),
              error: str | None = None, *, outputs: int = 1) -> KernelRef:
@@ -418,16 +243,6 @@ class Lowerer:
         """Continue at ``block`` if ``cond`` is non-zero, else with what follows."""
         self._emit("BRANCH", cond, block)
 
-    def assign(self, dst: Slot, src: Slot) -> None:
-        """``dst`` := ``src`` (a slot redefined on each pass of a loop)."""
-        self.arith_into("ADD", dst, src, self.const_slot(0))
-
-    def dim_of(self, reg: Reg, axis: int, name: str | None = None) -> Slot:
-        """A new slot := dim ``axis`` of the tensor in ``reg`` at run time."""
-        s = self.new_slot(name)
-        self._emit("DIM", s, reg, axis)
-        return s
-
     def lower_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             outs = [o for o in node.outputs if o]
@@ -443,11 +258,15 @@ class Lowerer:
         """Lower a region's nodes in a child scope where its inputs are the registers
         ``bind`` gives; returns registers of its outputs, each either a buffer the region
         allocated (which may be moved out) or anything else (to be copied out). The
-        caller hands them out with :meth:`yield_to` before leaving the scope."""
+        caller hands them out with :meth:`yield_to` before leaving the scope. Messages
+        name the control node again afterwards."""
+        node = self.node
         self.scope.regs.update(bind)
         self._runtime_values.update(region.outputs)
         self.lower_nodes(region.nodes)
-        return [self.tensor(o) for o in region.outputs]
+        outs = [self.tensor(o) for o in region.outputs]
+        self.node = node
+        return outs
 
     def enter_region(self) -> tuple:
         saved = (self.scope, self.node)
@@ -480,6 +299,14 @@ class Lowerer:
         for dst, src in final:
             self._emit("MOVE", dst, src)
 
+    def new_reg(self, name: str, dtype: DType | None, shape: Sequence[Dim]) -> Reg:
+        """A register that holds nothing yet (a control op's result, defined on each path)."""
+        return self.prog.new_reg(name, dtype, shape)
+
+    def bind(self, name: str, reg: Reg) -> None:
+        """Value ``name`` is in ``reg`` from here on, in the current scope."""
+        self.scope.regs[name] = reg
+
     def copy(self, dst: Reg, src: Reg, what: str) -> None:
         """``dst`` := a new buffer holding a copy of ``src``."""
         self._emit("COPY", dst, src, self._oom(what))
@@ -491,10 +318,6 @@ class Lowerer:
         self._emit("VIEW", reg, src, [self.slot(d) for d in v.shape])
         self.scope.regs[name] = reg
         return reg
-
-    def can_evaluate(self, d: Dim) -> bool:
-        """Whether every symbol of ``d`` has a value at this point."""
-        return all(self.is_defined(D.atom_expr(s)) for s in D.free_symbols(d))
 
     def own(self, reg: Reg) -> None:
         """``reg`` holds a buffer the current region owns (it may be moved out)."""
@@ -536,28 +359,12 @@ class Lowerer:
     def bind_inputs(self) -> None:
         for i, name in enumerate(self.graph.inputs):
             v = self.value(name)
-            reg = self.prog.new_reg(name, v.dtype, v.shape)
+            reg = self.new_reg(name, v.dtype, v.shape)
             self.scope.regs[name] = reg
             self.prog.inputs.append((v.dtype, v.rank, name))
             self._emit("INPUT", i, reg)
             for axis, d in enumerate(v.shape):
-                where = f"input '{name}' dim {axis}"
-                s = self.new_slot(f"{name}.shape[{axis}]")
-                self._emit("DIM", s, reg, axis)
-                atom = d.atom() if isinstance(d, D.Expr) else None
-                if isinstance(d, int):
-                    self.check_eq(s, self.const_slot(d), f"{where}: expected {d}, got {{0}}")
-                elif isinstance(atom, Sym) and not self.is_defined(d):
-                    self.define(d, s)
-                    self._first_binding[atom] = where
-                    if atom.lo > 0:
-                        self.check_le(self.const_slot(atom.lo), s,
-                                      f"{where} ({atom}): {{1}} is below the minimum {{0}}")
-                    if atom.hi is not None:
-                        self.check_le(s, self.const_slot(atom.hi), f"{where} ({atom}): {{0}} exceeds bound {{1}}")
-                else:
-                    first = self._first_binding.get(atom, "an earlier dim") if atom else "its expression"
-                    self.check_eq(s, self.slot(d), f"{where} ({d}): got {{0}}, but {d} = {{1}} from {first}")
+                self.bind_dim(d, self.dim_of(reg, axis, f"{name}.shape[{axis}]"), f"input '{name}' dim {axis}")
 
     def check_input_relations(self, nodes: Sequence[Node]) -> None:
         """Right after the inputs are bound, every relation among input symbols that the
@@ -572,7 +379,7 @@ class Lowerer:
             self.node = node
             for c in node.checks:
                 if self._of_inputs(c.a, c.b):
-                    self._emit_check(c)
+                    self.check(c)
                     self._hoisted.add(id(c))
             for o in outs:
                 for d in self.value(o).shape:
@@ -584,11 +391,6 @@ class Lowerer:
     def _of_inputs(self, *dims: Dim) -> bool:
         syms = set().union(*[D.free_symbols(d) for d in dims])
         return bool(syms) and all(s.kind == "input" and self.is_defined(D.atom_expr(s)) for s in syms)
-
-    def _where(self, d: Dim) -> str:
-        """Which input dims the symbols of ``d`` come from."""
-        return ", ".join(f"{s} from {self._first_binding[s]}" for s in sorted(D.free_symbols(d), key=str)
-                         if s in self._first_binding)
 
     def check_facts_of(self, node: Node) -> None:
         """--check-facts: ``node``'s outputs, which the compiler knew and which its kernel has
@@ -620,21 +422,7 @@ class Lowerer:
         for c in node.checks:
             if id(c) in self._hoisted:
                 continue
-            self._emit_check(c)
-
-    def _emit_check(self, c) -> None:
-        if c.kind == "define":
-            if not self.is_defined(c.a):
-                self.define(c.a, self.broadcast_dims(D.atom_op(c.a)[1], c.message))
-        elif c.kind == "eq":
-            self.check_eq(self.slot(c.a), self.slot(c.b), c.message)
-        elif c.kind == "le":
-            self.check_le(self.slot(c.a), self.slot(c.b), c.message)
-        else:
-            # "a broadcasts to b" is one-way: a is 1 or equals b (BCAST alone would
-            # also accept b == 1 < a)
-            out = self.bcast(self.slot(c.a), self.slot(c.b), c.message)
-            self.check_eq(out, self.slot(c.b), c.message)
+            self.check(c)
 
     def emit_outputs(self) -> None:
         self.node = None
@@ -670,16 +458,15 @@ def _div_atoms(d: Dim) -> list[Dim]:
 def lower_graph(graph: Graph, kernels: KernelTable) -> Program:
     """The verified program for ``graph``, its kernels built into ``kernels``' module."""
     prog = kernels.prog
-    lw = Lowerer(graph, kernels, prog)
+    lw = Lowerer(graph, kernels, prog, memory.plan_in_place(graph))
     lw.bind_inputs()
     lw.check_input_relations(graph.nodes)
-    at, known = len(lw.block.instrs), dict(lw.scope.slots)
-    lw.plan_concats(graph.nodes)
+    bound, prologue = lw.here(), lw.fork("prologue")
     lw.lower_nodes(graph.nodes)
     lw.emit_outputs()
     spans = liveness.intervals(prog)
     liveness.plan_arena(prog, spans)
-    prog.memory = memory.plan_dynamic(prog, lw, at, known, spans)
+    prog.memory = memory.plan_dynamic(prog, prologue, bound, spans)
     liveness.insert_frees(prog)
     prog.verify()
     return prog
