@@ -76,14 +76,18 @@ check-facts: env
 	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider
 
 # fuzzing campaigns with fixed seeds (a smaller slice of each runs in `make test`): malformed
-# ONNX models, tampered modules (per target and mode), run-time inputs (split over the targets)
+# ONNX models, tampered modules (per target and mode), run-time inputs (split over the targets),
+# and the C libraries (wasm_runtime/clib) natively under sanitizers on mutated images, regex
+# inputs and text (about 2 minutes; findings are saved under /tmp/symwasm-clib-fuzz)
 FUZZ_CASES ?= 1000
 FUZZ_TAMPER ?= 150
 FUZZ_INPUTS ?= 10000
+FUZZ_CLIB ?= 200000
 fuzz: env
 	PYTHONPATH=. $(PY) -m tests.fuzz.onnx_mutator --cases $(FUZZ_CASES) --full
 	PYTHONPATH=. $(PY) -m tests.fuzz.tamper --cases $(FUZZ_TAMPER)
 	PYTHONPATH=. $(PY) -m tests.fuzz.runtime_fuzz --inputs $(FUZZ_INPUTS)
+	PYTHONPATH=. $(PY) -m tests.fuzz.clib_fuzz --cases $(FUZZ_CLIB)
 
 # the onnx package's node test cases on both targets, each in a worker process; prints a
 # per-op table and writes every outcome to tests/conformance/results.json (committed), and
