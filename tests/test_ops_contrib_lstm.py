@@ -18,7 +18,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from tests.util import build, const, vinfo
+from util import build, const, vinfo
 from toolkit.ir.graph import CompileError
 
 RNG = np.random.default_rng(2027)  # reseeded for each test (_seeded)

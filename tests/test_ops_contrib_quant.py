@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.util import build, const, ort_reference, vinfo
+from util import build, const, ort_reference, vinfo
 from toolkit.ir.graph import CompileError
 
 RNG = np.random.default_rng(2026)
@@ -749,7 +749,7 @@ def test_matmul_nbits_weights(target):
     GEMM packs them at compile time); a wasm32 module keeps one byte per weight (1.2 MB for
     1024 x 1024, against 4.1 MB of float32) and dequantizes them on every run. Either way
     the weights are onnxruntime's bit for bit: A the identity gives them back exactly."""
-    from tests.util import lower_model
+    from util import lower_model
 
     k, n = 72, 10
     model = _nbits_model(k, n, 32, True, False)

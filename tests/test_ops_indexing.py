@@ -8,7 +8,7 @@ import pytest
 from onnx import helper
 
 import wasm_runtime
-from tests.util import assert_outputs_match, check_model, const, make_model, ort_reference, rand, reference, vinfo
+from util import assert_outputs_match, check_model, const, make_model, ort_reference, rand, reference, vinfo
 from toolkit.frontend.onnx.importer import import_model
 from toolkit.ir import dims as D
 from toolkit.ir.graph import CompileError

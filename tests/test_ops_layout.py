@@ -10,7 +10,7 @@ from onnx import helper
 
 import wasm_runtime
 from tests.test_ops_shape import compile_checked, shape_of
-from tests.util import _TMP, check_model, const, make_model, ort_reference, rand, vinfo
+from util import _TMP, check_model, const, make_model, ort_reference, rand, vinfo
 from toolkit.compiler import compile_model
 from toolkit.ir.graph import CompileError
 

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import wasm_runtime
-from tests.util import build, check_model, const, make_model, ort_reference, rand, reference, vinfo
+from util import build, check_model, const, make_model, ort_reference, rand, reference, vinfo
 from toolkit.ir.graph import CompileError
 
 RNG = np.random.default_rng(31)
@@ -169,7 +169,7 @@ def test_quantized_weights_fold_natively(target):
     read as weights; a wasm32 module keeps them quantized and dequantizes them on every run.
     The folded values are the kernel's, bit for bit (output d of each target), and both
     targets match onnxruntime."""
-    from tests.util import lower_model
+    from util import lower_model
 
     wq = RNG.integers(-128, 128, (6, 4, 3, 3)).astype(I8)
     vq = RNG.integers(0, 256, (5, 7)).astype(U8)
@@ -255,7 +255,7 @@ def test_matmul_integer_constant_b_as_float_gemm(target, k, route):
     one more row of 127s passes the bound and keeps the int32 product. Exact either way, at
     the worst case (a all 255, zero point 0) and on random data; a Cast of the product to
     float32 then reads the float product itself (no Cast kernels)."""
-    from tests.util import lower_model
+    from util import lower_model
 
     b = np.full((k, 3), 127, I8)
     b[:, 1] = RNG.integers(-128, 128, k)
@@ -389,7 +389,7 @@ def test_conv_integer_constant_w_as_float_conv(target, c, route):
     and are cast back exactly; 14 channels x 37 taps of 127 reach 255 * 127 * 518, just
     under the bound, 15 channels pass it and keep the int32 convolution. Exact against
     onnx.reference, at the worst case (x all 255, zero point 0) and on random data."""
-    from tests.util import lower_model
+    from util import lower_model
 
     w = np.full((2, c, 1, 37), 127, I8)
     w[1] = RNG.integers(-128, 128, (c, 1, 37))
@@ -542,7 +542,7 @@ def test_quantize_dequantize_pair_is_one_op(target, dtype, zero, zero2, scale2):
     onnx.reference casts to int32 with numpy, undefined for them) against numpy's
     saturating reading: NaN to the zero point, infinities to the ends of the range, as the
     QuantizeLinear kernel alone gives (checked on the Q output too)."""
-    from tests.util import lower_model
+    from util import lower_model
 
     inits = [const("s", np.float32(0.25)), const("s2", np.float32(scale2))]
     if zero is not None:
@@ -570,7 +570,7 @@ def test_quantize_dequantize_pair_fuses_into_conv(target):
     """Conv -> Relu -> QuantizeLinear -> DequantizeLinear (a QDQ model's activation): one
     convolution kernel with Relu and the fake quantization in its epilogue, whose values are
     the unfused convolution's output quantized and dequantized by numpy, exactly."""
-    from tests.util import lower_model
+    from util import lower_model
 
     rng = np.random.default_rng(5)
     w = rng.uniform(-1, 1, (8, 5, 3, 3)).astype(F32)

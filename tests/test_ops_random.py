@@ -20,7 +20,7 @@ from llvmlite import binding as llvm
 from onnx import TensorProto, helper
 
 import wasm_runtime
-from tests.util import build, const, lower_model, make_model, vinfo
+from util import build, const, lower_model, make_model, vinfo
 from toolkit.ir.graph import CompileError
 
 F16, F32, F64, I32, I64 = np.float16, np.float32, np.float64, np.int32, np.int64

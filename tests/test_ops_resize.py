@@ -11,7 +11,7 @@ from onnx import helper
 
 import wasm_runtime
 from tests.test_ops_shape import compile_checked, shape_of
-from tests.util import _TMP, check_model, const, make_model, ort_reference, rand, reference, vinfo
+from util import _TMP, check_model, const, make_model, ort_reference, rand, reference, vinfo
 from toolkit.compiler import compile_model
 from toolkit.ir.graph import CompileError
 
@@ -91,7 +91,7 @@ def test_resize_rows_match_elementwise(mode, coord, scales, target):
     scales given at run time take the element-by-element one. The results are the same bits,
     and match onnx.reference; the last case's 1200 x 2.5 = 3000 outputs a row span three
     chunks of tap tables."""
-    from tests.util import build, plans
+    from util import build, plans
 
     extra = dict(exclude_outside=1) if mode == "cubic" and coord == "asymmetric" else {}
     const_s = make_model([resize(["x", "", "s"], "y", mode=mode, coordinate_transformation_mode=coord, **extra)],

@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 import wasm_runtime
-from tests.util import build, check_model, const, lower_model, make_model, ort_reference, vinfo
+from util import build, check_model, const, lower_model, make_model, ort_reference, vinfo
 from toolkit.frontend.onnx.importer import import_model
 from toolkit.ir import dims as D
 from toolkit.ir.graph import CompileError

@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 
 import wasm_runtime
-from tests.util import _TMP, assert_outputs_match, check_model, const, make_model, rand, reference, vinfo
+from util import _TMP, assert_outputs_match, check_model, const, make_model, rand, reference, vinfo
 from toolkit.compiler import CompileResult, compile_model
 from toolkit.ir import dims as D
 from toolkit.ir.graph import CompileError

@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 import wasm_runtime
-from tests.util import build, check_model, const, make_model, ort_reference, rand, reference, vinfo
+from util import build, check_model, const, make_model, ort_reference, rand, reference, vinfo
 from toolkit.ir.graph import CompileError
 
 RNG = np.random.default_rng(53)

@@ -8,7 +8,7 @@ import pytest
 
 import wasm_runtime
 from tests.test_ops_shape import F32, I64, compile_checked, ints, node, outs, shape_of
-from tests.util import assert_outputs_match, check_model, const, make_model, rand, reference, vinfo
+from util import assert_outputs_match, check_model, const, make_model, rand, reference, vinfo
 
 RNG = np.random.default_rng(11)
 INT64_MAX, INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import wasm_runtime
-from tests.util import build, check_model, const, make_model, reference, vinfo
+from util import build, check_model, const, make_model, reference, vinfo
 from toolkit.compiler import compile_model
 from toolkit.ir.graph import CompileError
 
@@ -78,11 +78,11 @@ def test_equal(target):
                             for n, k in ((3, 4), (1, 1), (5, 2), (0, 3))])
 
 
-def test_equal_before_19_refuses_strings():
+def test_equal_before_19_refuses_strings(tmp_path):
     m = make_model([helper.make_node("Equal", ["a", "b"], ["y"], name="eq")], [sv("a", [2]), sv("b", [2])],
                    [vinfo("y", np.bool_, None)], opset=13)
     with pytest.raises(CompileError, match="eq.*Equal-13 does not take strings"):
-        compile_model(m, "/tmp/never.wasm")
+        compile_model(m, tmp_path / "never.wasm")
 
 
 def test_string_concat(target):
@@ -144,11 +144,11 @@ def test_string_normalizer_two_dims(target):
     check_model(m, target, [{"x": strings([["x", "y", "z"]])}])
 
 
-def test_string_normalizer_rank_is_checked():
+def test_string_normalizer_rank_is_checked(tmp_path):
     m = make_model([helper.make_node("StringNormalizer", ["x"], ["y"], name="norm")], [sv("x", [2, 2, 2])],
                    [sv("y", None)], opset=10)
     with pytest.raises(CompileError, match=r"norm.*takes \[C\] or \[1, C\]"):
-        compile_model(m, "/tmp/never.wasm")
+        compile_model(m, tmp_path / "never.wasm")
 
 
 def test_string_normalizer_leading_dim_is_checked_at_run_time(target):
@@ -172,14 +172,14 @@ def test_regex_full_match(target, pattern):
     check_model(m, target, feeds)
 
 
-def test_regex_bad_pattern_fails_at_compile_time():
+def test_regex_bad_pattern_fails_at_compile_time(tmp_path):
     m = make_model([helper.make_node("RegexFullMatch", ["x"], ["y"], pattern="(a", name="rx")], [sv("x", ["n"])],
                    [vinfo("y", np.bool_, None)], opset=20)
     with pytest.raises(CompileError, match=r"rx.*pattern '\(a'"):
-        compile_model(m, "/tmp/never.wasm")
+        compile_model(m, tmp_path / "never.wasm")
 
 
-def test_new_strings_inside_a_loop_are_refused():
+def test_new_strings_inside_a_loop_are_refused(tmp_path):
     body = helper.make_graph([helper.make_node("StringConcat", ["s", "s"], ["s2"]),
                               helper.make_node("Identity", ["c"], ["c2"])], "body",
                              [vinfo("i", np.int64, []), vinfo("c", np.bool_, []), sv("s", [2])],
@@ -187,7 +187,7 @@ def test_new_strings_inside_a_loop_are_refused():
     m = make_model([helper.make_node("Loop", ["n", "", "x"], ["y"], body=body, name="loop")],
                    [vinfo("n", np.int64, []), sv("x", [2])], [sv("y", None)], opset=20)
     with pytest.raises(CompileError, match="new strings inside a Loop"):
-        compile_model(m, "/tmp/never.wasm")
+        compile_model(m, tmp_path / "never.wasm")
 
 
 def test_string_input_errors(target):

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import wasm_runtime
-from tests.util import assert_outputs_match, build, const, make_model, reference, vinfo
+from util import assert_outputs_match, build, const, make_model, reference, vinfo
 from toolkit.ir.graph import CompileError
 
 TARGETS = ("wasm32", "native")

@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 import wasm_runtime
-from tests.util import build, check_model
+from util import build, check_model
 
 pytestmark = pytest.mark.check  # the full tier only: the digits web app's module
 
