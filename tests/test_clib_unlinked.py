@@ -128,28 +128,30 @@ def found(data: bytes, library: str, target: str) -> list[str]:
     return [what for what, marker in markers(library, target).items() if marker in data]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("model", sorted(plain_models()))
-def test_a_model_without_their_ops_links_none_of_the_libraries(modules, model, target):
-    data = modules[model, target]
-    held = {lib: found(data, lib, target) for lib in LIBRARIES}
-    assert not any(held.values()), f"{model} on {target} holds C library code: {held}"
-    if target != "wasm32":
-        symbols = [fn for fn in lib_functions() if fn.encode() + b"\0" in data]
-        assert not symbols, f"{model} natively holds the C libraries' functions {symbols}"
-        assert b"wasm_runtime/clib/" not in data, "a native module carries the C libraries' debug info (-g0)"
+def test_a_model_without_their_ops_links_none_of_the_libraries(modules):
+    """Every plain model on every target (one test, so that the fast tier runs them all)."""
+    for target in TARGETS:
+        for model in plain_models():
+            data = modules[model, target]
+            held = {lib: found(data, lib, target) for lib in LIBRARIES}
+            assert not any(held.values()), f"{model} on {target} holds C library code: {held}"
+            if target != "wasm32":
+                symbols = [fn for fn in lib_functions() if fn.encode() + b"\0" in data]
+                assert not symbols, f"{model} natively holds the C libraries' functions {symbols}"
+                assert b"wasm_runtime/clib/" not in data, \
+                    f"{model} natively carries the C libraries' debug info (-g0)"
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_a_model_with_one_library_s_op_links_it_alone(modules, library, target):
+def test_a_model_with_one_library_s_op_links_it_alone(modules):
     """Each marker is real (the library's model holds every one), and a library is kept or
     dropped on its own."""
-    data = modules[library, target]
-    assert found(data, library, target) == list(markers(library, target)), \
-        f"the {library} model on {target} lacks some of its library's markers: choose markers its code holds"
-    others = {lib: found(data, lib, target) for lib in LIBRARIES if lib != library}
-    assert not any(others.values()), f"the {library} model on {target} holds other libraries' code: {others}"
+    for target in TARGETS:
+        for library in LIBRARIES:
+            data = modules[library, target]
+            assert found(data, library, target) == list(markers(library, target)), \
+                f"the {library} model on {target} lacks some of its library's markers: choose markers its code holds"
+            others = {lib: found(data, lib, target) for lib in LIBRARIES if lib != library}
+            assert not any(others.values()), f"the {library} model on {target} holds other libraries' code: {others}"
 
 
 def test_the_committed_runtime_model_links_none_of_them():

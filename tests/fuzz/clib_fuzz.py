@@ -22,14 +22,13 @@ progressive, restart intervals, every sampling layout, grayscale, Adobe), writte
 and by tests/test_clib_image.py's writers; RegexFullMatch programs the compiler makes for a
 set of patterns (sometimes with words changed, which the VM must verify away) over mutated
 strings; StringSplit, StringNormalizer, StringConcat and Equal over mutated text; string
-constants' packed bytes, sometimes tampered with. The
-mutations: bit flips, byte sets to boundary values, truncations, insertions, deletions,
+constants' packed bytes, sometimes tampered with. The mutations: bit flips, byte sets to boundary values, truncations, insertions, deletions,
 duplications, splices of two seeds, and length fields corrupted where the formats keep them
 (PNG chunk lengths, with the chunk's CRC recomputed half the time so the decoder reads on;
 JPEG segment lengths; TIFF entry counts and offsets; BMP and PNM header numbers), and for
 PNG, the inflated image data itself mutated and compressed again.
 
-    python -m tests.fuzz.clib_fuzz [--cases N] [--seed S] [--cc gcc|zig|coverage|auto] [--out DIR]
+    python -m tests.fuzz.clib_fuzz [--cases N (20,000)] [--seed S] [--cc gcc|zig|coverage|auto] [--out DIR]
     python -m tests.fuzz.clib_fuzz --replay FILE [--cc ...]
 
 ``--cc coverage`` builds without sanitizers and with gcc's line counts, and prints how many
@@ -59,11 +58,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+from toolkit.link import CLIB, VM
+
 DRIVER = Path(__file__).with_name("clib_fuzz.c")
-CLIB_DIR = ROOT / "wasm_runtime" / "clib"
-VM_DIR = ROOT / "wasm_runtime" / "vm"
-CLIB_SOURCES = ("sw_strconst.c", "sw_text.c", "sw_regex.c", "sw_image.c")  # toolkit.link.CLIB's
+CLIB_DIR, CLIB_SOURCES, VM_DIR = CLIB.dir, CLIB.sources, VM.dir  # the unit as the modules build it
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "symwasm-clib-fuzz"
 BATCH = 100  # cases per driver process
 STATUS = {0: "ok", 1: "refused", 5: "internal", 6: "cancelled", 100: "too large to decode"}
@@ -72,6 +70,7 @@ STATUS = {0: "ok", 1: "refused", 5: "internal", 6: "cancelled", 100: "too large 
 # ---- building the driver ------------------------------------------------------------------
 
 
+@functools.cache
 def _gcc_has_asan() -> bool:
     gcc = shutil.which("gcc")
     if not gcc:
@@ -589,13 +588,17 @@ def line_coverage(build_dir: Path) -> dict[str, str]:
 def replay(path: Path, cc: str = "auto") -> int:
     exe = build(compiler(cc))
     done, died, report = run_batch(exe, [path], timeout=120)
-    print(report if died is not None else f"no finding: status {done}")
+    if died is not None:
+        print(report)
+    else:
+        status = done.get(0)
+        print(f"no finding: status {status} ({STATUS.get(status, '?')})")
     return 1 if died is not None else 0
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", type=int, default=3000)
+    ap.add_argument("--cases", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cc", choices=("auto", "gcc", "zig", "coverage"), default="auto")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
