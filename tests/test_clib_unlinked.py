@@ -154,6 +154,16 @@ def test_a_model_with_one_library_s_op_links_it_alone(modules):
             assert not any(others.values()), f"the {library} model on {target} holds other libraries' code: {others}"
 
 
+def test_a_native_module_carries_no_debug_info(modules):
+    """No DWARF of the VM or the libraries (both compiled -g0): it was 133 kB of a plain
+    native module and named the build machine's source directories."""
+    for name, target in modules:
+        if target != "wasm32":
+            data = modules[name, target]
+            assert b".debug_info" not in data and str(ROOT).encode() not in data, \
+                f"{name} natively carries debug info or the build's paths"
+
+
 def test_the_committed_runtime_model_links_none_of_them():
     data = (ROOT / "tests" / "data" / "runtime_model.wasm").read_bytes()
     held = {lib: found(data, lib, "wasm32") for lib in LIBRARIES}

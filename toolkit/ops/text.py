@@ -1,5 +1,5 @@
 """String ops: Equal over strings, StringConcat, StringSplit, StringNormalizer,
-RegexFullMatch; and ImageDecoder. Their kernels are written in C (wasm_runtime/vm/sw_lib.h,
+RegexFullMatch; and ImageDecoder. Their kernels are written in C (wasm_runtime/clib/sw_lib.h,
 called through :mod:`toolkit.codegen.clib`).
 
 A string tensor's elements are {address, length} of UTF-8 bytes (dtype ``string``, see
