@@ -32,6 +32,7 @@ from .. import abi
 from ..ir.dims import Dim
 from ..ir.dtypes import SMALL_INTS, DType
 from . import half, minifloat
+from .expr import Ex, const, ex, raw
 
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
@@ -204,6 +205,54 @@ class Tensor:
     def store(self, index: ir.Value, value: ir.Value, saturate: bool = True, round_mode: str = "up") -> None:
         self.store_raw(index, from_compute(self.kb.b, self.dtype, value, saturate, round_mode))
 
+    # the kernel language (expr.py): multi-dimensional indexing with Ex values
+    @property
+    def dims(self) -> tuple[Ex, ...]:
+        """The dims as :class:`~toolkit.codegen.expr.Ex` (constants when static)."""
+        return tuple(ex(self.kb.b, self.dim(a)) for a in range(self.rank))
+
+    def offset(self, *index: Ex | ir.Value | int) -> Ex:
+        """The flat row-major offset of element ``index`` (one i64 index per axis): constant
+        dims and indices fold. No bounds check, as with :meth:`load`."""
+        if len(index) != self.rank:
+            raise IndexError(f"{len(index)} indices for a tensor of rank {self.rank}")
+        b = self.kb.b
+        flat = const(b, I64, 0)
+        for a, i in enumerate(index):
+            flat = flat * ex(b, self.dim(a)) + (const(b, I64, i) if isinstance(i, int) else ex(b, i))
+        return flat
+
+    def __getitem__(self, index) -> Ex:
+        """``t[i, j, k]``: the element in its compute type, as an Ex (``t[()]`` for rank 0)."""
+        return ex(self.kb.b, self.load(self.offset(*(index if isinstance(index, tuple) else (index,))).v))
+
+    def __setitem__(self, index, value: Ex | ir.Value | int | float) -> None:
+        """``t[i, j, k] = v``: store ``v`` (a Python number becomes a constant of the compute type)."""
+        v = const(self.kb.b, self.ctype, value).v if isinstance(value, (int, float)) else raw(value)
+        self.store(self.offset(*(index if isinstance(index, tuple) else (index,))).v, v)
+
+    @property
+    def flat(self) -> "_Flat":
+        """``t.flat[i]``: element ``i`` of the row-major elements, read and written as Exs."""
+        return _Flat(self)
+
+
+class _Flat:
+    def __init__(self, t: Tensor):
+        self.t = t
+
+    def __getitem__(self, i) -> Ex:
+        return ex(self.t.kb.b, self.t.load(_index(self.t.kb.b, i)))
+
+    def __setitem__(self, i, value) -> None:
+        t = self.t
+        v = const(t.kb.b, t.ctype, value).v if isinstance(value, (int, float)) else raw(value)
+        t.store(_index(t.kb.b, i), v)
+
+
+def _index(b: ir.IRBuilder, i: Ex | ir.Value | int) -> ir.Value:
+    return i64(i) if isinstance(i, int) else raw(i)
+
 
 class _VolatileAtomicLoad(ir.instructions.LoadAtomicInstr):
     """``load atomic volatile``, which llvmlite's builder cannot spell."""
@@ -305,6 +354,29 @@ class KernelBuilder:
         return node
 
     @contextmanager
+    def range(self, n: Ex | ir.Value | int, name: str = "i", start: Ex | ir.Value | int | None = None,
+              plain: bool = False):
+        """:meth:`loop` for the kernel language: ``n`` and ``start`` may be Exs or ints, and
+        it yields ``i`` as an :class:`~toolkit.codegen.expr.Ex`."""
+        b = self.b
+        with self.loop(_index(b, n), name, None if start is None else _index(b, start), plain) as i:
+            yield ex(b, i)
+
+    def iterate(self, start: Ex | ir.Value | int, stop: Ex | ir.Value | int, inits: Sequence[Ex | ir.Value],
+                step: Callable[[Ex, list[Ex]], Sequence[Ex | ir.Value]], name: str = "c",
+                plain: bool = False) -> list[Ex]:
+        """:meth:`carry` for the kernel language: ``step`` gets ``i`` and the values as Exs
+        and returns the next values (Exs or llvmlite values); returns the final values as Exs."""
+        b = self.b
+        firsts = [raw(v) for v in inits]
+
+        def body(i: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            nxt = step(ex(b, i), [ex(b, v) for v in vals])
+            return [const(b, f.type, v).v if isinstance(v, (int, float)) else raw(v) for f, v in zip(firsts, nxt)]
+
+        return [ex(b, v) for v in self.carry(_index(b, start), _index(b, stop), firsts, body, name, plain)]
+
+    @contextmanager
     def loop(self, n: ir.Value, name: str = "i", start: ir.Value | None = None, plain: bool = False):
         """``for i in range(n)`` (``range(start, n)`` with ``start``); yields ``i`` (i64). The
         body is what the ``with`` emits. ``plain``: LLVM neither vectorizes nor unrolls it (a
@@ -374,7 +446,9 @@ class KernelBuilder:
         return none
 
     def fail_if(self, cond: ir.Value, status: int, details: Sequence[ir.Value] = ()) -> None:
-        """If ``cond``: write ``details`` for the message and return ``status``."""
+        """If ``cond``: write ``details`` for the message and return ``status``. (Either may
+        be Exs.)"""
+        cond, details = raw(cond), [raw(d) for d in details]
         if status in (STATUS_INVALID_INPUT, STATUS_OUT_OF_RANGE):
             # a kernel that rejects inputs (an index out of range) checks them even when its
             # outputs are empty, as onnxruntime does (finish narrows its early return to empty
