@@ -28,6 +28,7 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from . import mathlib
+from .expr import Ex, clamp, const, maximum, where
 from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, fptosi_sat, i64,
                      intrinsic)
 from .scalar import convert
@@ -366,10 +367,10 @@ def build_tensor_scatter(kb: KernelBuilder, params: tuple[int, bool, bool], type
 # ----------------------------------------------------------------------------- RoiAlign, MaxRoiPool
 
 
-def _batch_index(kb: KernelBuilder, raw: ir.Value, n: ir.Value) -> ir.Value:
+def _batch_index(kb: KernelBuilder, i: Ex, n: ir.Value) -> Ex:
     """A ROI's batch index (i64), failing with (index, batch size) unless it is in [0, n)."""
-    kb.fail_if(kb.b.icmp_unsigned(">=", raw, n), STATUS_OUT_OF_RANGE, [raw, n])
-    return raw
+    kb.fail_if(kb.b.icmp_unsigned(">=", i.v, n), STATUS_OUT_OF_RANGE, [i, n])
+    return i
 
 
 @dataclass(frozen=True)
@@ -387,101 +388,71 @@ def build_roi_align(kb: KernelBuilder, plan: RoiAlignPlan, types: Sequence[Tenso
     weighted corner value, as onnxruntime does in max mode). Coordinates are computed in
     double once per sample; the channel loop is innermost. Tensors: X (N, C, H, W), rois
     (R, 4), batch_indices (R), out (R, C, oh, ow)."""
-    b = kb.b
     x = kb.tensor(0, *types[0])
     rois = kb.tensor(1, *types[1])
     bidx = kb.tensor(2, *types[2])
     out = kb.tensor(3, *types[3])
     acc = out.ctype
-    channels, height, width = x.dim(1), x.dim(2), x.dim(3)
-    hf, wf = b.sitofp(height, F64), b.sitofp(width, F64)
-    plane = b.mul(height, width)
-    oh, ow = i64(plan.height), i64(plan.width)
-    bins = plan.height * plan.width
-    one, zero = _f(1.0), _f(0.0)
+    _, channels, height, width = x.dims
+    hf, wf = height.to(F64), width.to(F64)
 
-    def to_acc(v: ir.Value) -> ir.Value:
-        return b.fptrunc(v, acc) if acc != F64 else v
-
-    with kb.loop(rois.dim(0), name="roi") as r:
-        raw = bidx.load(r)
-        batch = _batch_index(kb, raw if raw.type == I64 else b.sext(raw, I64), x.dim(0))
-        offset = _f(0.5 if plan.half_pixel else 0.0)
-        coords = [b.fsub(b.fmul(convert(b, rois.load(b.add(b.mul(r, i64(4)), i64(c))), rois.dtype, FLOAT64),
-                                _f(plan.spatial_scale)), offset) for c in range(4)]
-        x0, y0 = coords[0], coords[1]
-        rw, rh = b.fsub(coords[2], x0), b.fsub(coords[3], y0)
+    with kb.range(rois.dim(0), "roi") as r:
+        batch = _batch_index(kb, bidx[r].index(), x.dim(0))
+        offset = 0.5 if plan.half_pixel else 0.0
+        x0, y0, x1, y1 = (rois[r, c].to(F64) * plan.spatial_scale - offset for c in range(4))
+        rw, rh = x1 - x0, y1 - y0
         if not plan.half_pixel:
-            rw, rh = intrinsic(b, "llvm.maximum", rw, one), intrinsic(b, "llvm.maximum", rh, one)
-        bin_h, bin_w = b.fdiv(rh, _f(plan.height)), b.fdiv(rw, _f(plan.width))
+            rw, rh = maximum(rw, 1.0), maximum(rh, 1.0)
+        bin_h, bin_w = rh / plan.height, rw / plan.width
         if plan.sampling_ratio > 0:
-            gh = gw = i64(plan.sampling_ratio)
+            gh = gw = const(kb.b, I64, plan.sampling_ratio)
         else:
-            gh = fptosi_sat(b, intrinsic(b, "llvm.ceil", bin_h), I64)
-            gw = fptosi_sat(b, intrinsic(b, "llvm.ceil", bin_w), I64)
-        count = intrinsic(b, "llvm.smax", b.mul(gh, gw), i64(1))
-        step_h, step_w = b.fdiv(bin_h, b.sitofp(gh, F64)), b.fdiv(bin_w, b.sitofp(gw, F64))
-        src_base = b.mul(b.mul(batch, channels), plane)
-        out_base = b.mul(b.mul(r, channels), i64(bins))
-        with kb.loop(oh, name="ph") as ph:
-            with kb.loop(ow, name="pw") as pw:
-                cell = b.add(out_base, b.add(b.mul(ph, ow), pw))
-                with kb.loop(channels, name="zero") as c:
-                    out.store(b.add(cell, b.mul(c, i64(bins))), ir.Constant(acc, 0.0))
-                with kb.loop(gh, name="iy") as iy:
-                    yy = b.fadd(b.fadd(y0, b.fmul(b.sitofp(ph, F64), bin_h)),
-                                b.fmul(b.fadd(b.sitofp(iy, F64), _f(0.5)), step_h))
-                    with kb.loop(gw, name="ix") as ix:
-                        xx = b.fadd(b.fadd(x0, b.fmul(b.sitofp(pw, F64), bin_w)),
-                                    b.fmul(b.fadd(b.sitofp(ix, F64), _f(0.5)), step_w))
-                        outside = b.or_(b.or_(b.fcmp_ordered("<", yy, _f(-1.0)), b.fcmp_ordered(">", yy, hf)),
-                                        b.or_(b.fcmp_ordered("<", xx, _f(-1.0)), b.fcmp_ordered(">", xx, wf)))
-                        taps = []
-                        axes = []
-                        for v, size in ((yy, height), (xx, width)):
-                            v = intrinsic(b, "llvm.maximum", v, zero)
-                            low = fptosi_sat(b, v, I64)
-                            last = b.sub(size, i64(1))
-                            edge = b.icmp_signed(">=", low, last)
-                            low = b.select(edge, last, low)
-                            high = b.select(edge, last, b.add(low, i64(1)))
-                            v = b.select(edge, b.sitofp(last, F64), v)
-                            frac = b.fsub(v, b.sitofp(low, F64))
-                            axes.append((low, high, b.fsub(one, frac), frac))
-                        (yl, yh, wy0, wy1), (xl, xh, wx0, wx1) = axes
-                        for yi, wy in ((yl, wy0), (yh, wy1)):
-                            for xi, wx in ((xl, wx0), (xh, wx1)):
-                                w = b.select(outside, zero, b.fmul(wy, wx))
-                                pos = b.select(outside, i64(0), b.add(b.mul(yi, width), xi))
-                                taps.append((pos, to_acc(w)))
-                        first = b.and_(b.icmp_signed("==", iy, i64(0)), b.icmp_signed("==", ix, i64(0)))
-                        with kb.loop(channels, name="c") as c:
-                            src = b.add(src_base, b.mul(c, plane))
-                            terms = [b.fmul(w, x.load(b.add(src, pos))) for pos, w in taps]
-                            dst = b.add(cell, b.mul(c, i64(bins)))
-                            if plan.max:
-                                v = terms[0]
-                                for t in terms[1:]:
-                                    v = intrinsic(b, "llvm.maximum", v, t)
-                                v = b.select(first, v, intrinsic(b, "llvm.maximum", out.load(dst), v))
-                            else:
-                                pair = b.fadd(b.fadd(terms[0], terms[1]), b.fadd(terms[2], terms[3]))
-                                v = b.fadd(out.load(dst), pair)
-                            out.store(dst, v)
-                if not plan.max:
-                    inv = to_acc(b.fdiv(one, b.sitofp(count, F64)))
-                    with kb.loop(channels, name="avg") as c:
-                        dst = b.add(cell, b.mul(c, i64(bins)))
-                        out.store(dst, b.fmul(out.load(dst), inv))
+            gh, gw = bin_h.ceil().index(), bin_w.ceil().index()
+        count = maximum(gh * gw, 1)
+        step_h, step_w = bin_h / gh.to(F64), bin_w / gw.to(F64)
+        with kb.range(plan.height, "ph") as ph, kb.range(plan.width, "pw") as pw:
+            with kb.range(channels, "zero") as c:
+                out[r, c, ph, pw] = 0.0
+            with kb.range(gh, "iy") as iy:
+                yy = y0 + ph.to(F64) * bin_h + (iy.to(F64) + 0.5) * step_h
+                with kb.range(gw, "ix") as ix:
+                    xx = x0 + pw.to(F64) * bin_w + (ix.to(F64) + 0.5) * step_w
+                    outside = (yy < -1.0) | (yy > hf) | (xx < -1.0) | (xx > wf)
+                    axes = []
+                    for v, size in ((yy, height), (xx, width)):
+                        v = maximum(v, 0.0)
+                        low, last = v.index(), size - 1
+                        edge = low >= last
+                        low = where(edge, last, low)
+                        high = where(edge, last, low + 1)
+                        frac = where(edge, last.to(F64), v) - low.to(F64)
+                        axes.append((low, high, 1.0 - frac, frac))
+                    (yl, yh, wy0, wy1), (xl, xh, wx0, wx1) = axes
+                    # the four corners (row, column, weight); outside the input: (0, 0) weighted 0
+                    taps = [(where(outside, 0, yi), where(outside, 0, xi), where(outside, 0.0, wy * wx).to(acc))
+                            for yi, wy in ((yl, wy0), (yh, wy1)) for xi, wx in ((xl, wx0), (xh, wx1))]
+                    first = (iy == 0) & (ix == 0)
+                    with kb.range(channels, "c") as c:
+                        terms = [w * x[batch, c, yi, xi] for yi, xi, w in taps]
+                        if plan.max:
+                            v = terms[0]
+                            for t in terms[1:]:
+                                v = maximum(v, t)
+                            v = where(first, v, maximum(out[r, c, ph, pw], v))
+                        else:
+                            v = out[r, c, ph, pw] + ((terms[0] + terms[1]) + (terms[2] + terms[3]))
+                        out[r, c, ph, pw] = v
+            if not plan.max:
+                inv = (1.0 / count.to(F64)).to(acc)
+                with kb.range(channels, "avg") as c:
+                    out[r, c, ph, pw] = out[r, c, ph, pw] * inv
 
 
-def _round_away(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+def _round_away(v: Ex) -> Ex:
     """C's round (halves away from zero) without a libcall."""
-    t = intrinsic(b, "llvm.trunc", v)
-    frac = b.fsub(v, t)
-    up = b.fcmp_ordered(">=", frac, _f(0.5))
-    down = b.fcmp_ordered("<=", frac, _f(-0.5))
-    return b.select(up, b.fadd(t, _f(1.0)), b.select(down, b.fsub(t, _f(1.0)), t))
+    t = v.trunc()
+    frac = v - t
+    return where(frac >= 0.5, t + 1.0, where(frac <= -0.5, t - 1.0, t))
 
 
 def build_max_roi_pool(kb: KernelBuilder, params: tuple[int, int, float], types: Sequence[TensorType]) -> None:
@@ -491,51 +462,34 @@ def build_max_roi_pool(kb: KernelBuilder, params: tuple[int, int, float], types:
     W), rois (R, 5: batch index, x1, y1, x2, y2), out (R, C, ph, pw). A batch index outside
     [0, N) fails with (index, N)."""
     ph_n, pw_n, scale = params
-    b = kb.b
     x = kb.tensor(0, *types[0])
     rois = kb.tensor(1, *types[1])
     out = kb.tensor(2, *types[2])
-    channels, height, width = x.dim(1), x.dim(2), x.dim(3)
-    plane = b.mul(height, width)
-    bins = ph_n * pw_n
+    _, channels, height, width = x.dims
 
-    def clamp(v: ir.Value, hi: ir.Value) -> ir.Value:
-        return intrinsic(b, "llvm.smin", intrinsic(b, "llvm.smax", v, i64(0)), hi)
+    def span(p: Ex, size: Ex, start: Ex, hi: Ex) -> tuple[Ex, Ex]:
+        """Bin ``p``'s [first, end) rows (or columns) in the input."""
+        lo = (p.to(F64) * size).floor().index()
+        up = ((p.to(F64) + 1.0) * size).ceil().index()
+        return clamp(lo + start, 0, hi), clamp(up + start, 0, hi)
 
-    with kb.loop(rois.dim(0), name="roi") as r:
-        vals = [convert(b, rois.load(b.add(b.mul(r, i64(5)), i64(c))), rois.dtype, FLOAT64) for c in range(5)]
-        batch = _batch_index(kb, fptosi_sat(b, vals[0], I64), x.dim(0))
-        x1, y1, x2, y2 = (fptosi_sat(b, _round_away(b, b.fmul(v, _f(scale))), I64) for v in vals[1:])
-        rh = intrinsic(b, "llvm.smax", b.add(b.sub(y2, y1), i64(1)), i64(1))
-        rw = intrinsic(b, "llvm.smax", b.add(b.sub(x2, x1), i64(1)), i64(1))
-        bin_h = b.fdiv(b.sitofp(rh, F64), _f(ph_n))
-        bin_w = b.fdiv(b.sitofp(rw, F64), _f(pw_n))
-        src_base = b.mul(b.mul(batch, channels), plane)
-
-        def span(p: ir.Value, size: ir.Value, start: ir.Value, hi: ir.Value) -> tuple[ir.Value, ir.Value]:
-            pf = b.sitofp(p, F64)
-            lo = fptosi_sat(b, intrinsic(b, "llvm.floor", b.fmul(pf, size)), I64)
-            up = fptosi_sat(b, intrinsic(b, "llvm.ceil", b.fmul(b.fadd(pf, _f(1.0)), size)), I64)
-            return clamp(b.add(lo, start), hi), clamp(b.add(up, start), hi)
-
-        with kb.loop(i64(ph_n), name="ph") as ph:
+    with kb.range(rois.dim(0), "roi") as r:
+        vals = [rois[r, c].to(F64) for c in range(5)]
+        batch = _batch_index(kb, vals[0].index(), x.dim(0))
+        x1, y1, x2, y2 = (_round_away(v * scale).index() for v in vals[1:])
+        bin_h = maximum(y2 - y1 + 1, 1).to(F64) / ph_n
+        bin_w = maximum(x2 - x1 + 1, 1).to(F64) / pw_n
+        with kb.range(ph_n, "ph") as ph:
             hs, he = span(ph, bin_h, y1, height)
-            with kb.loop(i64(pw_n), name="pw") as pw:
+            with kb.range(pw_n, "pw") as pw:
                 ws, we = span(pw, bin_w, x1, width)
-                empty = b.or_(b.icmp_signed("<=", he, hs), b.icmp_signed("<=", we, ws))
-                with kb.loop(channels, name="c") as c:
-                    src = b.add(src_base, b.mul(c, plane))
-                    lowest = ir.Constant(x.ctype, -math.inf)
+                empty = (he <= hs) | (we <= ws)
+                with kb.range(channels, "c") as c:
+                    def row(h: Ex, best: list[Ex]) -> list[Ex]:
+                        return kb.iterate(ws, we, best, lambda w, m: [maximum(m[0], x[batch, c, h, w])], name="w")
 
-                    def row(h: ir.Value, best: list[ir.Value]) -> list[ir.Value]:
-                        def col(w: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
-                            v = x.load(b.add(src, b.add(b.mul(h, width), w)))
-                            return [intrinsic(b, "llvm.maximum", acc[0], v)]
-                        return kb.carry(ws, we, best, col, name="w")
-
-                    m = kb.carry(hs, he, [lowest], row, name="h")[0]
-                    m = b.select(empty, ir.Constant(x.ctype, 0.0), m)
-                    out.store(b.add(b.mul(b.add(b.mul(r, channels), c), i64(bins)), b.add(b.mul(ph, i64(pw_n)), pw)), m)
+                    m = kb.iterate(hs, he, [const(kb.b, x.ctype, -math.inf)], row, name="h")[0]
+                    out[r, c, ph, pw] = where(empty, 0.0, m)
 
 
 # ----------------------------------------------------------------------------- AffineGrid
