@@ -555,79 +555,53 @@ def build_tfidf(kb: KernelBuilder, plan: TfIdfPlan, types: Sequence[TensorType])
     Tensors: X ([C] or [B, C], int32 or int64), table (G, width), columns (G), weights
     (output size, float32), out ([size] or [B, size], float32)."""
     b = kb.b
-    x = kb.tensor(0, *types[0])
-    table = kb.tensor(1, *types[1])
-    cols = kb.tensor(2, *types[2])
-    weights = kb.tensor(3, *types[3])
-    out = kb.tensor(4, *types[4])
-    width = types[1][1][1]
-    longest = width - 1
-    size = out.dim(out.rank - 1)
-    length = x.dim(x.rank - 1)
+    x, table, cols, weights, out = (kb.tensor(k, *types[k]) for k in range(5))
+    width = types[1][1][1]  # 1 + the longest gram
+    size, length = out.dims[-1], x.dims[-1]
     rows = x.numel(0, x.rank - 1)
-    zero = ir.Constant(out.ctype, 0.0)
-    with kb.loop(out.numel(), name="zero") as i:
-        out.store(i, zero)
+    with kb.range(out.numel(), "zero") as i:
+        out.flat[i] = 0.0
 
-    def item(pos: ir.Value) -> ir.Value:
-        v = x.load(pos)
-        return v if v.type == I64 else b.sext(v, I64)
+    with kb.range(rows, "row") as row:
+        with kb.range(plan.max_skip + 1, "skip") as s:
+            d = s + 1
+            first = const(b, I64, plan.min_len) if plan.min_len >= 2 else where(d == 1, const(b, I64, 1), 2)
+            with kb.range(length, "start") as start, kb.range(width - first, "gram") as j:
+                k = first + j
+                with b.if_then((start + (k - 1) * d < length).v):
+                    key = [k]  # the table's row for this gram: k, its items, zeros
+                    for c in range(1, width):
+                        inside = k >= c
+                        pos = where(inside, start + (c - 1) * d, 0)
+                        key.append(where(inside, x.flat[row * length + pos].index(), 0))
 
-    with kb.loop(rows, name="row") as row:
-        base = b.mul(row, length)
-        with kb.loop(i64(plan.max_skip + 1), name="skip") as s:
-            d = b.add(s, i64(1))
-            first = i64(plan.min_len) if plan.min_len >= 2 else b.select(b.icmp_signed("==", d, i64(1)), i64(1),
-                                                                           i64(2))
-            with kb.loop(length, name="start") as start:
-                with kb.loop(b.sub(i64(longest + 1), first), name="gram") as j:
-                    k = b.add(first, j)
-                    last = b.add(start, b.mul(b.sub(k, i64(1)), d))
-                    with b.if_then(b.icmp_signed("<", last, length)):
-                        key = [k]
-                        for c in range(1, width):
-                            inside = b.icmp_signed("<=", i64(c), k)
-                            pos = b.select(inside, b.add(start, b.mul(i64(c - 1), d)), i64(0))
-                            key.append(b.select(inside, item(b.add(base, pos)), i64(0)))
+                    def compare(r: Ex) -> Ex:
+                        """-1, 0 or 1: table row r against the key."""
+                        result = const(b, I64, 0)
+                        for c in reversed(range(width)):
+                            v = table[r, c]
+                            here = where(v < key[c], -1, (v > key[c]).to(I64))
+                            result = where(here != 0, here, result)
+                        return result
 
-                        def compare(r: ir.Value) -> ir.Value:
-                            """-1, 0 or 1: table row r against the key."""
-                            result = i64(0)
-                            for c in reversed(range(width)):
-                                v = table.load(b.add(b.mul(r, i64(width)), i64(c)))
-                                here = b.select(b.icmp_signed("<", v, key[c]), i64(-1),
-                                                b.select(b.icmp_signed(">", v, key[c]), i64(1), i64(0)))
-                                result = b.select(b.icmp_signed("!=", here, i64(0)), here, result)
-                            return result
+                    def halve(_: Ex, lh: list[Ex]) -> list[Ex]:
+                        lo, hi = lh
+                        open_ = lo < hi
+                        mid = (lo + hi) >> 1
+                        below = compare(where(open_, mid, 0)) < 0
+                        return [where(open_ & below, mid + 1, lo), where(open_ & ~below, mid, hi)]
 
-                        def halve(_: ir.Value, lh: list[ir.Value]) -> list[ir.Value]:
-                            lo, hi = lh
-                            open_ = b.icmp_signed("<", lo, hi)
-                            mid = b.lshr(b.add(lo, hi), i64(1))
-                            below = b.icmp_signed("<", compare(b.select(open_, mid, i64(0))), i64(0))
-                            go_up = b.and_(open_, below)
-                            return [b.select(go_up, b.add(mid, i64(1)), lo),
-                                    b.select(b.and_(open_, b.not_(below)), mid, hi)]
-
-                        steps = i64(max(plan.rows, 1).bit_length() + 1)
-                        lo = kb.carry(i64(0), steps, [i64(0), i64(plan.rows)], halve, name="search")[0]
-                        found = b.icmp_signed("<", lo, i64(plan.rows))
-                        with b.if_then(found):
-                            with b.if_then(b.icmp_signed("==", compare(lo), i64(0))):
-                                col = cols.load(lo)
-                                at = b.add(b.mul(row, size), col)
-                                out.store(at, b.fadd(out.load(at), ir.Constant(out.ctype, 1.0)))
+                    steps = max(plan.rows, 1).bit_length() + 1
+                    lo = kb.iterate(0, steps, [const(b, I64, 0), const(b, I64, plan.rows)], halve, name="search")[0]
+                    with b.if_then((lo < plan.rows).v):
+                        with b.if_then((compare(lo) == 0).v):
+                            at = row * size + cols[lo]
+                            out.flat[at] = out.flat[at] + 1.0
     if plan.mode == "TF":
         return
-    with kb.loop(rows, name="wrow") as row:
-        with kb.loop(size, name="wcol") as c:
-            at = b.add(b.mul(row, size), c)
-            f, w = out.load(at), weights.load(c)
-            if plan.mode == "IDF":
-                v = b.select(b.fcmp_ordered(">", f, zero), w, zero)
-            else:
-                v = b.fmul(w, f)
-            out.store(at, v)
+    with kb.range(rows, "wrow") as row, kb.range(size, "wcol") as c:
+        f, w = out.flat[row * size + c], weights[c]
+        out.flat[row * size + c] = where(f > 0.0, w, 0.0) if plan.mode == "IDF" else w * f
 
 
 # ----------------------------------------------------------------------------- MelWeightMatrix
