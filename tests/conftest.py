@@ -51,3 +51,12 @@ def _family_item(request):
     family.current = request.node
     yield
     family.current = None
+
+
+@pytest.fixture(autouse=True)
+def _plain_program(request, monkeypatch):
+    """A test marked ``plain_program`` asserts on what a plain compile makes: under
+    ``SYMWASM_CHECK_FACTS=1`` it compiles without the fact checks (the rest of the suite
+    checks the facts of the same ops)."""
+    if request.node.get_closest_marker("plain_program"):
+        monkeypatch.delenv("SYMWASM_CHECK_FACTS", raising=False)

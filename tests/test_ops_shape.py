@@ -85,6 +85,7 @@ def test_reshape_inferred_dim_checked_at_run_time(target):
         m.run({"x": rand(RNG, (6,))})
 
 
+@pytest.mark.plain_program  # (asserts that no kernel runs)
 def test_reshape_target_built_from_shape(target):
     """Shape/Slice/Gather/Concat chains stay symbolic: static rank, no kernel."""
     nodes = [

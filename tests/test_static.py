@@ -18,6 +18,10 @@ from toolkit.passes.dynamic import check_static, describe, report
 from toolkit.program.liveness import ARENA_LIMIT
 from util import _TMP, check_model, const, make_model, reference, vinfo
 
+# every test here asserts on the program a plain compile makes (a static one): a
+# fact-checking run keeps the folded values' computations to check them
+pytestmark = pytest.mark.plain_program
+
 # what a static program is made of: inputs checked against static dims, kernel calls over
 # the arena, views, constants, outputs
 STATIC_INSTRUCTIONS = {"INPUT", "DIM", "CHECK_EQ", "ALLOC_STATIC", "VIEW", "CALL", "CONST", "OUTPUT", "RETURN", "FREE"}
