@@ -59,7 +59,8 @@ FACT_TESTS := tests/test_zoo.py tests/test_exporters.py tests/test_real_regressi
 # parametrization, every onnx node case that passes on both targets (in families), no whole
 # models; tests/conftest.py says what --tier fast leaves out. Each test file runs in one
 # worker (--dist loadfile), which compiles the file's op families once (tests/family.py).
-PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile -q
+# The 25 slowest tests are listed at the end, where a slow tier shows where its time went.
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile -q --durations=25
 test: env generated lint
 	$(PYTEST) --tier fast
 

@@ -2,7 +2,9 @@
 passes on a target (tests/conformance/results.json, which `make conformance` writes) compiled
 in families (tests/family.py: the cases of one opset, at most MAX_CASES to a module) and
 compared with the outputs the case stores, as the conformance run compares them. A family
-that fails to compile or to run is run again case by case, so a failure names its case."""
+that fails to compile or to run is run again case by case, so a failure names its case.
+This file checks wasm32, test_conformance_families_native.py native: as two files, the two
+targets run on different workers (`--dist loadfile`)."""
 import json
 from pathlib import Path
 
@@ -27,7 +29,12 @@ def _passing(target: str) -> list[str]:
                   if key.endswith(f"[{target}]") and outcome == "pass")
 
 
+@pytest.mark.parametrize("target", ["wasm32"])
 def test_every_passing_case(target, cases, tmp_path):
+    every_passing_case(target, cases, tmp_path)
+
+
+def every_passing_case(target: str, cases: dict, tmp_path: Path) -> None:
     names = [n for n in _passing(target) if n in cases]
     assert len(names) > 1500, f"only {len(names)} passing cases of {RESULTS.name} are in the installed onnx"
     sets = {n: conformance.data_sets(cases[n], [i.name for i in cases[n].model.graph.input]) for n in names}
