@@ -189,7 +189,7 @@ class Tensor:
         return out
 
     def ptr(self, index: ir.Value) -> ir.Value:
-        return self.kb.b.gep(self.data, [index], source_etype=self.elem)
+        return self.kb.b.gep(self.data, [raw(index)], source_etype=self.elem)  # an Ex index too
 
     def load_raw(self, index: ir.Value) -> ir.Value:
         """The element as stored (data movement needs no conversion)."""

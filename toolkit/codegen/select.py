@@ -18,6 +18,7 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
+from .expr import Ex, const, ex, maximum, raw, where
 from .kernel import (F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, to_compute,
                      writes_scalars)
 from .fused import splat_like
@@ -55,6 +56,19 @@ def _ld(b: ir.IRBuilder, base: ir.Value, i: ir.Value) -> ir.Value:
 
 def _st(b: ir.IRBuilder, base: ir.Value, i: ir.Value, v: ir.Value) -> None:
     b.store(v, _at(b, base, i))
+
+
+class _Cell:
+    """A stack variable (:func:`_var`) read and written as Exs."""
+
+    def __init__(self, kb: KernelBuilder, init: Ex):
+        self.b, self.type, self.ptr = kb.b, init.type, _var(kb, init.v)
+
+    def get(self) -> Ex:
+        return ex(self.b, self.b.load(self.ptr, typ=self.type))
+
+    def set(self, v: Ex) -> None:
+        self.b.store(raw(v), self.ptr)
 
 
 def find_first(kb: KernelBuilder, start: ir.Value, stop: ir.Value, pred: Callable[[ir.Value], ir.Value]) -> ir.Value:
@@ -160,19 +174,16 @@ def _rows(x: Tensor, axis: int | None) -> tuple[ir.Value, ir.Value, ir.Value]:
     return x.numel(0, axis), x.dim(axis), x.numel(axis + 1)
 
 
-def _copy_slice(kb: KernelBuilder, src: Tensor, s: ir.Value, n: ir.Value, dst: Tensor, d: ir.Value, m: ir.Value,
-                outer: ir.Value, inner: ir.Value) -> None:
+def _copy_slice(kb: KernelBuilder, src: Tensor, s: Ex | ir.Value, n: Ex | ir.Value, dst: Tensor, d: Ex | ir.Value,
+                m: Ex | ir.Value, outer: Ex | ir.Value, inner: Ex | ir.Value) -> None:
     """dst[o, d, p] = src[o, s, p] for the (outer, n, inner) view of src and (outer, m, inner)
     of dst."""
-    b = kb.b
-    if all(isinstance(v, ir.Constant) and v.constant == 1 for v in (outer, inner)):
+    s, n, d, m, outer, inner = (ex(kb.b, v) for v in (s, n, d, m, outer, inner))
+    if outer.constant == 1 and inner.constant == 1:
         dst.store_raw(d, src.load_raw(s))  # one element: no loops (whose bodies would poll)
         return
-    with kb.loop(outer, "o") as o:
-        sbase = b.mul(b.add(b.mul(o, n), s), inner)
-        dbase = b.mul(b.add(b.mul(o, m), d), inner)
-        with kb.loop(inner, "p") as p:
-            dst.store_raw(b.add(dbase, p), src.load_raw(b.add(sbase, p)))
+    with kb.range(outer, "o") as o, kb.range(inner, "p") as p:
+        dst.store_raw((o * m + d) * inner + p, src.load_raw((o * n + s) * inner + p))
 
 
 # ----------------------------------------------------------------------------- Unique
@@ -189,65 +200,61 @@ def build_unique_count(kb: KernelBuilder, axis: int | None, types: Sequence[Tens
     b = kb.b
     dt = types[0][0]
     x = kb.tensor(0, *types[0])
-    order = kb.tensor(1, *types[1])
+    order = kb.tensor(1, *types[1])  # order[0]: the slices' permutation, order[1] its merge scratch
     grp = kb.tensor(2, *types[2])
-    outer, n, inner = _rows(x, axis)
-    perm = order.data
-    arrays = [(perm, _at(b, perm, n), I64)]
+    outer, n, inner = (ex(b, v) for v in _rows(x, axis))
+    arrays = [(order.data, order.ptr(n), I64)]
 
     if axis is None:
         keys = kb.tensor(3, *types[3])
         arrays.append((keys.data, keys.ptr(n), keys.elem))
 
-        def value(raw: ir.Value) -> ir.Value:
-            return to_compute(b, dt, raw)
-
         def before(ri: list[ir.Value], rj: list[ir.Value]) -> ir.Value:
-            return less(b, dt, value(ri[1]), value(rj[1]))
+            return less(b, dt, to_compute(b, dt, ri[1]), to_compute(b, dt, rj[1]))
 
-        def same(p: ir.Value, q: ir.Value) -> ir.Value:
+        def same(p: Ex, q: Ex) -> ir.Value:
             return equal(b, dt, keys.load(p), keys.load(q))  # by sorted position
 
-        with kb.loop(n, "init") as i:
-            _st(b, perm, i, i)
+        with kb.range(n, "init") as i:
+            order[0, i] = i
             keys.store_raw(i, x.load_raw(i))
     else:
-        length = b.mul(outer, inner)
+        length = outer * inner
 
-        def elem(r: ir.Value, t: ir.Value) -> ir.Value:
-            # element t (row-major over the other axes) of slice r
-            o, p = b.udiv(t, inner), b.urem(t, inner)
-            return b.add(b.mul(b.add(b.mul(o, n), r), inner), p)
+        def elem(r: Ex | ir.Value, t: Ex | ir.Value) -> ir.Value:
+            """Element t (row-major over the other axes) of slice r: x[o, r, p] of the
+            (outer, n, inner) view."""
+            o, p = divmod(ex(b, t), inner)
+            return x.load((o * n + r) * inner + p)
 
-        def differ(i: ir.Value, j: ir.Value) -> ir.Value:
+        def differ(i: Ex | ir.Value, j: Ex | ir.Value) -> Ex:
             """Where slices i and j first differ (``length`` if nowhere)."""
-            return find_first(kb, i64(0), length,
-                              lambda t: b.not_(equal(b, dt, x.load(elem(i, t)), x.load(elem(j, t)))))
+            return ex(b, find_first(kb, i64(0), length.v, lambda t: b.not_(equal(b, dt, elem(i, t), elem(j, t)))))
 
         def before(ri: list[ir.Value], rj: list[ir.Value]) -> ir.Value:
             i, j = ri[0], rj[0]
             t = differ(i, j)
-            result = _var(kb, ir.Constant(I1, 0))
-            with b.if_then(b.icmp_signed("<", t, length)):  # only then are there elements to read
-                b.store(less(b, dt, x.load(elem(i, t)), x.load(elem(j, t))), result)
-            return b.load(result, typ=I1)
+            result = _Cell(kb, const(b, I1, 0))
+            with b.if_then((t < length).v):  # only then are there elements to read
+                result.set(less(b, dt, elem(i, t), elem(j, t)))
+            return result.get().v
 
-        def same(p: ir.Value, q: ir.Value) -> ir.Value:
-            return b.icmp_signed("==", differ(_ld(b, perm, p), _ld(b, perm, q)), length)
+        def same(p: Ex, q: Ex) -> ir.Value:
+            return (differ(order[0, p], order[0, q]) == length).v
 
-        with kb.loop(n, "init") as i:
-            _st(b, perm, i, i)
-    merge_sort(kb, arrays, n, before)
-    with b.if_then(b.icmp_signed(">", n, i64(0))):
-        grp.store(_ld(b, perm, i64(0)), i64(0))
+        with kb.range(n, "init") as i:
+            order[0, i] = i
+    merge_sort(kb, arrays, n.v, before)
+    with b.if_then((n > 0).v):
+        grp[order[0, 0]] = 0
 
-    def step(q: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-        g = b.add(vals[0], b.zext(b.not_(same(b.sub(q, i64(1)), q)), I64))
-        grp.store(_ld(b, perm, q), g)
+    def step(q: Ex, vals: list[Ex]) -> list[Ex]:
+        g = vals[0] + (~ex(b, same(q - 1, q))).to(I64)
+        grp[order[0, q]] = g
         return [g]
 
-    last = kb.carry(i64(1), n, [i64(0)], step, name="group")[0]
-    kb.set_scalar(0, b.select(b.icmp_signed(">", n, i64(0)), b.add(last, i64(1)), i64(0)))
+    last = kb.iterate(1, n, [const(b, I64, 0)], step, name="group")[0]
+    kb.set_scalar(0, where(n > 0, last + 1, 0).v)
 
 
 def build_unique_fill(kb: KernelBuilder, params: tuple[int | None, bool, tuple[bool, bool, bool]],
@@ -260,7 +267,7 @@ def build_unique_fill(kb: KernelBuilder, params: tuple[int | None, bool, tuple[b
     b = kb.b
     x = kb.tensor(0, *types[0])
     grp = kb.tensor(1, *types[1])
-    work = kb.tensor(2, *types[2])
+    work = kb.tensor(2, *types[2])  # work[0, g]: group g's position in Y, work[1, p]: the count at position p
     y = kb.tensor(3, *types[3])
     present: list[Tensor | None] = []
     k = 4
@@ -269,39 +276,38 @@ def build_unique_fill(kb: KernelBuilder, params: tuple[int | None, bool, tuple[b
         k += wanted
     indices, inverse, counts = present
     outer, n, inner = _rows(x, axis)
-    u = work.dim(1)
-    pos_of, cnt = work.data, _at(b, work.data, u)
+    u = work.dims[1]
 
     if not is_sorted:
         # group ranks by first occurrence: scanning x in order meets each group's first
         # element in that order
-        with kb.loop(u, "clear") as g:
-            _st(b, pos_of, g, i64(-1))
+        with kb.range(u, "clear") as g:
+            work[0, g] = -1
 
-        def first_seen(i: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-            g = grp.load(i)
-            cur = _ld(b, pos_of, g)
-            new = b.icmp_signed("<", cur, i64(0))
-            _st(b, pos_of, g, b.select(new, vals[0], cur))
-            return [b.add(vals[0], b.zext(new, I64))]
+        def first_seen(i: Ex, vals: list[Ex]) -> list[Ex]:
+            g = grp[i]
+            cur = work[0, g]
+            new = cur < 0
+            work[0, g] = where(new, vals[0], cur)
+            return [vals[0] + new.to(I64)]
 
-        kb.carry(i64(0), n, [i64(0)], first_seen, name="seen")
-    with kb.loop(u, "zero") as g:
-        _st(b, cnt, g, i64(0))
-    with kb.loop(n, "elem") as i:
-        g = grp.load(i)
-        pos = g if is_sorted else _ld(b, pos_of, g)
-        c = _ld(b, cnt, pos)
-        with b.if_then(b.icmp_signed("==", c, i64(0))):  # the group's first occurrence
+        kb.iterate(0, n, [const(b, I64, 0)], first_seen, name="seen")
+    with kb.range(u, "zero") as g:
+        work[1, g] = 0
+    with kb.range(n, "elem") as i:
+        g = grp[i]
+        pos = g if is_sorted else work[0, g]
+        c = work[1, pos]
+        with b.if_then((c == 0).v):  # the group's first occurrence
             if indices is not None:
-                indices.store(pos, i)
+                indices[pos] = i
             _copy_slice(kb, x, i, n, y, pos, u, outer, inner)
-        _st(b, cnt, pos, b.add(c, i64(1)))
+        work[1, pos] = c + 1
         if inverse is not None:
-            inverse.store(i, pos)
+            inverse[i] = pos
     if counts is not None:
-        with kb.loop(u, "counts") as g:
-            counts.store(g, _ld(b, cnt, g))
+        with kb.range(u, "counts") as g:
+            counts[g] = work[1, g]
 
 
 # ----------------------------------------------------------------------------- Compress
@@ -530,46 +536,44 @@ def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Tens
 # ----------------------------------------------------------------------------- NonMaxSuppression
 
 
-def _box(b: ir.IRBuilder, boxes: Tensor, base: ir.Value, center: bool) -> tuple[ir.Value, ...]:
-    """(x_min, x_max, y_min, y_max) of the box at ``base``, computed as onnx.reference and
+def _box(boxes: Tensor, batch: Ex, i: Ex | ir.Value, center: bool) -> tuple[Ex, ...]:
+    """(x_min, x_max, y_min, y_max) of box ``i`` of ``batch``, computed as onnx.reference and
     onnxruntime do (so IoU ties break the same way)."""
-    c = [boxes.load(b.add(base, i64(k))) for k in range(4)]
+    c = [boxes[batch, i, k] for k in range(4)]
     if center:  # [x_center, y_center, width, height]
-        two = ir.Constant(F32, 2.0)
-        hw, hh = b.fdiv(c[2], two), b.fdiv(c[3], two)
-        return b.fsub(c[0], hw), b.fadd(c[0], hw), b.fsub(c[1], hh), b.fadd(c[1], hh)
+        hw, hh = c[2] / 2.0, c[3] / 2.0
+        return c[0] - hw, c[0] + hw, c[1] - hh, c[1] + hh
 
-    def min_max(p: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Value]:
-        swap = b.fcmp_ordered(">=", p, q)
-        return b.select(swap, q, p), b.select(swap, p, q)
+    def min_max(p: Ex, q: Ex) -> tuple[Ex, Ex]:
+        swap = p >= q
+        return where(swap, q, p), where(swap, p, q)
 
     # [y1, x1, y2, x2], any diagonal pair of corners
     return (*min_max(c[1], c[3]), *min_max(c[0], c[2]))
 
 
-def _suppresses(b: ir.IRBuilder, one: tuple[ir.Value, ...], two: tuple[ir.Value, ...], iou: ir.Value) -> ir.Value:
+def _suppresses(one: tuple[Ex, ...], two: tuple[Ex, ...], iou: Ex) -> Ex:
     """IoU(one, two) > iou, with onnx.reference's order of float32 operations and its
     guards (no overlap, or an empty box, never suppresses)."""
     x1min, x1max, y1min, y1max = one
     x2min, x2max, y2min, y2max = two
 
-    def pymax(p, q):
-        return b.select(b.fcmp_ordered(">", q, p), q, p)
+    def pymax(p: Ex, q: Ex) -> Ex:
+        return where(q > p, q, p)
 
-    def pymin(p, q):
-        return b.select(b.fcmp_ordered("<", q, p), q, p)
+    def pymin(p: Ex, q: Ex) -> Ex:
+        return where(q < p, q, p)
 
     ixmin, ixmax = pymax(x1min, x2min), pymin(x1max, x2max)
     iymin, iymax = pymax(y1min, y2min), pymin(y1max, y2max)
-    zero = ir.Constant(F32, 0.0)
-    inter = b.fmul(b.fsub(ixmax, ixmin), b.fsub(iymax, iymin))
-    area1 = b.fmul(b.fsub(x1max, x1min), b.fsub(y1max, y1min))
-    area2 = b.fmul(b.fsub(x2max, x2min), b.fsub(y2max, y2min))
-    union = b.fsub(b.fadd(area1, area2), inter)
-    ok = b.and_(b.fcmp_ordered(">", ixmax, ixmin), b.fcmp_ordered(">", iymax, iymin))
+    inter = (ixmax - ixmin) * (iymax - iymin)
+    area1 = (x1max - x1min) * (y1max - y1min)
+    area2 = (x2max - x2min) * (y2max - y2min)
+    union = area1 + area2 - inter
+    ok = (ixmax > ixmin) & (iymax > iymin)
     for v in (inter, area1, area2, union):
-        ok = b.and_(ok, b.fcmp_ordered(">", v, zero))
-    return b.and_(ok, b.fcmp_ordered(">", b.fdiv(inter, union), iou))
+        ok = ok & (v > 0.0)
+    return ok & (inter / union > iou)
 
 
 @writes_scalars
@@ -586,76 +590,59 @@ def build_nms_count(kb: KernelBuilder, params: tuple[bool, bool, bool], types: S
     boxes = kb.tensor(0, *types[0])
     scores = kb.tensor(1, *types[1])
     k = 3
-    max_out = intrinsic(b, "llvm.smax", kb.tensor(2, *types[2]).load(i64(0)), i64(0))
-    iou = ir.Constant(F32, 0.0)
+    max_out = maximum(kb.tensor(2, *types[2]).flat[0], 0)
+    iou = const(b, F32, 0.0)
     if has_iou:
-        iou = kb.tensor(k, *types[k]).load(i64(0))
+        iou = kb.tensor(k, *types[k]).flat[0]
         k += 1
     thr = None
     if has_score:
-        thr = kb.tensor(k, *types[k]).load(i64(0))
+        thr = kb.tensor(k, *types[k]).flat[0]
         k += 1
-    order = kb.tensor(k, *types[k])
+    order = kb.tensor(k, *types[k])  # order[0]: the candidates, order[1] their merge scratch
     sel = kb.tensor(k + 1, *types[k + 1])
     nsel = kb.tensor(k + 2, *types[k + 2])
-    # NaN fails too
-    kb.fail_if(b.not_(b.and_(b.fcmp_ordered(">=", iou, ir.Constant(F32, 0.0)),
-                             b.fcmp_ordered("<=", iou, ir.Constant(F32, 1.0)))), STATUS_INVALID_INPUT)
-    nb, nc, ns = scores.dim(0), scores.dim(1), scores.dim(2)
-    cand, tmp = order.data, _at(b, order.data, ns)
-    total = _var(kb, i64(0))
-    with kb.loop(nb, "batch") as bi:
-        with kb.loop(nc, "class") as ci:
-            bc = b.add(b.mul(bi, nc), ci)
-            srow = b.mul(bc, ns)
-            kept = b.mul(bc, ns)
+    kb.fail_if(~((iou >= 0.0) & (iou <= 1.0)), STATUS_INVALID_INPUT)  # NaN fails too
+    nb, nc, ns = scores.dims
+    total = _Cell(kb, const(b, I64, 0))
+    with kb.range(nb, "batch") as bi, kb.range(nc, "class") as ci:
+        def candidate(s: Ex, vals: list[Ex]) -> list[Ex]:
+            order[0, vals[0]] = s  # kept only if it passes: vals[0] <= s < S
+            if thr is None:
+                return [vals[0] + 1]
+            return [vals[0] + (scores[bi, ci, s] > thr).to(I64)]
 
-            def candidate(s: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-                _st(b, cand, vals[0], s)  # kept only if it passes: vals[0] <= s < S
-                if thr is None:
-                    return [b.add(vals[0], i64(1))]
-                passes = b.fcmp_ordered(">", scores.load(b.add(srow, s)), thr)
-                return [b.add(vals[0], b.zext(passes, I64))]
-
-            m = kb.carry(i64(0), ns, [i64(0)], candidate, name="cand")[0]
-            merge_sort(kb, [(cand, tmp, I64)], m, lambda ri, rj: b.fcmp_ordered(
-                ">", scores.load(b.add(srow, ri[0])), scores.load(b.add(srow, rj[0]))))
-            q = _var(kb, i64(0))
-            box_base = b.mul(bi, ns)
-            with kb.loop(m, "next") as t:
-                with b.if_then(b.icmp_signed("<", b.load(q, typ=I64), max_out)):
-                    nq = b.load(q, typ=I64)
-                    box = _ld(b, cand, t)
-                    me = _box(b, boxes, b.mul(b.add(box_base, box), i64(4)), center)
-                    hit = find_first(kb, i64(0), nq, lambda j: _suppresses(
-                        b, me, _box(b, boxes, b.mul(b.add(box_base, sel.load(b.add(kept, j))), i64(4)), center), iou))
-                    with b.if_then(b.icmp_signed("==", hit, nq)):
-                        sel.store(b.add(kept, nq), box)
-                        b.store(b.add(nq, i64(1)), q)
-            nq = b.load(q, typ=I64)
-            nsel.store(bc, nq)
-            b.store(b.add(b.load(total, typ=I64), nq), total)
-    kb.set_scalar(0, b.load(total, typ=I64))
+        m = kb.iterate(0, ns, [const(b, I64, 0)], candidate, name="cand")[0]
+        merge_sort(kb, [(order.data, order.ptr(ns), I64)], m.v,
+                   lambda ri, rj: (scores[bi, ci, ri[0]] > scores[bi, ci, rj[0]]).v)
+        q = _Cell(kb, const(b, I64, 0))
+        with kb.range(m, "next") as t:
+            with b.if_then((q.get() < max_out).v):
+                nq = q.get()
+                box = order[0, t]
+                me = _box(boxes, bi, box, center)
+                hit = find_first(kb, i64(0), nq.v,
+                                 lambda j: _suppresses(me, _box(boxes, bi, sel[bi, ci, j], center), iou).v)
+                with b.if_then((nq == hit).v):
+                    sel[bi, ci, nq] = box
+                    q.set(nq + 1)
+        nsel[bi, ci] = q.get()
+        total.set(total.get() + q.get())
+    kb.set_scalar(0, total.get().v)
 
 
 def build_nms_fill(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
     """out[r] = (batch, class, box) of each kept box, by batch, class, then selection order.
     Tensors: sel (B, C, S), nsel (B, C), out (N, 3)."""
-    b = kb.b
     sel = kb.tensor(0, *types[0])
     nsel = kb.tensor(1, *types[1])
     out = kb.tensor(2, *types[2])
-    nb, nc, ns = sel.dim(0), sel.dim(1), sel.dim(2)
-    row = _var(kb, i64(0))
-    with kb.loop(nb, "batch") as bi:
-        with kb.loop(nc, "class") as ci:
-            bc = b.add(b.mul(bi, nc), ci)
-            with kb.loop(nsel.load(bc), "kept") as j:
-                r = b.mul(b.load(row, typ=I64), i64(3))
-                out.store(r, bi)
-                out.store(b.add(r, i64(1)), ci)
-                out.store(b.add(r, i64(2)), sel.load(b.add(b.mul(bc, ns), j)))
-                b.store(b.add(b.load(row, typ=I64), i64(1)), row)
+    nb, nc, _ = sel.dims
+    row = _Cell(kb, const(kb.b, I64, 0))
+    with kb.range(nb, "batch") as bi, kb.range(nc, "class") as ci, kb.range(nsel[bi, ci], "kept") as j:
+        r = row.get()
+        out[r, 0], out[r, 1], out[r, 2] = bi, ci, sel[bi, ci, j]
+        row.set(r + 1)
 
 
 # ----------------------------------------------------------------------------- OneHot
