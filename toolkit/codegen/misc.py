@@ -19,6 +19,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from .kernel import (F32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
                      intrinsic)
+from .expr import I1, Ex, const, where
 from .scalar import Scalar, convert
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -153,44 +154,35 @@ def build_det(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> N
     x = kb.tensor(0, *types[0])
     a = kb.tensor(1, *types[1])
     y = kb.tensor(2, *types[2])
-    s = Scalar(b, a.dtype)
-    n = x.dim(x.rank - 1)
-    nn = kb.mul(n, n)
-    zero, one = s.const(0), s.const(1)
-    with kb.loop(y.numel(), name="mat") as m:
-        base = kb.mul(m, nn)
-        with kb.loop(nn, name="cp") as i:
-            a.store(i, convert(b, x.load(kb.add(base, i)), x.dtype, a.dtype))
+    n = x.dims[-1]
+    with kb.range(y.numel(), "mat") as m:
+        with kb.range(n * n, "cp") as i:
+            a.flat[i] = convert(b, x.flat[m * (n * n) + i].v, x.dtype, a.dtype)
 
-        def eliminate(k: ir.Value, det: list[ir.Value]) -> list[ir.Value]:
-            def better(i: ir.Value, best: list[ir.Value]) -> list[ir.Value]:
-                v = s.abs(a.load(kb.add(kb.mul(i, n), k)))
-                take = b.fcmp_ordered(">", v, best[1])
-                return [b.select(take, i, best[0]), b.select(take, v, best[1])]
+        def eliminate(k: Ex, det: list[Ex]) -> list[Ex]:
+            def better(i: Ex, best: list[Ex]) -> list[Ex]:
+                v = abs(a[i, k])
+                take = v > best[1]
+                return [where(take, i, best[0]), where(take, v, best[1])]
 
-            p, _ = kb.carry(b.add(k, i64(1)), n, [k, s.abs(a.load(kb.add(kb.mul(k, n), k)))], better, name="piv")
-            swap = b.icmp_signed("!=", p, k)
-            with kb.loop(n, name="sw") as j:
-                pk, pp = kb.add(kb.mul(k, n), j), kb.add(kb.mul(p, n), j)
-                u, v = a.load(pk), a.load(pp)
-                a.store(pk, v)
-                a.store(pp, u)
-            pivot = a.load(kb.add(kb.mul(k, n), k))
-            d = s.mul(b.select(swap, s.neg(det[0]), det[0]), pivot)
-            singular = b.or_(det[1], b.fcmp_ordered("==", pivot, zero))
+            p, _ = kb.iterate(k + 1, n, [k, abs(a[k, k])], better, name="piv")  # the pivot row
+            with kb.range(n, "sw") as j:
+                a[k, j], a[p, j] = a[p, j], a[k, j]
+            pivot = a[k, k]
+            d = where(p != k, -det[0], det[0]) * pivot
+            singular = det[1] | (pivot == 0.0)
             # a zero pivot makes the determinant 0; dividing by one instead keeps the rest finite
-            inv = s.div(one, b.select(b.fcmp_ordered("==", pivot, zero), one, pivot))
-            with kb.loop(b.sub(b.sub(n, k), i64(1)), name="row") as r:
-                i = b.add(b.add(k, i64(1)), r)
-                f = s.mul(a.load(kb.add(kb.mul(i, n), k)), inv)
-                with kb.loop(b.sub(b.sub(n, k), i64(1)), name="col") as c:
-                    j = b.add(b.add(k, i64(1)), c)
-                    at = kb.add(kb.mul(i, n), j)
-                    a.store(at, s.sub(a.load(at), s.mul(f, a.load(kb.add(kb.mul(k, n), j)))))
+            inv = 1.0 / where(pivot == 0.0, 1.0, pivot)
+            with kb.range(n - k - 1, "row") as r:
+                i = k + 1 + r
+                f = a[i, k] * inv
+                with kb.range(n - k - 1, "col") as c:
+                    j = k + 1 + c
+                    a[i, j] = a[i, j] - f * a[k, j]
             return [d, singular]
 
-        det, singular = kb.carry(i64(0), n, [one, ir.Constant(ir.IntType(1), 0)], eliminate, name="k")
-        y.store(m, convert(b, b.select(singular, zero, det), a.dtype, y.dtype))
+        det, singular = kb.iterate(0, n, [const(b, a.ctype, 1.0), const(b, I1, 0)], eliminate, name="k")
+        y.flat[m] = convert(b, where(singular, 0.0, det).v, a.dtype, y.dtype)
 
 
 # ----------------------------------------------------------------------------- BitCast
