@@ -16,7 +16,7 @@ from toolkit.codegen import gemm as G
 from toolkit.codegen import plan as P
 from toolkit.codegen.target import get_target
 from toolkit.ir.graph import CompileError
-from util import check_model, compile_target, const, is_native, kernel_targets, make_model, plans, vinfo
+from util import check_model, compile_target, const, is_native, kernel_targets, lower_model, make_model, plans, vinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,35 +96,18 @@ def test_every_conv_route_asked_for_by_name(target):
         asked = {r: r for r in routes}
         got = plans(model, target, routes=asked)
         assert {k: p.route for k, p in got.items()} == asked
-        graph, _, _ = lower_model_routes(model, target, asked)  # (fusion, then lowering, follow the plans)
+        graph, _, _ = lower_model(model, target, routes=asked)  # (fusion, then lowering, follow the plans)
         fused = {n.name for n in graph.nodes if getattr(n.op, "post", ())}
         assert fused == {r for r in routes if r not in ("nd", "direct")}, fused
         feeds = [{"x": rng.uniform(-1, 1, (n, 16, h, w)).astype(F32)} for n, h, w in sizes]
         check_model(model, target, feeds, rtol=1e-4, atol=1e-5, routes=asked)
 
 
-def lower_model_routes(model, target, routes):
-    """The compiler up to the program with ``routes`` asked for (tests/util.lower_model's
-    steps, the passes given the routes)."""
-    from toolkit.codegen.target import new_module
-    from toolkit.frontend.onnx.importer import import_model
-    from toolkit.passes import run_pipeline
-    from toolkit.program.ir import Program
-    from toolkit.program.kernels import KernelTable
-    from toolkit.program.lower import lower_graph
-    from util import split_target
-
-    tgt = get_target(*split_target(target))
-    graph = run_pipeline(import_model(model), tgt, routes)
-    module = new_module(tgt, "t")
-    return graph, lower_graph(graph, KernelTable(module, tgt, Program())), module
-
-
 @pytest.mark.parametrize("route", STATIC_ROUTES)
 def test_lowering_emits_the_plan(route):
     """The kernel each route's plan lowers to (its LLVM function), on both targets."""
     for target in ("wasm32", "native"):
-        _, _, module = lower_model_routes(_convs([route], [6, 6]), target, {route: route})
+        _, _, module = lower_model(_convs([route], [6, 6]), target, routes={route: route})
         names = [f.name.split("_", 1)[1] for f in module.functions if f.name.startswith("k")]
         assert [n for n in names if n.startswith("conv")] == [f"{ROUTE_KERNELS[route]}_float32"], names
 

@@ -193,32 +193,26 @@ def plans(model: onnx.ModelProto, target: str = "wasm32", binds=None, routes=Non
     """The kernel plans (toolkit.codegen.plan.Plan) the compiler gives ``model``'s nodes on
     ``target`` (those with more than one kernel), by node name: import and the passes, no
     lowering."""
-    from toolkit.codegen.target import get_target
-    from toolkit.frontend.onnx.importer import import_model
-    from toolkit.passes import run_pipeline
-
-    tgt = get_target(*split_target(target))
-    graph = import_model(model, binds)
-    graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
-    graph = run_pipeline(graph, tgt, routes)
+    graph = _passes(model, target, binds, routes=routes)
     return {n.name: n.op.plan for n in graph.all_nodes() if getattr(n.op, "plan", None) is not None}
 
 
-def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None, check_facts: bool = False):
-    """(graph, program IR, llvm module) of a model (its symbols ``binds`` fixed, as
-    ``compile_model`` fixes them; its facts checked if ``check_facts``): the compiler up to
-    the program, no linking."""
-    from toolkit.codegen.target import get_target, new_module
-    from toolkit.frontend.onnx.importer import import_model
+def _passes(model, target: str, binds=None, check_facts: bool = False, routes=None):
+    from toolkit.codegen.target import get_target
+    from toolkit.compiler import import_for
     from toolkit.passes import run_pipeline
-    from toolkit.program.ir import Program
-    from toolkit.program.kernels import KernelTable
-    from toolkit.program.lower import lower_graph
 
     tgt = get_target(*split_target(target))
-    graph = import_model(model, binds, check_facts=check_facts)
-    graph.keep_quantized_weights = tgt.is_wasm  # as compile_model sets it
-    graph = run_pipeline(graph, tgt)
-    module = new_module(tgt, "t")
-    prog = lower_graph(graph, KernelTable(module, tgt, Program()))
+    return run_pipeline(import_for(model, tgt, binds, check_facts=check_facts), tgt, routes)
+
+
+def lower_model(model: onnx.ModelProto, target: str = "wasm32", binds=None, check_facts: bool = False, routes=None):
+    """(graph, program IR, llvm module) of a model (its symbols ``binds`` fixed, its facts
+    checked if ``check_facts``, ``routes`` asked for): the compiler's own steps up to the
+    program, no LLVM optimization or linking."""
+    from toolkit.codegen.target import get_target
+    from toolkit.compiler import lower_for
+
+    graph = _passes(model, target, binds, check_facts, routes)
+    prog, module = lower_for(graph, get_target(*split_target(target)))
     return graph, prog, module

@@ -135,6 +135,21 @@ def checks_facts(check_facts: bool = False) -> bool:
     return check_facts or os.environ.get("SYMWASM_CHECK_FACTS") == "1"
 
 
+def import_for(model, tgt, binds: Mapping[str, int] | None = None,
+               ranges: Mapping[str, tuple[int | None, int | None]] | None = None, check_facts: bool = False,
+               overridable: Collection[str] = ()) -> Graph:
+    """The model imported for target ``tgt`` (a Target), as :func:`compile_model` imports it."""
+    graph = import_model(model, binds, ranges, checks_facts(check_facts), overridable)
+    graph.keep_quantized_weights = tgt.is_wasm
+    return graph
+
+
+def lower_for(graph: Graph, tgt) -> tuple[Program, object]:
+    """The program and the LLVM module (its kernels) of a graph the passes ran over."""
+    module = new_module(tgt, graph.name)
+    return lower_graph(graph, KernelTable(module, tgt, Program())), module
+
+
 def compile_model(model, output: str | Path, target: str = "wasm32",
                   binds: Mapping[str, int] | None = None,
                   progress: Callable[[str], None] | None = None,
@@ -184,16 +199,13 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         files[relaxed_simd(tgt)] = out.with_name(f"{out.stem}.relaxed{out.suffix or '.wasm'}")
     variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
         if tgt.is_wasm else None
-    graph = import_model(model, binds, ranges, checks_facts(check_facts),
-                         overridable)
-    graph.keep_quantized_weights = tgt.is_wasm
+    graph = import_for(model, tgt, binds, ranges, check_facts, overridable)
     t = stage("import", t0)
     graph = run_pipeline(graph, tgt, routes)
     if static:
         check_static(graph)
     t = stage("passes", t)
-    module = new_module(tgt, graph.name)
-    prog = lower_graph(graph, KernelTable(module, tgt, Program()))
+    prog, module = lower_for(graph, tgt)
     if static:
         check_static_program(prog)
     encoded = prog.encode()
