@@ -227,7 +227,8 @@ def test_refusals():
     b = ir.IRBuilder(ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), []), "f").append_basic_block())
     i, f = Ex(b, b.add(ir.Constant(I64, 1), ir.Constant(I64, 2))), const(b, F64, 1.0)
     for bad in (lambda: i + f, lambda: i + 0.5, lambda: i / 2, lambda: f // 2, lambda: f % 2,
-                lambda: bool(i < 3), lambda: 1 < i < 3, lambda: i.to(I32) + i):
+                lambda: bool(i < 3), lambda: 1 < i < 3, lambda: i.to(I32) + i, lambda: where(i < 3, 1, 2),
+                lambda: maximum(i, "2"), lambda: where(i, i, i)):
         with pytest.raises(TypeError):
             bad()
 

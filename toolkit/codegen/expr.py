@@ -391,11 +391,16 @@ class Ex:
 
 
 def _pair(a, c) -> tuple[Ex, Ex]:
+    """Two operands of one type (a Python number takes the Ex's)."""
     if isinstance(a, Ex):
-        return a, a._other(c)
-    if isinstance(c, Ex):
-        return c._other(a), c
-    raise TypeError("one operand must be an Ex")
+        pair = a, a._other(c)
+    elif isinstance(c, Ex):
+        pair = c._other(a), c
+    else:
+        raise TypeError("one operand must be an Ex: make a constant with const(b, type, value)")
+    if any(p is NotImplemented for p in pair):
+        raise TypeError(f"operands {a!r} and {c!r}")
+    return pair
 
 
 def where(cond: Ex, a, c) -> Ex:
