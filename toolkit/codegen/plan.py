@@ -85,6 +85,14 @@ def tuning(target) -> Tuning:
     return Tuning(tile, symbolic_winograd=False, transposed_patches=True, dual=True, clamped_pool=True)
 
 
+def check_route(route: str | None, routes: Sequence[str]) -> None:
+    """A route asked for by name (``None``: none asked for) must be one of ``routes``, those
+    whose kernel can run the node: else a ValueError naming them."""
+    if route is not None and route not in routes:
+        can = f"it runs {routes[0]}" if len(routes) == 1 else f"it can run {', '.join(routes)}"
+        raise ValueError(f"route '{route}' cannot run it ({can})")
+
+
 @dataclass(frozen=True)
 class Scratch:
     """A scratch buffer a kernel takes: what it holds (for messages), dtype and shape."""
@@ -291,9 +299,7 @@ def plan_conv(tn: Tuning, win: Window, group: int, x_shape: Sequence[Dim], w_sha
     if route is None:
         route = conv_policy(tn, win, group, x_shape, w_shape, y_shape, dtype, const_weights)
     else:
-        routes = conv_routes(win, group, x_shape, w_shape, y_shape, dtype, const_weights)
-        if route not in routes:
-            raise ValueError(f"route '{route}' cannot run it (it can run {', '.join(routes)})")
+        check_route(route, conv_routes(win, group, x_shape, w_shape, y_shape, dtype, const_weights))
     tile, c, m = tn.tile, w_shape[1], w_shape[0]
     f32 = FLOAT32
     match route:
@@ -405,10 +411,9 @@ def plan_pool(tn: Tuning, kind: str, win: Window, indices: bool, x_shape: Sequen
     under wasmtime, where the copy is cheaper than the vectorized loop's clamping and split,
     so wasm32 keeps the padded copy."""
     routes = pool_routes(kind, win, indices, x_shape, y_shape, ceil_mode)
+    check_route(route, routes)
     if route is None:
         route = "clamped" if tn.clamped_pool and "clamped" in routes else routes[0]
-    elif route not in routes:
-        raise ValueError(f"route '{route}' cannot run it (it can run {', '.join(routes)})")
     if route == "padded":
         staged = CP.pool_scratch(x_shape, y_shape, win, ceil_mode)
         return Plan("padded", scratch=(Scratch("padded input", dtype, tuple(staged)),) if staged is not None else ())

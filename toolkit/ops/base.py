@@ -351,6 +351,11 @@ def planned(op: Any, node: Node) -> Any:
     return op.plan
 
 
+def scratch_of(lw: "Lowerer", plan: Any) -> list:
+    """The registers of a kernel plan's scratch buffers, in the order its kernel takes them."""
+    return [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+
+
 def replace_node(graph: Graph, node: Node, op: CoreOp, inputs: Sequence[str] | None = None) -> list[Node]:
     """``node`` with another op (and inputs), inferred: the usual simplification patch."""
     new = Node(op, node.name, node.source, list(node.inputs if inputs is None else inputs), list(node.outputs))

@@ -35,7 +35,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT16, FLOAT32, FLOAT64, FLOATS, INT8, INT32, INT64, UINT8, DType
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext, Patch, planned
+from .base import CoreOp, InferContext, Patch, planned, scratch_of
 from . import elementwise as EW
 from . import linalg as L
 from .shape import ViewAs
@@ -264,7 +264,7 @@ class Conv(CoreOp):
         if packed is not None:
             ins[1] = lw.derived_const(node.inputs[1], *packed)
         extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-        outs = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch] + [lw.alloc(y.name)]
+        outs = scratch_of(lw, plan) + [lw.alloc(y.name)]
         tile, post, n = plan.tile, self.post, len(outs)
         match plan.route:
             case "winograd":
@@ -589,7 +589,7 @@ class Pool(CoreOp):
             lw.call(CP.build_pool, params, [lw.tensor(x.name), lw.alloc(y.name), lw.alloc(node.outputs[1])], pads,
                     outputs=2)
             return
-        tmp = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+        tmp = scratch_of(lw, plan)
         lw.call(CP.build_pool, params, [lw.tensor(x.name)] + tmp + [lw.alloc(y.name)], pads, outputs=len(tmp) + 1)
 
 

@@ -20,7 +20,7 @@ from ..codegen import linalg as L
 from ..codegen import plan as P
 from ..ir.dtypes import FLOATS, INT32, INT64, UINT32, UINT64
 from ..ir.graph import Graph, Node, Value
-from .base import CoreOp, InferContext, planned, replace_node
+from .base import CoreOp, InferContext, planned, replace_node, scratch_of
 
 MATMUL_DTYPES = FLOATS + (INT32, INT64, UINT32, UINT64)
 
@@ -48,8 +48,7 @@ def _b_reg(lw, plan: P.Plan, b: Value):
 def _select(graph: Graph, a: str, b: str, rows, tuning: P.Tuning, route, trans_b: bool = False) -> P.Plan:
     av, bv = graph.values[a], graph.values[b]
     plan = P.plan_matmul(tuning, av.dtype, bv.shape, bv.const, rows(av), _relu_output(av), trans_b)
-    if route not in (None, plan.route):
-        raise ValueError(f"route '{route}' cannot run it (it runs {plan.route})")
+    P.check_route(route, [plan.route])
     return plan
 
 
@@ -95,7 +94,7 @@ class MatMul(CoreOp):
             lw.run_kernel(L.build_matmul, None, node.inputs[:2], [node.outputs[0]])
             return
         extra = [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-        scratch = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+        scratch = scratch_of(lw, plan)
         lw.call(L.build_matmul_f32, (plan.tile, plan.packing, self.post),
                 [lw.tensor(node.inputs[0]), _b_reg(lw, plan, lw.value(node.inputs[1]))] + extra + scratch
                 + [lw.alloc(node.outputs[0])])
@@ -160,7 +159,7 @@ class Gemm(CoreOp):
         if plan.route == "gemm":
             c = [lw.tensor(node.inputs[2])] if has_c else []
             c += [lw.tensor(i) for i in node.inputs[self.operands_at:]]
-            scratch = [lw.scratch(s.what, s.dtype, s.shape) for s in plan.scratch]
+            scratch = scratch_of(lw, plan)
             lw.call(L.build_gemm_f32, (self, has_c, plan.tile, plan.packing),
                     [lw.tensor(node.inputs[0]), _b_reg(lw, plan, b)] + c + scratch + [lw.alloc(node.outputs[0])])
             return

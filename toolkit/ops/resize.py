@@ -28,7 +28,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, FLOATS, NUMERIC
 from ..ir.graph import CompileError, Graph, Node
-from .base import CoreOp, InferContext, planned, replace_node
+from .base import CoreOp, InferContext, planned, replace_node, scratch_of
 from .shape import Identity, normalize_axes
 
 MODES = ("nearest", "linear", "cubic")
@@ -187,8 +187,7 @@ class Resize(CoreOp):
         """The kernel plan (:func:`toolkit.codegen.plan.plan_resize`): by rows or by elements."""
         axes = [(p.axis, p.scale if p.how == "scale" else None) for p in node.info.axes if p.resized]
         plan = P.plan_resize(self.mode, self.coord, self.antialias, axes, graph.values[node.inputs[0]].shape)
-        if route not in (None, plan.route):
-            raise ValueError(f"route '{route}' cannot run it (it runs {plan.route})")
+        P.check_route(route, [plan.route])
         return plan
 
     def lower(self, lw, node) -> None:
@@ -242,7 +241,7 @@ class Resize(CoreOp):
         plan = R.ResizePlan(self.mode, self.coord, self.nearest_mode, self.cubic_a, self.exclude_outside,
                             self.extrapolation, tuple(resized), len(info.axes), self.antialias,
                             kernel.route == "rows")
-        row = [lw.scratch(s.what, s.dtype, s.shape) for s in kernel.scratch]
+        row = scratch_of(lw, kernel)
         tensors = [lw.tensor(x.name)] + ([lw.tensor(node.inputs[1])] if tf_crop else []) + tables + row + \
             [lw.alloc(out.name)]
         lw.call(R.build_resize, plan, tensors, scalars, error="cannot resize axis {0} of size 0 to size {1}")
