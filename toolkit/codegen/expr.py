@@ -42,7 +42,8 @@ Values are scalars (no vectors). ``.v`` is the llvmlite value, for the builder's
 """
 from __future__ import annotations
 
-from typing import Union
+from collections.abc import Callable
+from typing import Any, Union
 
 from llvmlite import ir
 
@@ -90,6 +91,19 @@ def _intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     t = args[0].type
     fnty = ir.FunctionType(t, [a.type for a in args])
     return b.call(b.module.declare_intrinsic(name, [t], fnty), list(args))
+
+
+def _operator(apply: Callable[["Ex", "Ex"], Any]):
+    """An arithmetic operator's forward and reflected methods: ``apply(left, right)`` once
+    the other operand is an Ex (a Python number promoted by ``_other``), else NotImplemented."""
+    def forward(self, other):
+        o = self._other(other)
+        return o if o is NotImplemented else apply(self, o)
+
+    def reflected(self, other):
+        o = self._other(other)
+        return o if o is NotImplemented else apply(o, self)
+    return forward, reflected
 
 
 class Ex:
@@ -207,57 +221,13 @@ class Ex:
         return (self._new(b.sub(q, b.zext(fix, self.type))),
                 self._new(b.add(r, b.select(fix, o.v, zero))))
 
-    def __add__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._add(o)
-
-    def __radd__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else o._add(self)
-
-    def __sub__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._sub(o)
-
-    def __rsub__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else o._sub(self)
-
-    def __mul__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._mul(o)
-
-    def __rmul__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else o._mul(self)
-
-    def __truediv__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._truediv(o)
-
-    def __rtruediv__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else o._truediv(self)
-
-    def __floordiv__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._divmod(o)[0]
-
-    def __rfloordiv__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else o._divmod(self)[0]
-
-    def __mod__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._divmod(o)[1]
-
-    def __rmod__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else o._divmod(self)[1]
-
-    def __divmod__(self, other):
-        o = self._other(other)
-        return o if o is NotImplemented else self._divmod(o)
+    __add__, __radd__ = _operator(lambda a, c: a._add(c))
+    __sub__, __rsub__ = _operator(lambda a, c: a._sub(c))
+    __mul__, __rmul__ = _operator(lambda a, c: a._mul(c))
+    __truediv__, __rtruediv__ = _operator(lambda a, c: a._truediv(c))
+    __floordiv__, __rfloordiv__ = _operator(lambda a, c: a._divmod(c)[0])
+    __mod__, __rmod__ = _operator(lambda a, c: a._divmod(c)[1])
+    __divmod__ = _operator(lambda a, c: a._divmod(c))[0]
 
     def __neg__(self):
         if self.is_float:
