@@ -44,6 +44,7 @@ import wasm_runtime  # noqa: E402
 from node_bin import node as node_binary  # noqa: E402
 from node_bin import relaxed_flags  # noqa: E402
 from node_bin import version as node_version  # noqa: E402
+from toolkit import zig  # noqa: E402
 from toolkit.codegen.simd import mac  # noqa: E402
 from toolkit.codegen.kernel import splat  # noqa: E402
 from toolkit.codegen.gemm import tile_for  # noqa: E402
@@ -98,7 +99,7 @@ def peak_module(target: Target) -> ir.Module:
 
 
 def _zig(*args: str, cwd: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "ziglang", *args], cwd=cwd, capture_output=True, text=True)
+    r = subprocess.run([*zig.command(), *args], cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"zig {args[0]} failed:\n{r.stderr.strip()}")
 

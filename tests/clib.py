@@ -10,13 +10,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from toolkit import abi
+from toolkit import abi, zig
 from toolkit.ir.dtypes import dtype_of_numpy
 from toolkit.link import CLIB
 
@@ -58,14 +57,14 @@ def compile_flags(wasm: bool) -> list[str]:
 
 def compile_wasm(source: str, out: Path) -> subprocess.CompletedProcess:
     """Compile one source for wasm32 (freestanding), as the module links it."""
-    return subprocess.run([sys.executable, "-m", "ziglang", "cc", *compile_flags(True), "-c",
+    return subprocess.run([*zig.command(), "cc", *compile_flags(True), "-c",
                            str(CLIB_DIR / source), "-o", str(out)], capture_output=True, text=True)
 
 
 @functools.lru_cache(maxsize=None)
 def library(sources: tuple[str, ...] = LIB_SOURCES) -> ctypes.CDLL:
     out = Path(tempfile.mkdtemp(prefix="symwasm-clib-")) / "libsw.so"
-    r = subprocess.run([sys.executable, "-m", "ziglang", "cc", *compile_flags(False), "-shared",
+    r = subprocess.run([*zig.command(), "cc", *compile_flags(False), "-shared",
                         *(str(CLIB_DIR / s) for s in sources), "-o", str(out)], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"compiling {', '.join(sources)} failed:\n{r.stderr}")

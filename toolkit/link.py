@@ -5,9 +5,9 @@ Three sets of objects go in: the VM's and the C libraries', the kernels and prog
 LLVM), and the weights: their bytes are assembled into an object of their own with
 ``.incbin`` (defining ``sw_weights``), so they never pass through LLVM IR text.
 
-wasm32: ``python -m ziglang wasm-ld`` -> one .wasm with no imports, then the metadata and the
+wasm32: zig's ``wasm-ld`` (:mod:`toolkit.zig`) -> one .wasm with no imports, then the metadata and the
 variant's name go in as custom sections at the front of the file (``with_symwasm_sections``).
-native: ``python -m ziglang cc -shared`` -> a shared library, whose ``.symwasm.cpu`` section
+native: zig's ``cc -shared`` -> a shared library, whose ``.symwasm.cpu`` section
 (not loaded, so readable from the file alone) says the CPU its code is for and the ISA
 extensions it needs: the native host checks them before it loads the library.
 """
@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from wasm_runtime.cache import cache_root
 from wasm_runtime.metadata import SECTION as METADATA_SECTION
 from wasm_runtime.metadata import VARIANT_SECTION
 
+from . import zig
 from .abi import EXPORTS
 from .codegen.target import Target, baseline, variant
 
@@ -96,13 +96,13 @@ def _zig(*args: str, scratch: Path | None = None, what: str = "") -> subprocess.
     (``ZIG_LOCAL_CACHE_DIR``): otherwise it stores every object it builds, one model's weights
     included, in ``~/.cache/zig`` and never evicts them. Its shared artifacts (compiler-rt,
     libc) stay in the global cache, built once."""
-    cmd = [sys.executable, "-m", "ziglang", *args]
+    cmd = [*zig.command(), *args]
     env = None
     if scratch is not None:
         env = dict(os.environ, ZIG_LOCAL_CACHE_DIR=str(Path(scratch) / "zig-cache"))
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch, env=env)
     if r.returncode != 0:
-        raise LinkError(f"{what or ' '.join(cmd[2:4])} failed:\n{r.stderr.strip()}")
+        raise LinkError(f"{what or ' '.join(args[:2])} failed:\n{r.stderr.strip()}")
     return r
 
 

@@ -6,7 +6,6 @@ import ctypes
 import functools
 import math
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ import wasmtime
 from llvmlite import binding as llvm
 from llvmlite import ir
 
+from toolkit import zig
 from toolkit.codegen import mathlib
 
 llvm.initialize_all_targets()
@@ -124,7 +124,7 @@ class WasmKernel:
         with tempfile.TemporaryDirectory() as tmp:
             obj, wasm = Path(tmp, "kernel.o"), Path(tmp, "kernel.wasm")
             obj.write_bytes(target_machine("wasm32").emit_object(mod))
-            subprocess.run([sys.executable, "-m", "ziglang", "wasm-ld", "--no-entry",
+            subprocess.run([*zig.command(), "wasm-ld", "--no-entry",
                             "--export=f", str(obj), "-o", str(wasm)],
                            check=True, capture_output=True)
             engine = wasmtime.Engine()

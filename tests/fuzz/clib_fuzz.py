@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit import zig
 from toolkit.link import CLIB, VM
 
 DRIVER = Path(__file__).with_name("clib_fuzz.c")
@@ -107,7 +108,7 @@ def build(cc: str, clib_dir: Path = CLIB_DIR) -> Path:
     elif cc == "coverage":
         cmd = ["gcc", *common, "-O0", "--coverage"]
     else:
-        cmd = [sys.executable, "-m", "ziglang", "cc", *common, "-fsanitize=undefined"]
+        cmd = [*zig.command(), "cc", *common, "-fsanitize=undefined"]
     h = hashlib.sha256(" ".join(cmd).encode())
     for path in sources + sorted(clib_dir.glob("*.h")) + sorted(VM_DIR.glob("*.h")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())

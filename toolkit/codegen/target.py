@@ -5,7 +5,6 @@ from __future__ import annotations
 import platform
 import re
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -15,6 +14,7 @@ from llvmlite import ir
 
 from wasm_runtime.cpu import CPU_FLAGS
 
+from .. import zig
 from . import vconst
 
 
@@ -30,7 +30,7 @@ class Target:
     triple: str
     cpu: str
     features: str
-    zig_target: str  # for `python -m ziglang cc -target`
+    zig_target: str  # for `zig cc -target`
     wasm_features: tuple[str, ...] = ()  # what a host must support, for the metadata
     # native: the ISA extensions the code may use (LLVM names, wasm_runtime.cpu.CPU_FLAGS'
     # order), which a loader checks against the CPU it runs on
@@ -109,7 +109,7 @@ def cpu_features(cpu: str, zig_target: str) -> tuple[str, ...]:
         raise ValueError(f"unknown CPU '{cpu}': give an LLVM CPU name or an x86-64 psABI level, "
                          f"e.g. {CPU_EXAMPLES}")
     # zig spells LLVM's CPU names with '_' ('-' would start a feature to remove)
-    r = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-target", zig_target,
+    r = subprocess.run([*zig.command(), "cc", "-target", zig_target,
                         f"-mcpu={cpu.replace('-', '_')}", "-dM", "-E", "-x", "c", "-"],
                        input="", capture_output=True, text=True)
     if r.returncode != 0:
