@@ -23,15 +23,21 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(session, config, items):
     """The fast tier (``--tier fast``): the breadth of the suite, not its depth. Every test
-    function runs, on every target it names, with its first parametrization (the cases of
-    each op the conformance families cover on both targets); the tests marked ``check``
-    (whole models, installs, threads, browsers) run only in the full tier."""
+    function runs on each target it names (wasm32, native) with its first parametrization;
+    of a kernel test's CPU levels and wasm32 variants (util.kernel_targets) the first of
+    each target runs, all of them only where a file is marked ``every_level``
+    (tests/test_plans.py: every kernel route at every level). The conformance families check
+    a sample of each op's cases; the tests marked ``check`` (whole models, installs,
+    threads, browsers) run only in the full tier."""
     import family
+    from util import split_target
     if config.getoption("--tier") == "fast":
         keep, drop, seen = [], [], set()
         for item in items:
             params = getattr(item, "callspec", None)
             target = params.params.get("target") if params else None
+            if target is not None and not item.get_closest_marker("every_level"):
+                target = split_target(str(target))[0]
             key = (item.path, getattr(item, "originalname", item.name), target)
             if item.get_closest_marker("check") or key in seen:
                 drop.append(item)
@@ -42,6 +48,12 @@ def pytest_collection_modifyitems(session, config, items):
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     family.items = items
+
+
+@pytest.fixture
+def tier(request) -> str:
+    """The tier running: ``fast`` (`make test`) or ``full``."""
+    return request.config.getoption("--tier")
 
 
 @pytest.fixture(autouse=True)

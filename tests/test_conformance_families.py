@@ -1,10 +1,10 @@
-"""Every op on both targets, in the fast tier: each node test case of the onnx package that
-passes on a target (tests/conformance/results.json, which `make conformance` writes) compiled
-in families (tests/family.py: the cases of one opset, at most MAX_CASES to a module) and
+"""Every op on both targets: each node test case of the onnx package that passes on a target
+(tests/conformance/results.json, which `make conformance` writes) compiled in families (tests/family.py: the cases of one opset, at most MAX_CASES to a module) and
 compared with the outputs the case stores, as the conformance run compares them. A family
 that fails to compile or to run is run again case by case, so a failure names its case.
 This file checks wasm32, test_conformance_families_native.py native: as two files, the two
-targets run on different workers (`--dist loadfile`)."""
+targets run on different workers (`--dist loadfile`). The fast tier checks :data:`PER_OP` cases
+of each op (spread over its cases in name order), the full tier every one."""
 import json
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from tests.conformance import run as conformance
 from util import build
 
 RESULTS = Path(__file__).parent / "conformance" / "results.json"
+PER_OP = 3  # the fast tier's cases of an op: its first, its last, one between
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +30,29 @@ def _passing(target: str) -> list[str]:
                   if key.endswith(f"[{target}]") and outcome == "pass")
 
 
+def sample(names: list[str], cases: dict, per_op: int = PER_OP) -> list[str]:
+    """At most ``per_op`` of each op's cases (by the op of its last node, as the conformance
+    table counts them), evenly spread over them in name order: every op, fewer cases."""
+    by_op: dict[str, list[str]] = {}
+    for n in names:
+        by_op.setdefault(conformance._op_of(cases[n]), []).append(n)
+    keep = set()
+    for group in by_op.values():
+        k = min(per_op, len(group))
+        keep.update(group[round(i * (len(group) - 1) / max(k - 1, 1))] for i in range(k))
+    return [n for n in names if n in keep]
+
+
 @pytest.mark.parametrize("target", ["wasm32"])
-def test_every_passing_case(target, cases, tmp_path):
-    every_passing_case(target, cases, tmp_path)
+def test_every_passing_case(target, cases, tmp_path, tier):
+    every_passing_case(target, cases, tmp_path, tier)
 
 
-def every_passing_case(target: str, cases: dict, tmp_path: Path) -> None:
+def every_passing_case(target: str, cases: dict, tmp_path: Path, tier: str) -> None:
     names = [n for n in _passing(target) if n in cases]
     assert len(names) > 1500, f"only {len(names)} passing cases of {RESULTS.name} are in the installed onnx"
+    if tier == "fast":
+        names = sample(names, cases)
     sets = {n: conformance.data_sets(cases[n], [i.name for i in cases[n].model.graph.input]) for n in names}
     members = [family.Case(cases[n].model, target, [feeds for feeds, _ in sets[n]], {}) for n in names]
     name_of = {id(c): n for c, n in zip(members, names)}
@@ -55,3 +71,13 @@ def every_passing_case(target: str, cases: dict, tmp_path: Path) -> None:
             if wrong:
                 failures.append(f"{name}: {wrong}")
     assert not failures, f"{len(failures)} of {len(names)} cases fail on {target}:\n" + "\n".join(failures)
+
+
+def test_the_fast_sample_has_every_op(cases):
+    """The fast tier's sample keeps every op of the passing cases, at most PER_OP of each."""
+    names = [n for n in _passing("wasm32") if n in cases]
+    kept = sample(names, cases)
+    ops = {conformance._op_of(cases[n]) for n in names}
+    assert {conformance._op_of(cases[n]) for n in kept} == ops
+    assert len(ops) <= len(kept) <= PER_OP * len(ops) < len(names)
+    assert kept[0] == names[0] and kept[-1] in names

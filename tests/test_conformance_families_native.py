@@ -6,5 +6,5 @@ from test_conformance_families import cases, every_passing_case  # noqa: F401  (
 
 
 @pytest.mark.parametrize("target", ["native"])
-def test_every_passing_case(target, cases, tmp_path):  # noqa: F811
-    every_passing_case(target, cases, tmp_path)
+def test_every_passing_case(target, cases, tmp_path, tier):  # noqa: F811
+    every_passing_case(target, cases, tmp_path, tier)

@@ -26,6 +26,9 @@ ROUTE_KERNELS = {"nd": "conv_nd", "direct": "conv2d", "gemm": "conv2d_gemm", "wi
                  "transposed": "conv2d_t", "depthwise": "conv2d_dw"}
 
 
+pytestmark = pytest.mark.every_level  # the fast tier too runs every route at every level
+
+
 @pytest.fixture(params=kernel_targets())
 def target(request) -> str:
     return request.param
