@@ -61,6 +61,7 @@ def _family_item(request):
     """The running test, for tests/family.py (which file's cases to record, which call is which)."""
     import family
     family.current = request.node
+    family.begin(request.node)
     yield
     family.current = None
 

@@ -8,8 +8,8 @@ names and symbolic dims alike, so no two cases share a dim and the importer ties
 across them). A case is still its own pytest test, named as before, compared with the
 reference of its own unmerged model.
 
-How a file's cases are known before the first of them runs: when a test first calls
-``check_model``, the test functions of its file are *recorded*: each that calls
+How a file's cases are known before the first of them runs: as its first test starts, the
+test functions of its file are *recorded*: each that calls
 ``check_model`` (itself or through a helper of the suite) is called with its parameters
 (tests whose arguments are all parameters, ``target`` included) while
 ``check_model`` only notes its model, feeds and options and hands back a stand-in; using the
@@ -18,6 +18,9 @@ exception, keeping the calls noted so far. A test whose recording fails with pyt
 RAISE" records nothing: it wraps a call that must fail. Then, when the test runs for real, a
 ``check_model`` call whose model and feeds are byte for byte the recorded ones reads its
 outputs from its family's module; any other call compiles a module of its own, as before.
+A test file's random generators at module level (``RNG = np.random.default_rng(7)``), which
+every test draws from in turn, are put back as each test starts where they were when it was
+recorded, so that it draws the same models and feeds.
 
 A family is the recorded cases of one file with the same target, opsets and compile options,
 at most :data:`MAX_CASES` of them. Its module runs once per feed set (each case fed its k-th
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import sys
 import types
 import warnings
 from typing import Any, Callable, Mapping, Sequence
@@ -197,6 +201,7 @@ _recording: _Recorder | None = None
 _done: set[str] = set()  # the test files recorded in this process
 _by_item: dict[str, list[tuple[Case, Family]]] = {}  # nodeid -> its recorded calls, in order
 _calls: dict[str, int] = {}  # nodeid -> check_model calls made so far in its real run
+_rng_at: dict[str, list[tuple[np.random.Generator, dict]]] = {}  # nodeid -> its file's generators as recorded
 current: Any = None  # the pytest item running (set by conftest)
 items: list = []  # the session's items (set by conftest)
 
@@ -244,10 +249,57 @@ def _reaches_check_model(fn) -> bool:
     return False
 
 
+def _generators(module: types.ModuleType) -> list[np.random.Generator]:
+    """A test file's random generators at module level (``RNG = np.random.default_rng(7)``)."""
+    return [v for v in vars(module).values() if isinstance(v, np.random.Generator)]
+
+
+def _states(gens: Sequence[np.random.Generator]) -> list[tuple[np.random.Generator, dict]]:
+    return [(g, g.bit_generator.state) for g in gens]
+
+
+def _restore(states: Sequence[tuple[np.random.Generator, dict]]) -> None:
+    for g, state in states:
+        g.bit_generator.state = state
+
+
+def begin(item) -> None:
+    """A test starts (tests/conftest.py): its file's cases are recorded first, if not yet,
+    and the file's generators are put back where they were when this test was recorded,
+    so that it draws the models and feeds of its recording (which a file's generator,
+    drawn from by every test before it, would not give it otherwise)."""
+    module = getattr(item, "module", None)
+    if not ENABLED or module is None:
+        return
+    if module.__name__ not in _done:
+        _record_file(module.__name__)
+    if item.nodeid in _rng_at:
+        _restore(_rng_at[item.nodeid])
+
+
 def _record_file(module_name: str) -> None:
     global _recording
     _done.add(module_name)
+    module = sys.modules.get(module_name)
+    start = _states(_generators(module)) if module is not None else []
     cases_by_item: dict[str, list[Case]] = {}
+    try:
+        _record_items(module_name, cases_by_item)
+    finally:  # the file's first test draws from its generators as if nothing had been recorded
+        _restore(start)
+    call_of = {id(c): (nodeid, i) for nodeid, cases in cases_by_item.items() for i, c in enumerate(cases)}
+    for family in families([c for cases in cases_by_item.values() for c in cases]):
+        for c in family.cases:
+            nodeid, i = call_of[id(c)]
+            calls = _by_item.setdefault(nodeid, [])
+            calls.extend([None] * (i + 1 - len(calls)))
+            calls[i] = (c, family)
+
+
+def _record_items(module_name: str, cases_by_item: dict[str, list[Case]]) -> None:
+    """Each test of the file that reaches check_model called in recording mode: its cases
+    into ``cases_by_item``, its file's generators' states as it started into ``_rng_at``."""
+    global _recording
     for item in items:
         fn = getattr(item, "obj", None)
         callspec = getattr(item, "callspec", None)
@@ -261,6 +313,7 @@ def _record_file(module_name: str) -> None:
         if "target" not in names or any(n not in params for n in names) or not _reaches_check_model(fn):
             continue
         _recording = _Recorder()
+        gens = _states(_generators(item.module))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -274,13 +327,7 @@ def _record_file(module_name: str) -> None:
             rec, _recording = _recording, None
         if clean and rec.cases:
             cases_by_item[item.nodeid] = rec.cases
-    call_of = {id(c): (nodeid, i) for nodeid, cases in cases_by_item.items() for i, c in enumerate(cases)}
-    for family in families([c for cases in cases_by_item.values() for c in cases]):
-        for c in family.cases:
-            nodeid, i = call_of[id(c)]
-            calls = _by_item.setdefault(nodeid, [])
-            calls.extend([None] * (i + 1 - len(calls)))
-            calls[i] = (c, family)
+            _rng_at[item.nodeid] = gens
 
 
 def outputs_for(model: onnx.ModelProto, target: str, feeds: Sequence[Mapping[str, np.ndarray]],

@@ -1,13 +1,16 @@
 """tests/family.py, the test suite's one module per op family: cases merged into one model
 keep their names and dims apart, a wrong output of one case fails that case, a case that
-cannot compile sends its family's cases to modules of their own, and a call that differs from
-the recorded one compiles alone."""
+cannot compile sends its family's cases to modules of their own, a call that differs from
+the recorded one compiles alone, and tests drawing from one generator of the file, each in
+turn, draw in their real run what they drew when recorded."""
 import numpy as np
 import pytest
 from onnx import helper
 
 import family
 from util import build, check_model, make_model, rand, reference, vinfo
+
+RNG = np.random.default_rng(5)  # the file's generator, as many test files have one
 
 
 def _add(shape_a, shape_b, dtype=np.float32):
@@ -121,3 +124,19 @@ def test_a_call_unlike_its_recording_compiles_alone(target):
         feeds = [{"a": f["a"] * 2, "b": f["b"]} for f in feeds]
     m = check_model(model, target, feeds)
     assert not isinstance(m, family.Later)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_tests_drawing_from_the_files_generator_read_their_family(k, target):
+    """Each of these draws its feeds from the file's RNG after the tests before it drew
+    theirs, and its real run draws more than its recording did (which ends where the
+    module is used): without the generators put back as each test starts (family.begin),
+    the second and third would draw other feeds than recorded and compile alone."""
+    before = RNG.bit_generator.state
+    feeds = [{"a": rand(RNG, (n, 4)), "b": rand(RNG, (1, 4))} for n in (3, 1)]
+    m = check_model(_add(["n", 4], [1, 4]), target, feeds)
+    run = m.run  # a recording ends here: the stand-in is used
+    x = {"a": rand(RNG, (2, 4)), "b": rand(RNG, (1, 4))}  # drawn in the real run only
+    np.testing.assert_allclose(run(x)["y"], x["a"] + x["b"], rtol=1e-6)
+    assert family._rng_at[family.current.nodeid][0] == (RNG, before), "it started where its recording did"
+    assert isinstance(m, family.Later), "its feeds were the recorded ones, so its outputs came from its family"
