@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test check check-facts lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
+.PHONY: all env demo test check check-all check-facts lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
 	exporter-models
 
 all: demo
@@ -55,19 +55,29 @@ lint: env
 # (in `make check`)
 FACT_TESTS := tests/test_zoo.py tests/test_exporters.py tests/test_real_regressions.py tests/test_conformance_slice.py
 
-# the fast tier (minutes): every test function on every target it names with its first
-# parametrization, every onnx node case that passes on both targets (in families), no whole
-# models; tests/conftest.py says what --tier fast leaves out. Each test file runs in one
-# worker (--dist loadfile), which compiles the file's op families once (tests/family.py).
-# The 25 slowest tests are listed at the end, where a slow tier shows where its time went.
+# Three tiers (tests/conftest.py). The fast one, `make test` (minutes): every test function on
+# each target it names with its first parametrization (of a kernel test's CPU levels, the first;
+# tests/test_plans.py runs every route at every level), a sample of each op's onnx node cases on
+# both targets (in families), no whole models. Each test file runs in one worker (--dist
+# loadfile), which compiles the file's op families once (tests/family.py). The 25 slowest tests
+# are listed at the end, where a slow tier shows where its time went.
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile -q --durations=25
 test: env generated lint
 	$(PYTEST) --tier fast
 
-# the full tier, which CI runs (.ci/run): every test and parametrization, the real graphs
-# compiled with their facts checked, the JS loader in Node and in Chromium
+# `make check`, which CI runs (.ci/run): the fast tier and everything marked `check` (the zoo,
+# the exporters' models, the regressions, the wheel's models, installs, threads, cancellation,
+# fuzz slices, the conformance runner), the real graphs compiled again with their facts
+# checked, the JS loader in Node and in Chromium
 check: env generated lint js_loader/node_modules/.installed $(CHROMIUM)
-	$(PYTEST)
+	$(PYTEST) --tier check
+	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider --tier check $(FACT_TESTS)
+	cd js_loader && npm test
+
+# every test at every parametrization and CPU level, every onnx node case on both targets (about
+# three times `make check`'s time): before a change to kernels or the compiler's passes lands
+check-all: env generated lint js_loader/node_modules/.installed $(CHROMIUM)
+	$(PYTEST) --tier full
 	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider $(FACT_TESTS)
 	cd js_loader && npm test
 

@@ -16,22 +16,28 @@ def target(request) -> str:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--tier", choices=("fast", "full"), default="full",
-                     help="fast: `make test`'s tier, without the tests marked `check` and with one "
-                          "parametrization of each test function per target; full (the default): every test")
+    parser.addoption("--tier", choices=TIERS, default="full",
+                     help="fast: `make test`'s tier, one parametrization of each test function per target "
+                          "and nothing marked `check`; check: `make check`'s (CI), the fast tier and every "
+                          "test marked `check`; full (the default; `make check-all`): every test and parametrization")
+
+
+TIERS = ("fast", "check", "full")
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The fast tier (``--tier fast``): the breadth of the suite, not its depth. Every test
-    function runs on each target it names (wasm32, native) with its first parametrization;
-    of a kernel test's CPU levels and wasm32 variants (util.kernel_targets) the first of
-    each target runs, all of them only where a file is marked ``every_level``
-    (tests/test_plans.py: every kernel route at every level). The conformance families check
-    a sample of each op's cases; the tests marked ``check`` (whole models, installs,
-    threads, browsers) run only in the full tier."""
+    """The tiers. The fast one (``--tier fast``) is the breadth of the suite, not its depth:
+    every test function runs on each target it names (wasm32, native) with its first
+    parametrization; of a kernel test's CPU levels and wasm32 variants (util.kernel_targets)
+    the first of each target runs, all of them only where a file is marked ``every_level``
+    (tests/test_plans.py: every kernel route at every level); the conformance families check
+    a sample of each op's cases. ``check`` adds the tests marked ``check`` (whole models,
+    installs, threads, cancellation, browsers, fuzz slices), each parametrization of them.
+    ``full`` is every test and parametrization, and every conformance case."""
     import family
     from util import split_target
-    if config.getoption("--tier") == "fast":
+    tier = config.getoption("--tier")
+    if tier != "full":
         keep, drop, seen = [], [], set()
         for item in items:
             params = getattr(item, "callspec", None)
@@ -39,11 +45,12 @@ def pytest_collection_modifyitems(session, config, items):
             if target is not None and not item.get_closest_marker("every_level"):
                 target = split_target(str(target))[0]
             key = (item.path, getattr(item, "originalname", item.name), target)
-            if item.get_closest_marker("check") or key in seen:
-                drop.append(item)
+            if item.get_closest_marker("check"):
+                wanted = tier == "check"
             else:
+                wanted = key not in seen
                 seen.add(key)
-                keep.append(item)
+            (keep if wanted else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -52,7 +59,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture
 def tier(request) -> str:
-    """The tier running: ``fast`` (`make test`) or ``full``."""
+    """The tier running: ``fast`` (`make test`), ``check`` (`make check`, CI) or ``full``
+    (`make check-all`)."""
     return request.config.getoption("--tier")
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from util import build, const, ort_reference, vinfo
+from util import build, check_model, const, ort_reference, vinfo
 from toolkit.ir.graph import CompileError
 
 RNG = np.random.default_rng(2026)
@@ -38,11 +38,9 @@ def ms_node(op: str, ins: list[str], outs: list[str], **attrs):
 
 
 def check(model, target, feeds_list, steps: int = 0, rtol: float = 0.0, atol: float = 0.0):
-    """One module, every feed set against onnxruntime: integers within ``steps``, floats
-    within rtol/atol (both 0: bit for bit)."""
-    m = build(model, target)
-    for feeds in feeds_list:
-        got, want = m.run(feeds), ort_reference(model, feeds)
+    """One module (its family's, tests/family.py), every feed set against onnxruntime:
+    integers within ``steps``, floats within rtol/atol (both 0: bit for bit)."""
+    def compare(got, want):
         for name, w in want.items():
             g = got[name]
             assert g.shape == w.shape and g.dtype == w.dtype, (name, g.shape, w.shape, g.dtype, w.dtype)
@@ -51,7 +49,8 @@ def check(model, target, feeds_list, steps: int = 0, rtol: float = 0.0, atol: fl
             else:
                 diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
                 assert diff.max(initial=0) <= steps, (name, int(diff.max()), int((diff > steps).sum()))
-    return m
+
+    return check_model(model, target, feeds_list, ref=ort_reference, compare=compare)
 
 
 def q(dtype, shape) -> np.ndarray:

@@ -156,21 +156,25 @@ def assert_like_stored(got: np.ndarray, want: np.ndarray, info: Mapping, output:
 
 
 def check_model(model: onnx.ModelProto, target: str, feeds_list: Sequence[Mapping[str, np.ndarray]],
-                rtol: float = 1e-5, atol: float = 1e-6, ref=reference, **compile_kw) -> wasm_runtime.Model:
+                rtol: float = 1e-5, atol: float = 1e-6, ref=reference, compare=None,
+                **compile_kw) -> wasm_runtime.Model:
     """``model`` compiled for ``target``, run on every feed set, each compared with
-    onnx.reference (or ``ref``). The module is its family's (tests/family.py) when the call
-    was recorded; what it returns is then the module compiled alone, on first use."""
+    onnx.reference (or ``ref``): within rtol/atol (:func:`assert_outputs_match`), or by
+    ``compare(got, want)``, which raises on a mismatch. The module is its family's
+    (tests/family.py) when the call was recorded; what it returns is then the module
+    compiled alone, on first use."""
     assert len(feeds_list) >= 1
     if family.recording():
         return family.record(model, target, feeds_list, compile_kw)
     outputs = family.outputs_for(model, target, feeds_list, compile_kw, build)
-    if outputs is not None:
-        for feeds, got in zip(feeds_list, outputs):
-            assert_outputs_match(got, ref(model, feeds), rtol, atol)
-        return family.Later(lambda: build(model, target, **compile_kw))
-    m = build(model, target, **compile_kw)
-    for feeds in feeds_list:
-        assert_outputs_match(m.run(feeds), ref(model, feeds), rtol, atol)
+    m = family.Later(lambda: build(model, target, **compile_kw)) if outputs is not None else \
+        build(model, target, **compile_kw)
+    for k, feeds in enumerate(feeds_list):
+        got, want = (outputs[k] if outputs is not None else m.run(feeds)), ref(model, feeds)
+        if compare is None:
+            assert_outputs_match(got, want, rtol, atol)
+        else:
+            compare(got, want)
     return m
 
 

@@ -1,0 +1,67 @@
+"""The three tiers select what tests/conftest.py says: fast is every test function once per
+target (wasm32, native), with every CPU level only in files marked ``every_level``; check adds
+the tests marked ``check``; full is everything. Read from pytest's own collection of three
+files: a kernel test at every level (test_conv_gemm.py), the file marked every_level
+(test_plans.py) and one marked check (test_instances.py)."""
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ["tests/test_conv_gemm.py", "tests/test_plans.py", "tests/test_instances.py"]
+
+
+def _collected(tier: str) -> list[str]:
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:xdist", "--tier", tier, *FILES], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return [line for line in r.stdout.splitlines() if "::" in line]
+
+
+@pytest.fixture(scope="module")
+def tiers() -> dict[str, list[str]]:
+    return {t: _collected(t) for t in ("fast", "check", "full")}
+
+
+def _function(nodeid: str) -> str:
+    return nodeid.split("[")[0]
+
+
+def _target(nodeid: str) -> str:
+    """The target a test id names first: ``[native@x86-64-v2-3x3_pad1]`` -> native."""
+    return re.split(r"[-@\]]", nodeid.partition("[")[2])[0]
+
+
+def test_each_tier_holds_the_one_before(tiers):
+    assert set(tiers["fast"]) < set(tiers["check"]) < set(tiers["full"])
+
+
+def test_check_adds_exactly_the_tests_marked_check(tiers):
+    added = set(tiers["check"]) - set(tiers["fast"])
+    assert added and all(n.startswith("tests/test_instances.py") for n in added)
+    assert not any(n.startswith("tests/test_instances.py") for n in tiers["fast"])
+    assert {n for n in tiers["full"] if n.startswith("tests/test_instances.py")} == added
+
+
+def test_fast_runs_every_function_once_per_target(tiers):
+    per_function: dict[str, list[str]] = defaultdict(list)
+    for n in tiers["fast"]:
+        per_function[_function(n)].append(n)
+    full_functions = {_function(n) for n in tiers["full"] if not n.startswith("tests/test_instances.py")}
+    assert set(per_function) == full_functions, "every test function is in the fast tier"
+    # test_conv_gemm's kernel tests: the first level of each target, wasm32 and native
+    paths = per_function["tests/test_conv_gemm.py::test_conv_paths"]
+    assert len(paths) == 2 and {_target(n) for n in paths} == {"wasm32", "native"}, paths
+
+
+def test_every_level_runs_in_the_fast_tier_where_marked(tiers):
+    fast = [n for n in tiers["fast"] if n.startswith("tests/test_plans.py::test_every_conv_route_asked_for_by_name")]
+    full = [n for n in tiers["full"] if n.startswith("tests/test_plans.py::test_every_conv_route_asked_for_by_name")]
+    assert fast == full and len(full) >= 3, "every CPU level and wasm32 variant runs"
+    gemm_fast = [n for n in tiers["fast"] if n.startswith("tests/test_conv_gemm.py::test_conv_paths")]
+    gemm_full = [n for n in tiers["full"] if n.startswith("tests/test_conv_gemm.py::test_conv_paths")]
+    assert len(gemm_fast) < len(gemm_full)
