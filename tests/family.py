@@ -227,25 +227,31 @@ class _StandIn:
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def _is_check_model(obj) -> bool:
+    """Whether ``obj`` is tests/util.py's check_model (not a test file's own of that name,
+    as tests/test_exporters.py has: recording its tests would compile their whole models)."""
+    return isinstance(obj, types.FunctionType) and obj.__name__ == "check_model" and obj.__module__ == "util"
+
+
 def _reaches_check_model(fn) -> bool:
-    """Whether ``fn``'s code, or a function of the test suite it names, calls check_model: only
-    such tests are recorded (a recording runs the test's code, which may compile or write
-    files by itself)."""
+    """Whether ``fn``'s code, or a function of the test suite it names, calls util's
+    check_model: only such tests are recorded (a recording runs the test's code, which may
+    compile or write files by itself)."""
     seen: set = set()
-    stack = [fn.__code__]
+    stack = [(fn.__code__, fn.__globals__)]
     while stack:
-        code = stack.pop()
+        code, names = stack.pop()
         if code in seen:
             continue
         seen.add(code)
-        if "check_model" in code.co_names:
+        if "check_model" in code.co_names and _is_check_model(names.get("check_model")):
             return True
-        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        stack += [(c, names) for c in code.co_consts if isinstance(c, types.CodeType)]
         for name in code.co_names:
-            obj = fn.__globals__.get(name)
+            obj = names.get(name)
             if isinstance(obj, types.FunctionType) and obj.__code__.co_filename.startswith(_TESTS_DIR) \
                     and obj.__name__ not in ("build", "lower_model"):
-                stack.append(obj.__code__)
+                stack.append((obj.__code__, obj.__globals__))
     return False
 
 

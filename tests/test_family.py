@@ -8,6 +8,7 @@ import pytest
 from onnx import helper
 
 import family
+import util
 from util import build, check_model, make_model, rand, reference, vinfo
 
 RNG = np.random.default_rng(5)  # the file's generator, as many test files have one
@@ -140,3 +141,19 @@ def test_tests_drawing_from_the_files_generator_read_their_family(k, target):
     np.testing.assert_allclose(run(x)["y"], x["a"] + x["b"], rtol=1e-6)
     assert family._rng_at[family.current.nodeid][0] == (RNG, before), "it started where its recording did"
     assert isinstance(m, family.Later), "its feeds were the recorded ones, so its outputs came from its family"
+
+
+def test_only_utils_check_model_makes_a_test_recorded():
+    """A test file's own function named check_model (tests/test_exporters.py compiles whole
+    models in one) does not make its tests recorded: recording them would run them twice."""
+    def check_model(model, target):  # a file's own, of the same name
+        raise AssertionError("a recording called it")
+
+    def a_test_with(check):  # def test(target): check_model(None, target), in a module where
+        names = {"check_model": check}  # check_model is ``check``
+        exec("def test(target):\n    check_model(None, target)\n", names)
+        return names["test"]
+
+    assert not family._reaches_check_model(a_test_with(check_model))
+    assert family._reaches_check_model(a_test_with(util.check_model))
+    assert family._reaches_check_model(test_a_recorded_case_reads_its_family)
