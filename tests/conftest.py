@@ -15,14 +15,14 @@ def target(request) -> str:
     return request.param
 
 
+TIERS = ("fast", "check", "full")
+
+
 def pytest_addoption(parser):
     parser.addoption("--tier", choices=TIERS, default="full",
                      help="fast: `make test`'s tier, one parametrization of each test function per target "
                           "and nothing marked `check`; check: `make check`'s (CI), the fast tier and every "
                           "test marked `check`; full (the default; `make check-all`): every test and parametrization")
-
-
-TIERS = ("fast", "check", "full")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-import sys
 import types
 import warnings
 from typing import Any, Callable, Mapping, Sequence
@@ -278,19 +277,17 @@ def begin(item) -> None:
     if not ENABLED or module is None:
         return
     if module.__name__ not in _done:
-        _record_file(module.__name__)
+        _record_file(module)
     if item.nodeid in _rng_at:
         _restore(_rng_at[item.nodeid])
 
 
-def _record_file(module_name: str) -> None:
-    global _recording
-    _done.add(module_name)
-    module = sys.modules.get(module_name)
-    start = _states(_generators(module)) if module is not None else []
+def _record_file(module: types.ModuleType) -> None:
+    _done.add(module.__name__)
+    start = _states(_generators(module))
     cases_by_item: dict[str, list[Case]] = {}
     try:
-        _record_items(module_name, cases_by_item)
+        _record_items(module.__name__, cases_by_item)
     finally:  # the file's first test draws from its generators as if nothing had been recorded
         _restore(start)
     call_of = {id(c): (nodeid, i) for nodeid, cases in cases_by_item.items() for i, c in enumerate(cases)}
@@ -340,11 +337,9 @@ def outputs_for(model: onnx.ModelProto, target: str, feeds: Sequence[Mapping[str
                 compile_kw: Mapping[str, Any], build: Callable) -> list[dict[str, np.ndarray]] | None:
     """The outputs of this ``check_model`` call from its family's module, or None when the
     call was not recorded as it is made now (or its family failed)."""
-    if not ENABLED or current is None or getattr(current, "module", None) is None:
+    if not ENABLED or current is None:
         return None
-    if current.module.__name__ not in _done:
-        _record_file(current.module.__name__)
-    nodeid = current.nodeid
+    nodeid = current.nodeid  # its file was recorded as it started (begin)
     i = _calls.get(nodeid, 0)
     _calls[nodeid] = i + 1
     recorded = _by_item.get(nodeid, [])

@@ -1,10 +1,11 @@
 """Every op on both targets: each node test case of the onnx package that passes on a target
-(tests/conformance/results.json, which `make conformance` writes) compiled in families (tests/family.py: the cases of one opset, at most MAX_CASES to a module) and
-compared with the outputs the case stores, as the conformance run compares them. A family
-that fails to compile or to run is run again case by case, so a failure names its case.
-This file checks wasm32, test_conformance_families_native.py native: as two files, the two
-targets run on different workers (`--dist loadfile`). The fast and check tiers check :data:`PER_OP`
-cases of each op (spread over its cases in name order), the full tier every one."""
+(tests/conformance/results.json, which `make conformance` writes) compiled in families
+(tests/family.py: the cases of one opset, at most MAX_CASES to a module) and compared with the
+outputs the case stores, as the conformance run compares them. A family that fails to compile
+or to run is run again case by case, so a failure names its case. This file checks wasm32,
+test_conformance_families_native.py native: as two files, the two targets run on different
+workers (`--dist loadfile`). The fast and check tiers check :data:`PER_OP` cases of each op
+(spread over its cases in name order), the full tier every one."""
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from tests.conformance import run as conformance
 from util import build
 
 RESULTS = Path(__file__).parent / "conformance" / "results.json"
-PER_OP = 3  # the fast tier's cases of an op: its first, its last, one between
+PER_OP = 3  # the fast and check tiers' cases of an op: its first, its last, one between
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def every_passing_case(target: str, cases: dict, tmp_path: Path, tier: str) -> N
 
 
 def test_the_fast_sample_has_every_op(cases):
-    """The fast tier's sample keeps every op of the passing cases, at most PER_OP of each."""
+    """The fast and check tiers' sample keeps every op of the passing cases, at most PER_OP of each."""
     names = [n for n in _passing("wasm32") if n in cases]
     kept = sample(names, cases)
     ops = {conformance._op_of(cases[n]) for n in names}

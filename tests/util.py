@@ -167,10 +167,13 @@ def check_model(model: onnx.ModelProto, target: str, feeds_list: Sequence[Mappin
     if family.recording():
         return family.record(model, target, feeds_list, compile_kw)
     outputs = family.outputs_for(model, target, feeds_list, compile_kw, build)
-    m = family.Later(lambda: build(model, target, **compile_kw)) if outputs is not None else \
-        build(model, target, **compile_kw)
-    for k, feeds in enumerate(feeds_list):
-        got, want = (outputs[k] if outputs is not None else m.run(feeds)), ref(model, feeds)
+    if outputs is None:
+        m = build(model, target, **compile_kw)
+        outputs = [m.run(feeds) for feeds in feeds_list]
+    else:
+        m = family.Later(lambda: build(model, target, **compile_kw))
+    for feeds, got in zip(feeds_list, outputs):
+        want = ref(model, feeds)
         if compare is None:
             assert_outputs_match(got, want, rtol, atol)
         else:
