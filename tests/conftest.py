@@ -33,7 +33,11 @@ def pytest_collection_modifyitems(session, config, items):
     (tests/test_plans.py: every kernel route at every level); the conformance families check
     a sample of each op's cases. ``check`` adds the tests marked ``check`` (whole models,
     installs, threads, cancellation, browsers, fuzz slices), each parametrization of them.
-    ``full`` is every test and parametrization, and every conformance case."""
+    ``full`` is every test and parametrization, and every conformance case.
+
+    Under ``--dist loadgroup`` (the Makefile's) a file's tests run on one worker, which builds
+    its op families once (tests/family.py), unless the file is marked ``spread``: its tests are
+    whole models that share nothing, and they go to whichever worker is free, one by one."""
     import family
     from util import split_target
     tier = config.getoption("--tier")
@@ -55,6 +59,9 @@ def pytest_collection_modifyitems(session, config, items):
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     family.items = items
+    for item in items:
+        if not item.get_closest_marker("spread"):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 @pytest.fixture

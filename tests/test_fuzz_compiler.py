@@ -16,7 +16,7 @@ from toolkit.compiler import compile_model
 from toolkit.ir.graph import CompileError
 from util import _TMP, assert_outputs_match, build, const, make_model, reference, vinfo
 
-pytestmark = pytest.mark.check  # the full tier only: a fuzz campaign's slice
+pytestmark = pytest.mark.check  # make check and the full tier: a fuzz campaign's slice
 
 # messages of the catch-all wrappers: a mutant reaching one has found a bug
 BUG_MARKERS = ("translation failed", "shape inference failed", "internal")

@@ -10,7 +10,7 @@ import wasm_runtime
 from tests.fuzz.runtime_fuzz import BAD, _group, _import_project, cases, campaign, schedule
 from util import assert_outputs_match, build, make_model, reference, vinfo
 
-pytestmark = pytest.mark.check  # the full tier only: a fuzz campaign's slice
+pytestmark = pytest.mark.check  # make check and the full tier: a fuzz campaign's slice
 
 SLICE = 600  # inputs in all, 300 per target
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fuzz.tamper import BAD, campaign
 
-pytestmark = pytest.mark.check  # the full tier only: a fuzz campaign's slice
+pytestmark = pytest.mark.check  # make check and the full tier: a fuzz campaign's slice
 
 
 def test_tamper_slice():

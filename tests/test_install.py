@@ -18,7 +18,7 @@ from util import assert_outputs_match, make_model, reference, vinfo
 
 from toolkit.compiler import compile_model
 
-pytestmark = pytest.mark.check  # the full tier only: builds the wheel and installs it in fresh environments
+pytestmark = pytest.mark.check  # make check and the full tier: builds the wheel and installs it in fresh environments
 
 DATA = ROOT / "tests" / "data"
 COMPILER_PACKAGES = ("llvmlite", "onnx", "ziglang", "ml_dtypes")

@@ -12,7 +12,7 @@ import wasm_runtime
 from toolkit.compiler import compile_model
 from util import _TMP, assert_outputs_match, make_model, reference, vinfo
 
-pytestmark = pytest.mark.check  # the full tier only: threads running for seconds
+pytestmark = pytest.mark.check  # make check and the full tier: threads running for seconds
 
 
 def _model():

@@ -3,6 +3,7 @@ target (wasm32, native), with every CPU level only in files marked ``every_level
 the tests marked ``check``; full is everything. Read from pytest's own collection of three
 files: a kernel test at every level (test_conv_gemm.py), the file marked every_level
 (test_plans.py) and one marked check (test_instances.py)."""
+import os
 import re
 import subprocess
 import sys
@@ -65,3 +66,28 @@ def test_every_level_runs_in_the_fast_tier_where_marked(tiers):
     gemm_fast = [n for n in tiers["fast"] if n.startswith("tests/test_conv_gemm.py::test_conv_paths")]
     gemm_full = [n for n in tiers["full"] if n.startswith("tests/test_conv_gemm.py::test_conv_paths")]
     assert len(gemm_fast) < len(gemm_full)
+
+
+GROUPS_PLUGIN = '''
+def pytest_collection_finish(session):
+    for item in session.items:
+        mark = item.get_closest_marker("xdist_group")
+        print("GROUP", item.nodeid, mark.args[0] if mark else "-")
+'''
+
+
+def test_files_run_whole_on_one_worker_unless_marked_spread(tmp_path):
+    """The xdist groups the Makefile's ``--dist loadgroup`` reads: one per file, where the file's
+    op families are built once, and none for the tests of a file marked ``spread`` (whole
+    models), which go to the workers one by one."""
+    (tmp_path / "groups_plugin.py").write_text(GROUPS_PLUGIN)
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:xdist", "-p", "groups_plugin", "--tier", "check", "tests/test_plans.py",
+                        "tests/test_real_regressions.py"], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    groups = dict(line.split()[1:] for line in r.stdout.splitlines() if line.startswith("GROUP "))
+    plans = {g for n, g in groups.items() if n.startswith("tests/test_plans.py")}
+    spread = {g for n, g in groups.items() if n.startswith("tests/test_real_regressions.py")}
+    assert plans == {"test_plans.py"}, plans
+    assert spread == {"-"} and len([n for n in groups if "test_real_regressions" in n]) > 2, spread

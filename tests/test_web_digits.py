@@ -16,7 +16,7 @@ from sklearn.model_selection import train_test_split
 import wasm_runtime
 from util import build, check_model
 
-pytestmark = pytest.mark.check  # the full tier only: the digits web app's module
+pytestmark = pytest.mark.check  # make check and the full tier: the digits web app's module
 
 WEB = Path(__file__).resolve().parents[1] / "samples" / "web"
 INFO = json.loads((WEB / "digits.json").read_text())
