@@ -2,6 +2,7 @@
 manager and emitted as an object for wasm32 or a native CPU (this host's, or one named)."""
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -18,10 +19,21 @@ from .. import zig
 from . import vconst
 
 
+# LLVM command-line options, set once per process before any pass runs: none of the
+# compiler's own (LLVM_OPTIONS), then SYMWASM_LLVM_OPTIONS (space-separated), for experiments;
+# benchmarks/ab.py times two settings side by side. Turning off O3's nontrivial loop
+# unswitching ("-unswitch-threshold=1 -enable-unswitch-cost-multiplier=false") makes a
+# symbolic broadcast one loop nest, not 16 (codegen up to 2.5x faster), but the zoo's
+# convolutions over symbolic images ran 5-15% slower without it: D92.
+LLVM_OPTIONS: tuple[str, ...] = ()
+
+
 @lru_cache(maxsize=None)
 def _init() -> None:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    for option in LLVM_OPTIONS + tuple(os.environ.get("SYMWASM_LLVM_OPTIONS", "").split()):
+        llvm.set_option("", option)
 
 
 @dataclass(frozen=True)
