@@ -18,8 +18,8 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
-from .expr import Ex, const, ex, maximum, raw, where
-from .kernel import (F32, I32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic,
+from .expr import Ex, const, ex, maximum, minimum, raw, where
+from .kernel import (F32, I32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, i64, intrinsic,
                      to_compute, writes_scalars)
 from .fused import splat_like
 from .scalar import Scalar
@@ -144,13 +144,12 @@ def equal(b: ir.IRBuilder, dt: DType, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.icmp_unsigned("==", x, y)
 
 
-def _to_i64(b: ir.IRBuilder, dt: DType, v: ir.Value) -> ir.Value:
-    """An element as int64: floats truncate toward zero (saturating, NaN is 0)."""
-    if dt.is_float:
-        return fptosi_sat(b, v, I64)
-    if v.type.width == 64:
-        return v
-    return b.sext(v, I64) if dt.is_signed else b.zext(v, I64)
+def _to_i64(b: ir.IRBuilder, dt: DType, v: Ex) -> Ex:
+    """An element as int64: floats truncate toward zero (saturating, NaN is 0); unsigned
+    integers zero-extend (``to`` would sign-extend them)."""
+    if dt.is_float or dt.is_signed or v.type.width == 64:
+        return v.to(I64)
+    return ex(b, b.zext(v.v, I64))
 
 
 def _rows(x: Tensor, axis: int | None) -> tuple[ir.Value, ir.Value, ir.Value]:
@@ -307,14 +306,13 @@ def build_compress_count(kb: KernelBuilder, axis: int | None, types: Sequence[Te
     b = kb.b
     x = kb.tensor(0, *types[0])
     cond = kb.tensor(1, *types[1])
-    _, n, _ = _rows(x, axis)
-    c = cond.dim(0)
-    m = intrinsic(b, "llvm.smin", n, c)
-    count = kb.accumulate(m, i64(0), lambda acc, j: b.add(acc, b.zext(
-        b.icmp_unsigned("!=", cond.load(j), ir.Constant(cond.elem, 0)), I64)))
-    bad = find_first(kb, m, c, lambda j: b.icmp_unsigned("!=", cond.load(j), ir.Constant(cond.elem, 0)))
-    kb.fail_if(b.icmp_signed("<", bad, c), STATUS_INVALID_INPUT, [bad, n])
-    kb.set_scalar(0, count)
+    n = ex(b, _rows(x, axis)[1])
+    c = cond.dims[0]
+    m = minimum(n, c)
+    count = kb.iterate(0, m, [const(b, I64, 0)], lambda j, acc: [acc[0] + (cond.flat[j] != 0).to(I64)], name="r")[0]
+    bad = ex(b, find_first(kb, m.v, c.v, lambda j: (cond.flat[j] != 0).v))
+    kb.fail_if(bad < c, STATUS_INVALID_INPUT, [bad, n])
+    kb.set_scalar(0, count.v)
 
 
 def build_compress(kb: KernelBuilder, axis: int | None, types: Sequence[TensorType]) -> None:
@@ -324,17 +322,16 @@ def build_compress(kb: KernelBuilder, axis: int | None, types: Sequence[TensorTy
     x = kb.tensor(0, *types[0])
     cond = kb.tensor(1, *types[1])
     out = kb.tensor(2, *types[2])
-    outer, n, inner = _rows(x, axis)
-    m = intrinsic(b, "llvm.smin", n, cond.dim(0))
-    k = out.dim(axis if axis is not None else 0)
+    outer, n, inner = (ex(b, v) for v in _rows(x, axis))
+    k = out.dims[axis if axis is not None else 0]
 
-    def step(j: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-        take = b.icmp_unsigned("!=", cond.load(j), ir.Constant(cond.elem, 0))
-        with b.if_then(take):
+    def step(j: Ex, vals: list[Ex]) -> list[Ex]:
+        take = cond.flat[j] != 0
+        with b.if_then(take.v):
             _copy_slice(kb, x, j, n, out, vals[0], k, outer, inner)
-        return [b.add(vals[0], b.zext(take, I64))]
+        return [vals[0] + take.to(I64)]
 
-    kb.carry(i64(0), m, [i64(0)], step, name="sel")
+    kb.iterate(0, minimum(n, cond.dims[0]), [const(b, I64, 0)], step, name="sel")
 
 
 # ----------------------------------------------------------------------------- TopK
@@ -633,9 +630,8 @@ def build_nms_fill(kb: KernelBuilder, params: None, types: Sequence[TensorType])
 def build_onehot_depth(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
     """scalars[0] := depth (its one element) as int64, a float truncated toward zero.
     Tensors: depth."""
-    dt = types[0][0]
     d = kb.tensor(0, *types[0])
-    kb.set_scalar(0, _to_i64(kb.b, dt, d.load(i64(0))))
+    kb.set_scalar(0, _to_i64(kb.b, d.dtype, d.flat[0]).v)
 
 
 def build_onehot(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[TensorType]) -> None:
@@ -643,21 +639,19 @@ def build_onehot(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Te
     else off. Tensors: indices, values [off, on], out."""
     axis, wrap = params
     b = kb.b
-    idt = types[0][0]
     ind = kb.tensor(0, *types[0])
     values = kb.tensor(1, *types[1])
     out = kb.tensor(2, *types[2])
-    outer, inner = ind.numel(0, axis), ind.numel(axis)
-    depth = out.dim(axis)
-    off, on = values.load_raw(i64(0)), values.load_raw(i64(1))
-    with kb.loop(outer, "o") as o:
-        with kb.loop(depth, "d") as d:
-            obase = b.mul(b.add(b.mul(o, depth), d), inner)
-            with kb.loop(inner, "p") as p:
-                idx = _to_i64(b, idt, ind.load(b.add(b.mul(o, inner), p)))
-                if wrap:
-                    idx = b.select(b.icmp_signed("<", idx, i64(0)), b.add(idx, depth), idx)
-                out.store_raw(b.add(obase, p), b.select(b.icmp_signed("==", idx, d), on, off))
+    outer, inner = ex(b, ind.numel(0, axis)), ex(b, ind.numel(axis))
+    depth = out.dims[axis]
+    off, on = (ex(b, values.load_raw(i64(k))) for k in range(2))  # as stored: copied, not computed on
+    with kb.range(outer, "o") as o, kb.range(depth, "d") as d:
+        obase = (o * depth + d) * inner
+        with kb.range(inner, "p") as p:
+            idx = _to_i64(b, ind.dtype, ind.flat[o * inner + p])
+            if wrap:
+                idx = where(idx < 0, idx + depth, idx)
+            out.store_raw(obase + p, where(idx == d, on, off).v)
 
 
 __all__ = ["build_unique_count", "build_unique_fill", "build_compress_count", "build_compress", "build_topk",
