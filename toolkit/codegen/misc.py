@@ -11,6 +11,7 @@ whether it lies inside the input) once, then sums the taps' products for every c
 from __future__ import annotations
 
 import itertools
+from contextlib import ExitStack
 from typing import Sequence
 
 from llvmlite import ir
@@ -19,22 +20,15 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from .kernel import (F32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
                      intrinsic)
-from .expr import I1, Ex, const, where
-from .scalar import Scalar, convert
+from .expr import I1, Ex, const, ex, maximum, where
+from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
 
 
-def _umax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_unsigned(">", x, y), x, y)
-
-
-def _zero_if_one(kb: KernelBuilder, t: Tensor, axis: int, stride: ir.Value) -> ir.Value:
+def _zero_if_one(t: Tensor, axis: int, stride: Ex) -> Ex:
     """``stride`` of ``t``'s axis, or 0 where that dim is 1 (it broadcasts)."""
-    d = t.shape[axis]
-    if isinstance(d, int):
-        return i64(0) if d == 1 else stride
-    return kb.b.select(kb.b.icmp_signed("==", t.dim(axis), i64(1)), i64(0), stride)
+    return where(t.dims[axis] == 1, 0, stride)
 
 
 # ----------------------------------------------------------------------------- Einsum
@@ -48,46 +42,47 @@ def build_einsum(kb: KernelBuilder, spec: tuple[tuple[tuple[int, ...], ...], tup
     b = kb.b
     ins = [kb.tensor(k, *types[k]) for k in range(len(terms))]
     y = kb.tensor(len(terms), *types[-1])
-    s = Scalar(b, y.dtype)
     summed = [lab for lab in dict.fromkeys(lab for t in terms for lab in t) if lab not in output]
-    extent: dict[int, ir.Value] = {lab: y.dim(a) for a, lab in enumerate(output)}
+    extent: dict[int, Ex] = {lab: y.dims[a] for a, lab in enumerate(output)}
     for lab in summed:
-        ext = i64(1)
+        # the longest of the label's dims (the others are 1, broadcasting, or equal)
+        extent[lab] = const(b, I64, 1)
         for t, term in zip(ins, terms):
             for a, x in enumerate(term):
                 if x == lab:
-                    ext = _umax(b, ext, t.dim(a))
-        extent[lab] = ext
+                    extent[lab] = maximum(extent[lab], t.dims[a])
     strides = []
     for t, term in zip(ins, terms):
-        own = t.strides()
-        per: dict[int, ir.Value] = {}
+        own = [ex(b, st) for st in t.strides()]
+        per: dict[int, Ex] = {}
         for a, lab in enumerate(term):
-            per[lab] = kb.add(per.get(lab, i64(0)), _zero_if_one(kb, t, a, own[a]))
+            per[lab] = per.get(lab, 0) + _zero_if_one(t, a, own[a])
         strides.append(per)
 
-    def step(offs: list[ir.Value], lab: int, i: ir.Value) -> list[ir.Value]:
-        return [kb.add(o, kb.mul(i, st[lab])) if lab in st else o for o, st in zip(offs, strides)]
+    def step(offs: list[Ex], lab: int, i: Ex) -> list[Ex]:
+        return [o + i * st[lab] if lab in st else o for o, st in zip(offs, strides)]
 
-    def product(offs: list[ir.Value]) -> ir.Value:
-        return s.fold(s.mul, [t.load(o) for t, o in zip(ins, offs)])
-
-    def total(j: int, offs: list[ir.Value], acc: ir.Value) -> ir.Value:
+    def total(j: int, offs: list[Ex], acc: Ex) -> Ex:
         if j == len(summed):
-            return s.add(acc, product(offs))
+            factors = [t.flat[o] for t, o in zip(ins, offs)]
+            product = factors[0]
+            for f in factors[1:]:
+                product = product * f
+            return acc + product
         lab = summed[j]
-        return kb.carry(i64(0), extent[lab], [acc], lambda i, v: [total(j + 1, step(offs, lab, i), v[0])],
-                        name=f"sum{j}")[0]
+        return kb.iterate(0, extent[lab], [acc], lambda i, v: [total(j + 1, step(offs, lab, i), v[0])],
+                          name=f"sum{j}")[0]
 
-    def out_level(j: int, offs: list[ir.Value], pos: ir.Value) -> None:
+    def out_level(j: int, offs: list[Ex], pos: Ex) -> None:
         if j == len(output):
-            y.store(pos, total(0, offs, s.const(0)))
+            y.flat[pos] = total(0, offs, const(b, y.ctype, 0))
             return
         lab = output[j]
-        with kb.loop(extent[lab], name=f"out{j}") as i:
-            out_level(j + 1, step(offs, lab, i), kb.add(kb.mul(pos, extent[lab]), i))
+        with kb.range(extent[lab], f"out{j}") as i:
+            out_level(j + 1, step(offs, lab, i), pos * extent[lab] + i)
 
-    out_level(0, [i64(0)] * len(ins), i64(0))
+    zero = const(b, I64, 0)
+    out_level(0, [zero] * len(ins), zero)
 
 
 # ----------------------------------------------------------------------------- EyeLike
@@ -96,14 +91,11 @@ def build_einsum(kb: KernelBuilder, spec: tuple[tuple[tuple[int, ...], ...], tup
 def build_eye(kb: KernelBuilder, k: int, types: Sequence[TensorType]) -> None:
     """Ones on diagonal ``k`` (above the main one when positive), zeros elsewhere. Tensors:
     out (2-D)."""
-    b = kb.b
     y = kb.tensor(0, *types[0])
-    s = Scalar(b, y.dtype)
-    rows, cols = y.dim(0), y.dim(1)
-    with kb.loop(rows, name="row") as i:
-        with kb.loop(cols, name="col") as j:
-            on = b.icmp_signed("==", b.sub(j, i), i64(k))
-            y.store(kb.add(kb.mul(i, cols), j), s.select(on, s.const(1), s.const(0)))
+    one, zero = (const(kb.b, y.ctype, v) for v in (1, 0))
+    rows, cols = y.dims
+    with kb.range(rows, "row") as i, kb.range(cols, "col") as j:
+        y[i, j] = where(j - i == k, one, zero)
 
 
 # ----------------------------------------------------------------------------- ReverseSequence
@@ -118,30 +110,18 @@ def build_reverse_sequence(kb: KernelBuilder, axes: tuple[int, int], types: Sequ
     x = kb.tensor(0, *types[0])
     lens = kb.tensor(1, *types[1])
     y = kb.tensor(2, *types[2])
-    steps = x.strides()
-    t_dim = x.dim(time)
-    with kb.loop(x.dim(batch), name="batch") as e:
-        n = lens.load(e)
-        n = n if n.type == I64 else b.sext(n, I64)
-        kb.fail_if(b.icmp_unsigned(">", n, t_dim), STATUS_OUT_OF_RANGE, [n, t_dim, e])
+    t_dim = x.dims[time]
+    with kb.range(x.dims[batch], "batch") as e:
+        n = lens[e].index()
+        kb.fail_if(b.icmp_unsigned(">", n.v, t_dim.v), STATUS_OUT_OF_RANGE, [n, t_dim, e])  # n < 0 too
 
     # walk the output; the source position along time depends on the batch entry's length
-    def walk(a: int, coords: list[ir.Value]) -> None:
-        if a == x.rank:
-            raw = lens.load(coords[batch])
-            n = raw if raw.type == I64 else b.sext(raw, I64)
-            t = coords[time]
-            src_t = b.select(b.icmp_signed("<", t, n), b.sub(b.sub(n, i64(1)), t), t)
-            src = dst = i64(0)
-            for ax, c in enumerate(coords):
-                dst = kb.add(dst, kb.mul(c, steps[ax]))
-                src = kb.add(src, kb.mul(src_t if ax == time else c, steps[ax]))
-            y.store_raw(dst, x.load_raw(src))
-            return
-        with kb.loop(x.dim(a), name=f"ax{a}") as i:
-            walk(a + 1, coords + [i])
-
-    walk(0, [])
+    with ExitStack() as loops:
+        at = [loops.enter_context(kb.range(d, f"ax{a}")) for a, d in enumerate(x.dims)]
+        n = lens[at[batch]].index()
+        t = at[time]
+        src = [where(t < n, n - 1 - t, t) if a == time else c for a, c in enumerate(at)]
+        y.store_raw(x.offset(*at), x.load_raw(x.offset(*src)))  # y has x's shape
 
 
 # ----------------------------------------------------------------------------- Det
