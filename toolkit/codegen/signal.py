@@ -20,6 +20,7 @@ Scratch layout (doubles), for a transform length n: with n a power of two, twidd
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -29,17 +30,13 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from . import mathlib
 from .expr import Ex, clamp, const, ex, maximum, minimum, where
-from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, fptosi_sat, i64,
+from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64,
                      intrinsic)
 from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
 I1 = ir.IntType(1)
 SCRATCH_PER_POINT = 22
-
-
-def _f(v: float) -> ir.Constant:
-    return ir.Constant(F64, v)
 
 
 # ----------------------------------------------------------------------------- complex helpers
@@ -489,38 +486,28 @@ def build_affine_grid(kb: KernelBuilder, align: bool, types: Sequence[TensorType
     """grid[n, (d,) h, w] = theta[n] @ (x_w, y_h, (z_d,) 1), the base coordinates spread
     over [-1, 1] (pixel centers, or corners when ``align``). Computed in double. Tensors:
     theta (N, r, r + 1), out (N, spatial..., r)."""
-    b = kb.b
     theta = kb.tensor(0, *types[0])
     out = kb.tensor(1, *types[1])
     r = out.rank - 2
-    spatial = [out.dim(1 + a) for a in range(r)]
-    one = _f(1.0)
 
-    def base(i: ir.Value, size: ir.Value) -> ir.Value:
-        sf = b.sitofp(size, F64)
-        fi = b.sitofp(i, F64)
+    def base(i: Ex, size: Ex) -> Ex:
+        sf, fi = size.to(F64), i.to(F64)
         if align:
-            step = b.select(b.icmp_signed(">", size, i64(1)), b.fdiv(_f(2.0), b.fsub(sf, one)), _f(0.0))
-            return b.fsub(b.fmul(fi, step), one)
-        return b.fsub(b.fdiv(b.fadd(b.fmul(fi, _f(2.0)), one), sf), one)
+            return fi * where(size > 1, 2.0 / (sf - 1.0), 0.0) - 1.0
+        return (fi * 2.0 + 1.0) / sf - 1.0
 
-    def level(a: int, n: ir.Value, pos: ir.Value, coords: list[ir.Value]) -> None:
-        if a == r:
-            # coords are outermost first (z, y, x); theta's columns are x, y, (z), 1
-            vec = list(reversed(coords))
-            for j in range(r):
-                row = b.mul(b.add(b.mul(n, i64(r)), i64(j)), i64(r + 1))
-                total = convert(b, theta.load(b.add(row, i64(r))), theta.dtype, FLOAT64)
-                for k, v in enumerate(vec):
-                    t = convert(b, theta.load(b.add(row, i64(k))), theta.dtype, FLOAT64)
-                    total = b.fadd(total, b.fmul(t, v))
-                out.store(b.add(b.mul(pos, i64(r)), i64(j)), convert(b, total, FLOAT64, out.dtype))
-            return
-        with kb.loop(spatial[a], name=f"ax{a}") as i:
-            level(a + 1, n, b.add(b.mul(pos, spatial[a]), i), coords + [base(i, spatial[a])])
-
-    with kb.loop(out.dim(0), name="n") as n:
-        level(0, n, n, [])
+    with kb.range(out.dims[0], "n") as n, ExitStack() as loops:
+        at, coords = [], []
+        for a, size in enumerate(out.dims[1:-1]):
+            at.append(loops.enter_context(kb.range(size, f"ax{a}")))
+            coords.append(base(at[-1], size))
+        # coords are outermost first (z, y, x); theta's columns are x, y, (z), 1
+        vec = list(reversed(coords))
+        for j in range(r):
+            total = theta[n, j, r].to(F64)
+            for k, v in enumerate(vec):
+                total = total + theta[n, j, k].to(F64) * v
+            out[(n, *at, j)] = _narrow(kb.b, total, out.dtype)
 
 
 # ----------------------------------------------------------------------------- TfIdfVectorizer
@@ -608,42 +595,40 @@ def build_mel_weight_matrix(kb: KernelBuilder, params: None, types: Sequence[Ten
     lower = kb.tensor(1, *types[1])
     upper = kb.tensor(2, *types[2])
     out = kb.tensor(3, *types[3])
-    dft = kb.scalar(0)
-    bins, mels = out.dim(0), out.dim(1)
+    dft = ex(b, kb.scalar(0))
+    bins, mels = out.dims
     ln10 = math.log(10.0)
 
-    def mel(hz_t: Tensor) -> ir.Value:
-        hz = convert(b, hz_t.load(i64(0)), hz_t.dtype, FLOAT64)
-        return b.fdiv(b.fmul(_f(2595.0), mathlib.log1p(b, b.fdiv(hz, _f(700.0)))), _f(ln10))
+    def mel(hz_t: Tensor) -> Ex:
+        hz = hz_t.flat[0].to(F64)
+        return 2595.0 * ex(b, mathlib.log1p(b, (hz / 700.0).v)) / ln10
 
-    sr_raw = rate.load(i64(0))
-    sr = b.sitofp(sr_raw, F64)
+    sr = rate.flat[0].to(F64)
     low, high = mel(lower), mel(upper)
-    step = b.fdiv(b.fsub(high, low), b.sitofp(b.add(mels, i64(2)), F64))
-    scale = b.sitofp(b.add(dft, i64(1)), F64)
+    step = (high - low) / (mels + 2).to(F64)
+    scale = (dft + 1).to(F64)
 
-    def edge(i: ir.Value) -> ir.Value:
-        m = b.fadd(b.fmul(b.sitofp(i, F64), step), low)
-        hz = b.fmul(_f(700.0), mathlib.expm1(b, b.fmul(b.fdiv(m, _f(2595.0)), _f(ln10))))
-        return fptosi_sat(b, intrinsic(b, "llvm.floor", b.fdiv(b.fmul(scale, hz), sr)), I64)
+    def edge(i: Ex) -> Ex:
+        m = i.to(F64) * step + low
+        hz = 700.0 * ex(b, mathlib.expm1(b, (m / 2595.0 * ln10).v))
+        return (scale * hz / sr).floor().to(I64)
 
-    with kb.loop(out.numel(), name="zero") as i:
-        out.store(i, convert(b, _f(0.0), FLOAT64, out.dtype))
+    with kb.range(out.numel(), "zero") as i:
+        out.flat[i] = _narrow(b, const(b, F64, 0.0), out.dtype)
 
-    def put(j: ir.Value, i: ir.Value, v: ir.Value) -> None:
-        with b.if_then(b.icmp_unsigned("<", j, bins)):
-            out.store(b.add(b.mul(j, mels), i), convert(b, v, FLOAT64, out.dtype))
+    def put(j: Ex, i: Ex, v: Ex) -> None:
+        with b.if_then(b.icmp_unsigned("<", j.v, bins.v)):  # 0 <= j < bins
+            out[j, i] = _narrow(b, v, out.dtype)
 
-    with kb.loop(mels, name="mel") as i:
-        left, center, right = edge(i), edge(b.add(i, i64(1))), edge(b.add(i, i64(2)))
-        rise, fall = b.sub(center, left), b.sub(right, center)
-        with b.if_else(b.icmp_signed("==", rise, i64(0))) as (flat, slope):
+    with kb.range(mels, "mel") as i:
+        left, center, right = edge(i), edge(i + 1), edge(i + 2)
+        rise, fall = center - left, right - center
+        with b.if_else((rise == 0).v) as (flat, slope):
             with flat:
-                put(center, i, _f(1.0))
+                put(center, i, const(b, F64, 1.0))
             with slope:
-                with kb.loop(b.add(b.sub(center, left), i64(1)), name="up") as k:
-                    j = b.add(left, k)
-                    put(j, i, b.fdiv(b.sitofp(k, F64), b.sitofp(rise, F64)))
-        with kb.loop(fall, name="down") as k:
-            j = b.add(center, k)
-            put(j, i, b.fdiv(b.sitofp(b.sub(right, j), F64), b.sitofp(fall, F64)))
+                with kb.range(center - left + 1, "up") as k:
+                    put(left + k, i, k.to(F64) / rise.to(F64))
+        with kb.range(fall, "down") as k:
+            j = center + k
+            put(j, i, (right - j).to(F64) / fall.to(F64))
