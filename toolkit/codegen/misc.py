@@ -11,30 +11,23 @@ whether it lies inside the input) once, then sums the taps' products for every c
 from __future__ import annotations
 
 import itertools
+from contextlib import ExitStack
 from typing import Sequence
 
 from llvmlite import ir
 
 from ..ir.dims import Dim
-from ..ir.dtypes import FLOAT32, DType
-from .kernel import (F32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, compute_type, fptosi_sat, i64,
-                     intrinsic)
-from .expr import I1, Ex, const, where
-from .scalar import Scalar, convert
+from ..ir.dtypes import DType
+from .kernel import (F32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, intrinsic)
+from .expr import I1, Ex, const, ex, maximum, minimum, where
+from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
 
 
-def _umax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_unsigned(">", x, y), x, y)
-
-
-def _zero_if_one(kb: KernelBuilder, t: Tensor, axis: int, stride: ir.Value) -> ir.Value:
+def _zero_if_one(t: Tensor, axis: int, stride: Ex) -> Ex:
     """``stride`` of ``t``'s axis, or 0 where that dim is 1 (it broadcasts)."""
-    d = t.shape[axis]
-    if isinstance(d, int):
-        return i64(0) if d == 1 else stride
-    return kb.b.select(kb.b.icmp_signed("==", t.dim(axis), i64(1)), i64(0), stride)
+    return where(t.dims[axis] == 1, 0, stride)
 
 
 # ----------------------------------------------------------------------------- Einsum
@@ -48,46 +41,47 @@ def build_einsum(kb: KernelBuilder, spec: tuple[tuple[tuple[int, ...], ...], tup
     b = kb.b
     ins = [kb.tensor(k, *types[k]) for k in range(len(terms))]
     y = kb.tensor(len(terms), *types[-1])
-    s = Scalar(b, y.dtype)
     summed = [lab for lab in dict.fromkeys(lab for t in terms for lab in t) if lab not in output]
-    extent: dict[int, ir.Value] = {lab: y.dim(a) for a, lab in enumerate(output)}
+    extent: dict[int, Ex] = {lab: y.dims[a] for a, lab in enumerate(output)}
     for lab in summed:
-        ext = i64(1)
+        # the longest of the label's dims (the others are 1, broadcasting, or equal)
+        extent[lab] = const(b, I64, 1)
         for t, term in zip(ins, terms):
             for a, x in enumerate(term):
                 if x == lab:
-                    ext = _umax(b, ext, t.dim(a))
-        extent[lab] = ext
+                    extent[lab] = maximum(extent[lab], t.dims[a])
     strides = []
     for t, term in zip(ins, terms):
-        own = t.strides()
-        per: dict[int, ir.Value] = {}
+        own = [ex(b, st) for st in t.strides()]
+        per: dict[int, Ex] = {}
         for a, lab in enumerate(term):
-            per[lab] = kb.add(per.get(lab, i64(0)), _zero_if_one(kb, t, a, own[a]))
+            per[lab] = per.get(lab, 0) + _zero_if_one(t, a, own[a])
         strides.append(per)
 
-    def step(offs: list[ir.Value], lab: int, i: ir.Value) -> list[ir.Value]:
-        return [kb.add(o, kb.mul(i, st[lab])) if lab in st else o for o, st in zip(offs, strides)]
+    def step(offs: list[Ex], lab: int, i: Ex) -> list[Ex]:
+        return [o + i * st[lab] if lab in st else o for o, st in zip(offs, strides)]
 
-    def product(offs: list[ir.Value]) -> ir.Value:
-        return s.fold(s.mul, [t.load(o) for t, o in zip(ins, offs)])
-
-    def total(j: int, offs: list[ir.Value], acc: ir.Value) -> ir.Value:
+    def total(j: int, offs: list[Ex], acc: Ex) -> Ex:
         if j == len(summed):
-            return s.add(acc, product(offs))
+            factors = [t.flat[o] for t, o in zip(ins, offs)]
+            product = factors[0]
+            for f in factors[1:]:
+                product = product * f
+            return acc + product
         lab = summed[j]
-        return kb.carry(i64(0), extent[lab], [acc], lambda i, v: [total(j + 1, step(offs, lab, i), v[0])],
-                        name=f"sum{j}")[0]
+        return kb.iterate(0, extent[lab], [acc], lambda i, v: [total(j + 1, step(offs, lab, i), v[0])],
+                          name=f"sum{j}")[0]
 
-    def out_level(j: int, offs: list[ir.Value], pos: ir.Value) -> None:
+    def out_level(j: int, offs: list[Ex], pos: Ex) -> None:
         if j == len(output):
-            y.store(pos, total(0, offs, s.const(0)))
+            y.flat[pos] = total(0, offs, const(b, y.ctype, 0))
             return
         lab = output[j]
-        with kb.loop(extent[lab], name=f"out{j}") as i:
-            out_level(j + 1, step(offs, lab, i), kb.add(kb.mul(pos, extent[lab]), i))
+        with kb.range(extent[lab], f"out{j}") as i:
+            out_level(j + 1, step(offs, lab, i), pos * extent[lab] + i)
 
-    out_level(0, [i64(0)] * len(ins), i64(0))
+    zero = const(b, I64, 0)
+    out_level(0, [zero] * len(ins), zero)
 
 
 # ----------------------------------------------------------------------------- EyeLike
@@ -96,14 +90,11 @@ def build_einsum(kb: KernelBuilder, spec: tuple[tuple[tuple[int, ...], ...], tup
 def build_eye(kb: KernelBuilder, k: int, types: Sequence[TensorType]) -> None:
     """Ones on diagonal ``k`` (above the main one when positive), zeros elsewhere. Tensors:
     out (2-D)."""
-    b = kb.b
     y = kb.tensor(0, *types[0])
-    s = Scalar(b, y.dtype)
-    rows, cols = y.dim(0), y.dim(1)
-    with kb.loop(rows, name="row") as i:
-        with kb.loop(cols, name="col") as j:
-            on = b.icmp_signed("==", b.sub(j, i), i64(k))
-            y.store(kb.add(kb.mul(i, cols), j), s.select(on, s.const(1), s.const(0)))
+    one, zero = (const(kb.b, y.ctype, v) for v in (1, 0))
+    rows, cols = y.dims
+    with kb.range(rows, "row") as i, kb.range(cols, "col") as j:
+        y[i, j] = where(j - i == k, one, zero)
 
 
 # ----------------------------------------------------------------------------- ReverseSequence
@@ -118,30 +109,18 @@ def build_reverse_sequence(kb: KernelBuilder, axes: tuple[int, int], types: Sequ
     x = kb.tensor(0, *types[0])
     lens = kb.tensor(1, *types[1])
     y = kb.tensor(2, *types[2])
-    steps = x.strides()
-    t_dim = x.dim(time)
-    with kb.loop(x.dim(batch), name="batch") as e:
-        n = lens.load(e)
-        n = n if n.type == I64 else b.sext(n, I64)
-        kb.fail_if(b.icmp_unsigned(">", n, t_dim), STATUS_OUT_OF_RANGE, [n, t_dim, e])
+    t_dim = x.dims[time]
+    with kb.range(x.dims[batch], "batch") as e:
+        n = lens[e].index()
+        kb.fail_if(b.icmp_unsigned(">", n.v, t_dim.v), STATUS_OUT_OF_RANGE, [n, t_dim, e])  # n < 0 too
 
     # walk the output; the source position along time depends on the batch entry's length
-    def walk(a: int, coords: list[ir.Value]) -> None:
-        if a == x.rank:
-            raw = lens.load(coords[batch])
-            n = raw if raw.type == I64 else b.sext(raw, I64)
-            t = coords[time]
-            src_t = b.select(b.icmp_signed("<", t, n), b.sub(b.sub(n, i64(1)), t), t)
-            src = dst = i64(0)
-            for ax, c in enumerate(coords):
-                dst = kb.add(dst, kb.mul(c, steps[ax]))
-                src = kb.add(src, kb.mul(src_t if ax == time else c, steps[ax]))
-            y.store_raw(dst, x.load_raw(src))
-            return
-        with kb.loop(x.dim(a), name=f"ax{a}") as i:
-            walk(a + 1, coords + [i])
-
-    walk(0, [])
+    with ExitStack() as loops:
+        at = [loops.enter_context(kb.range(d, f"ax{a}")) for a, d in enumerate(x.dims)]
+        n = lens[at[batch]].index()
+        t = at[time]
+        src = [where(t < n, n - 1 - t, t) if a == time else c for a, c in enumerate(at)]
+        y.store_raw(x.offset(*at), x.load_raw(x.offset(*src)))  # y has x's shape
 
 
 # ----------------------------------------------------------------------------- Det
@@ -201,115 +180,110 @@ def build_bitcast(kb: KernelBuilder, params: None, types: Sequence[TensorType]) 
 # ----------------------------------------------------------------------------- GridSample
 
 
-def _reflect(b: ir.IRBuilder, x: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+def _reflect(x: Ex, lo: Ex | float, hi: Ex) -> Ex:
     """``x`` reflected off the borders ``lo`` and ``hi`` until it lies between them."""
-    span = b.fsub(hi, lo)
-    safe = b.select(b.fcmp_ordered(">", span, ir.Constant(F32, 0.0)), span, ir.Constant(F32, 1.0))
-    below = b.fcmp_ordered("<", x, lo)
-    dx = b.select(below, b.fsub(lo, x), b.fsub(x, hi))
-    k = fptosi_sat(b, b.fdiv(dx, safe), I64)
-    r = b.fsub(dx, b.fmul(b.sitofp(k, F32), span))
-    even = b.icmp_signed("==", b.and_(k, i64(1)), i64(0))
-    low_side, high_side = b.fadd(lo, r), b.fsub(hi, r)
-    out = b.select(below, b.select(even, low_side, high_side), b.select(even, high_side, low_side))
-    out = b.select(b.fcmp_ordered(">", span, ir.Constant(F32, 0.0)), out, lo)
-    inside = b.and_(b.fcmp_ordered(">=", x, lo), b.fcmp_ordered("<=", x, hi))
-    return b.select(inside, x, out)
+    span = hi - lo
+    safe = where(span > 0.0, span, 1.0)
+    below = x < lo
+    dx = where(below, lo - x, x - hi)
+    k = (dx / safe).to(I64)
+    r = dx - k.to(F32) * span
+    even = (k & 1) == 0
+    low_side, high_side = lo + r, hi - r
+    out = where(below, where(even, low_side, high_side), where(even, high_side, low_side))
+    out = where(span > 0.0, out, lo)
+    inside = (x >= lo) & (x <= hi)
+    return where(inside, x, out)
 
 
-def _cubic_weights(b: ir.IRBuilder, t: ir.Value) -> list[ir.Value]:
+def _cubic_weights(t: Ex) -> list[Ex]:
     """Keys' cubic convolution weights (a = -0.75) of the taps at -1, 0, 1, 2 from floor."""
     a = -0.75
 
-    def c(v: float) -> ir.Value:
-        return ir.Constant(F32, v)
+    def near(d: Ex) -> Ex:  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1.0
 
-    def near(d: ir.Value) -> ir.Value:  # |d| <= 1
-        return b.fadd(b.fmul(b.fmul(b.fsub(b.fmul(c(a + 2), d), c(a + 3)), d), d), c(1.0))
+    def far(d: Ex) -> Ex:  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
 
-    def far(d: ir.Value) -> ir.Value:  # 1 < |d| < 2
-        return b.fsub(b.fmul(b.fadd(b.fmul(b.fsub(b.fmul(c(a), d), c(5 * a)), d), c(8 * a)), d), c(4 * a))
+    return [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
 
-    one = c(1.0)
-    return [far(b.fadd(t, one)), near(t), near(b.fsub(one, t)), far(b.fsub(c(2.0), t))]
+
+def _below(b: ir.IRBuilder, i: Ex, n: Ex) -> Ex:
+    """0 <= i < n, as one unsigned compare."""
+    return ex(b, b.icmp_unsigned("<", i.v, n.v))
+
+
+def _axis_taps(kb: KernelBuilder, u: Ex, d: Ex, stride: Ex, params: tuple[str, str, bool]) -> list[tuple[Ex, Ex, Ex]]:
+    """The taps (offset along the axis, weight, inside the input) of grid coordinate ``u``
+    on an input axis of ``d`` elements and ``stride``."""
+    mode, padding, align = params
+    b = kb.b
+    df = d.to(F32)
+    if align:
+        c = (u + 1.0) * 0.5 * (df - 1.0)
+        lo, hi = 0.0, df - 1.0
+    else:
+        c = ((u + 1.0) * df - 1.0) * 0.5
+        lo, hi = -0.5, df - 0.5
+    if mode == "nearest":
+        c = ex(b, intrinsic(b, "llvm.rint", c.v))
+    if padding == "border":
+        c = where(c < lo, 0.0, c)
+        top = df - 1.0
+        c = where(c > hi, top, c)
+    elif padding == "reflection":
+        c = _reflect(c, lo, hi)
+    if mode == "nearest":
+        base, weights, offsets = c.to(I64), [const(b, F32, 1.0)], [0]
+    else:
+        fl = c.floor()
+        t = c - fl
+        base = fl.to(I64)
+        if mode == "linear":
+            weights, offsets = [1.0 - t, t], [0, 1]
+        else:
+            weights, offsets = _cubic_weights(t), [-1, 0, 1, 2]
+    taps = []
+    for w, off in zip(weights, offsets):
+        idx = base + off
+        inside = _below(b, idx, d)
+        if padding == "border":
+            idx = minimum(maximum(idx, 0), d - 1)
+            inside = const(b, I1, 1)
+        elif padding == "reflection":
+            idx = _reflect(idx.to(F32), lo, hi).to(I64)
+            inside = _below(b, idx, d)
+        taps.append((where(inside, idx, 0) * stride, w, inside))
+    return taps
 
 
 def build_grid_sample(kb: KernelBuilder, params: tuple[str, str, bool], types: Sequence[TensorType]) -> None:
     """ONNX GridSample over any number of spatial axes. ``params``: (mode: linear, nearest
     or cubic; padding: zeros, border or reflection; align_corners). Tensors: X (N, C,
     spatial...), grid (N, out spatial..., r), out (N, C, out spatial...)."""
-    mode, padding, align = params
     b = kb.b
     x = kb.tensor(0, *types[0])
     g = kb.tensor(1, *types[1])
     y = kb.tensor(2, *types[2])
     r = x.rank - 2
-    half, one = ir.Constant(F32, 0.5), ir.Constant(F32, 1.0)
-    channels = x.dim(1)
-    spatial = [x.dim(2 + i) for i in range(r)]
-    plane = x.numel(2)
-    positions = g.numel(1, g.rank - 1)
+    channels = x.dims[1]
+    plane, positions = ex(b, x.numel(2)), ex(b, g.numel(1, g.rank - 1))
     xs = x.strides()
-    acc_t = compute_type(x.dtype)
-    with kb.loop(g.dim(0), name="n") as n:
-        with kb.loop(positions, name="pos") as p:
-            gbase = kb.mul(kb.add(kb.mul(n, positions), p), i64(r))
-            taps: list[list[tuple[ir.Value, ir.Value, ir.Value]]] = []
-            for i in range(r):
-                d = spatial[i]
-                df = b.sitofp(d, F32)
-                # the grid lists coordinates innermost axis first
-                u = convert(b, g.load(kb.add(gbase, i64(r - 1 - i))), g.dtype, FLOAT32)
-                if align:
-                    c = b.fmul(b.fmul(b.fadd(u, one), half), b.fsub(df, one))
-                    lo, hi = ir.Constant(F32, 0.0), b.fsub(df, one)
-                else:
-                    c = b.fmul(b.fsub(b.fmul(b.fadd(u, one), df), one), half)
-                    lo, hi = ir.Constant(F32, -0.5), b.fsub(df, half)
-                if mode == "nearest":
-                    c = intrinsic(b, "llvm.rint", c)
-                if padding == "border":
-                    c = b.select(b.fcmp_ordered("<", c, lo), ir.Constant(F32, 0.0), c)
-                    top = b.fsub(df, one)
-                    c = b.select(b.fcmp_ordered(">", c, hi), top, c)
-                elif padding == "reflection":
-                    c = _reflect(b, c, lo, hi)
-                if mode == "nearest":
-                    base, weights = fptosi_sat(b, c, I64), [one]
-                    offsets = [0]
-                else:
-                    fl = intrinsic(b, "llvm.floor", c)
-                    t = b.fsub(c, fl)
-                    base = fptosi_sat(b, fl, I64)
-                    if mode == "linear":
-                        weights, offsets = [b.fsub(one, t), t], [0, 1]
-                    else:
-                        weights, offsets = _cubic_weights(b, t), [-1, 0, 1, 2]
-                axis_taps = []
-                for w, off in zip(weights, offsets):
-                    idx = b.add(base, i64(off))
-                    inside = b.icmp_unsigned("<", idx, d)
-                    if padding == "border":
-                        idx = intrinsic(b, "llvm.smin", intrinsic(b, "llvm.smax", idx, i64(0)), b.sub(d, i64(1)))
-                        inside = ir.Constant(ir.IntType(1), 1)
-                    elif padding == "reflection":
-                        fi = _reflect(b, b.sitofp(idx, F32), lo, hi)
-                        idx = fptosi_sat(b, fi, I64)
-                        inside = b.icmp_unsigned("<", idx, d)
-                    idx = b.select(inside, idx, i64(0))
-                    axis_taps.append((kb.mul(idx, xs[2 + i]), w, inside))
-                taps.append(axis_taps)
-            corners = []
-            for combo in itertools.product(*taps):
-                off, w, ok = i64(0), one, ir.Constant(ir.IntType(1), 1)
-                for o, wi, inside in combo:
-                    off, w, ok = kb.add(off, o), b.fmul(w, wi), b.and_(ok, inside)
-                w = b.select(ok, w, ir.Constant(F32, 0.0))
-                corners.append((off, convert(b, w, FLOAT32, x.dtype)))
-            with kb.loop(channels, name="c") as ch:
-                src = kb.mul(kb.add(kb.mul(n, channels), ch), plane)
-                total = ir.Constant(acc_t, 0.0)
-                for off, w in corners:
-                    v = x.load(kb.add(src, off))
-                    total = b.fadd(total, b.fmul(w, v))
-                y.store(kb.add(kb.mul(kb.add(kb.mul(n, channels), ch), positions), p), total)
+    with kb.range(g.dims[0], "n") as n, kb.range(positions, "pos") as p:
+        gbase = (n * positions + p) * r
+        # the grid lists coordinates innermost axis first
+        taps = [_axis_taps(kb, g.flat[gbase + (r - 1 - i)].to(F32), x.dims[2 + i], ex(b, xs[2 + i]), params)
+                for i in range(r)]
+        corners = []
+        for combo in itertools.product(*taps):
+            off, w, ok = const(b, I64, 0), const(b, F32, 1.0), const(b, I1, 1)
+            for o, wi, inside in combo:
+                off, w, ok = off + o, w * wi, ok & inside
+            corners.append((off, where(ok, w, 0.0).to(x.ctype)))
+        with kb.range(channels, "c") as ch:
+            src = (n * channels + ch) * plane
+            total = const(b, x.ctype, 0.0)
+            for off, w in corners:
+                total = total + w * x.flat[src + off]
+            y.flat[(n * channels + ch) * positions + p] = total

@@ -18,15 +18,15 @@ from llvmlite import ir
 
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
-from .expr import Ex, const, ex, maximum, raw, where
-from .kernel import (F32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, fptosi_sat, i64, intrinsic, to_compute,
-                     writes_scalars)
+from .expr import Ex, const, ex, maximum, minimum, raw, where
+from .kernel import (F32, I32, I64, STATUS_INVALID_INPUT, KernelBuilder, Tensor, i64, intrinsic,
+                     to_compute, writes_scalars)
 from .fused import splat_like
 from .scalar import Scalar
 
 TensorType = tuple[DType, Sequence[Dim]]
 I1 = ir.IntType(1)
-Before = Callable[[ir.Value, ir.Value], ir.Value]  # (a, b) -> i1: a comes before b
+Before = Callable[[Ex, Ex], Ex]  # (a, b) -> i1: a comes before b
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -43,19 +43,6 @@ def _var(kb: KernelBuilder, init: ir.Value) -> ir.Value:
     b.position_at_end(here)
     b.store(init, ptr)
     return ptr
-
-
-def _at(b: ir.IRBuilder, base: ir.Value, i: ir.Value) -> ir.Value:
-    return b.gep(base, [i], source_etype=I64)
-
-
-def _ld(b: ir.IRBuilder, base: ir.Value, i: ir.Value) -> ir.Value:
-    """Element ``i`` of an int64 array."""
-    return b.load(_at(b, base, i), typ=I64)
-
-
-def _st(b: ir.IRBuilder, base: ir.Value, i: ir.Value, v: ir.Value) -> None:
-    b.store(v, _at(b, base, i))
 
 
 class _Cell:
@@ -157,13 +144,12 @@ def equal(b: ir.IRBuilder, dt: DType, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.icmp_unsigned("==", x, y)
 
 
-def _to_i64(b: ir.IRBuilder, dt: DType, v: ir.Value) -> ir.Value:
-    """An element as int64: floats truncate toward zero (saturating, NaN is 0)."""
-    if dt.is_float:
-        return fptosi_sat(b, v, I64)
-    if v.type.width == 64:
-        return v
-    return b.sext(v, I64) if dt.is_signed else b.zext(v, I64)
+def _to_i64(b: ir.IRBuilder, dt: DType, v: Ex) -> Ex:
+    """An element as int64: floats truncate toward zero (saturating, NaN is 0); unsigned
+    integers zero-extend (``to`` would sign-extend them)."""
+    if dt.is_float or dt.is_signed or v.type.width == 64:
+        return v.to(I64)
+    return ex(b, b.zext(v.v, I64))
 
 
 def _rows(x: Tensor, axis: int | None) -> tuple[ir.Value, ir.Value, ir.Value]:
@@ -320,14 +306,13 @@ def build_compress_count(kb: KernelBuilder, axis: int | None, types: Sequence[Te
     b = kb.b
     x = kb.tensor(0, *types[0])
     cond = kb.tensor(1, *types[1])
-    _, n, _ = _rows(x, axis)
-    c = cond.dim(0)
-    m = intrinsic(b, "llvm.smin", n, c)
-    count = kb.accumulate(m, i64(0), lambda acc, j: b.add(acc, b.zext(
-        b.icmp_unsigned("!=", cond.load(j), ir.Constant(cond.elem, 0)), I64)))
-    bad = find_first(kb, m, c, lambda j: b.icmp_unsigned("!=", cond.load(j), ir.Constant(cond.elem, 0)))
-    kb.fail_if(b.icmp_signed("<", bad, c), STATUS_INVALID_INPUT, [bad, n])
-    kb.set_scalar(0, count)
+    n = ex(b, _rows(x, axis)[1])
+    c = cond.dims[0]
+    m = minimum(n, c)
+    count = kb.iterate(0, m, [const(b, I64, 0)], lambda j, acc: [acc[0] + (cond.flat[j] != 0).to(I64)], name="r")[0]
+    bad = ex(b, find_first(kb, m.v, c.v, lambda j: (cond.flat[j] != 0).v))
+    kb.fail_if(bad < c, STATUS_INVALID_INPUT, [bad, n])
+    kb.set_scalar(0, count.v)
 
 
 def build_compress(kb: KernelBuilder, axis: int | None, types: Sequence[TensorType]) -> None:
@@ -337,23 +322,22 @@ def build_compress(kb: KernelBuilder, axis: int | None, types: Sequence[TensorTy
     x = kb.tensor(0, *types[0])
     cond = kb.tensor(1, *types[1])
     out = kb.tensor(2, *types[2])
-    outer, n, inner = _rows(x, axis)
-    m = intrinsic(b, "llvm.smin", n, cond.dim(0))
-    k = out.dim(axis if axis is not None else 0)
+    outer, n, inner = (ex(b, v) for v in _rows(x, axis))
+    k = out.dims[axis if axis is not None else 0]
 
-    def step(j: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
-        take = b.icmp_unsigned("!=", cond.load(j), ir.Constant(cond.elem, 0))
-        with b.if_then(take):
+    def step(j: Ex, vals: list[Ex]) -> list[Ex]:
+        take = cond.flat[j] != 0
+        with b.if_then(take.v):
             _copy_slice(kb, x, j, n, out, vals[0], k, outer, inner)
-        return [b.add(vals[0], b.zext(take, I64))]
+        return [vals[0] + take.to(I64)]
 
-    kb.carry(i64(0), m, [i64(0)], step, name="sel")
+    kb.iterate(0, minimum(n, cond.dims[0]), [const(b, I64, 0)], step, name="sel")
 
 
 # ----------------------------------------------------------------------------- TopK
 
 
-def _until(kb: KernelBuilder, init: ir.Value, step: Callable[[ir.Value], tuple[ir.Value, ir.Value]]) -> ir.Value:
+def _until(kb: KernelBuilder, init: Ex, step: Callable[[Ex], tuple[Ex, Ex]]) -> Ex:
     """``v = init; while True: go, nxt = step(v); if not go: break; v = nxt``; returns the
     last ``v`` (a flat loop: it does not poll the cancel flag)."""
     b = kb.b
@@ -363,66 +347,64 @@ def _until(kb: KernelBuilder, init: ir.Value, step: Callable[[ir.Value], tuple[i
     b.branch(head)
     b.position_at_end(head)
     v = b.phi(init.type, name="until")
-    v.add_incoming(init, pre)
-    go, nxt = step(v)
-    v.add_incoming(nxt, b.block)
-    b.cbranch(go, head, done)
+    v.add_incoming(init.v, pre)
+    go, nxt = step(ex(b, v))
+    v.add_incoming(nxt.v, b.block)
+    b.cbranch(go.v, head, done)
     b.position_at_end(done)
-    return v
+    return ex(b, v)
 
 
-def _sift_down(kb: KernelBuilder, h: ir.Value, size: ir.Value, item: ir.Value, after: Before) -> None:
-    """Put ``item`` into the heap ``h[0:size]`` (size >= 1) whose root is the element that
+def _sift_down(kb: KernelBuilder, heap: Tensor, size: Ex, item: Ex, after: Before) -> None:
+    """Put ``item`` into the heap ``heap[0:size]`` (size >= 1) whose root is the element that
     comes last (``after`` every other), in place of its root."""
-    b = kb.b
 
-    def step(hole: ir.Value) -> tuple[ir.Value, ir.Value]:
-        c1 = b.add(b.mul(hole, i64(2)), i64(1))
-        c2 = b.add(c1, i64(1))
-        has1, has2 = b.icmp_signed("<", c1, size), b.icmp_signed("<", c2, size)
+    def step(hole: Ex) -> tuple[Ex, Ex]:
+        c1 = hole * 2 + 1
+        c2 = c1 + 1
+        has1, has2 = c1 < size, c2 < size
         # a missing child reads the root, a valid element whose value is not used
-        h1, h2 = _ld(b, h, b.select(has1, c1, i64(0))), _ld(b, h, b.select(has2, c2, i64(0)))
-        second = b.and_(has2, after(h2, h1))
-        child, hc = b.select(second, c2, c1), b.select(second, h2, h1)
-        move = b.and_(has1, after(hc, item))
-        _st(b, h, hole, b.select(move, hc, item))
-        return move, b.select(move, child, hole)
+        h1, h2 = heap[where(has1, c1, 0)], heap[where(has2, c2, 0)]
+        second = has2 & after(h2, h1)
+        child, hc = where(second, c2, c1), where(second, h2, h1)
+        move = has1 & after(hc, item)
+        heap[hole] = where(move, hc, item)
+        return move, where(move, child, hole)
 
-    _until(kb, i64(0), step)
+    _until(kb, const(kb.b, I64, 0), step)
 
 
-def _sift_up(kb: KernelBuilder, h: ir.Value, size: ir.Value, item: ir.Value, after: Before) -> None:
-    """Add ``item`` to the heap ``h[0:size]`` (h[0] holds a valid element even when empty)."""
-    b = kb.b
+def _sift_up(kb: KernelBuilder, heap: Tensor, size: Ex, item: Ex, after: Before) -> None:
+    """Add ``item`` to the heap ``heap[0:size]`` (heap[0] holds a valid element even when
+    empty)."""
 
-    def step(hole: ir.Value) -> tuple[ir.Value, ir.Value]:
-        parent = b.sdiv(b.sub(hole, i64(1)), i64(2))
-        has = b.icmp_signed(">", hole, i64(0))
-        hp = _ld(b, h, b.select(has, parent, i64(0)))
-        move = b.and_(has, after(item, hp))
-        _st(b, h, hole, b.select(move, hp, item))
-        return move, b.select(move, parent, hole)
+    def step(hole: Ex) -> tuple[Ex, Ex]:
+        parent = (hole - 1) >> 1  # used only where hole >= 1
+        has = hole > 0
+        hp = heap[where(has, parent, 0)]
+        move = has & after(item, hp)
+        heap[hole] = where(move, hp, item)
+        return move, where(move, parent, hole)
 
     _until(kb, size, step)
 
 
-def _key32(b: ir.IRBuilder, dt: DType, v: ir.Value, largest: bool) -> ir.Value:
+def _key32(b: ir.IRBuilder, dt: DType, v: Ex, largest: bool) -> Ex:
     """An int32 that orders numbers of at most 32 bits as TopK ranks them: larger ranks
     first when ``largest``. Floats (computed as float32) by their bits, negatives' magnitude
     bits flipped, after NaN becomes one positive NaN (above every number, all NaNs equal) and
     -0.0 becomes 0.0 (equal, as :func:`equal` has them); unsigned integers with the top bit
     flipped. Smallest first is the bitwise complement, which reverses the order."""
-    i32 = ir.IntType(32)
     if dt.is_float:
-        bits = b.bitcast(b.fadd(v, ir.Constant(v.type, 0.0)), i32)  # -0.0 + 0.0 is 0.0
-        bits = b.select(b.fcmp_unordered("uno", v, v), ir.Constant(i32, 0x7FC00000), bits)
-        key = b.xor(bits, b.and_(b.ashr(bits, ir.Constant(i32, 31)), ir.Constant(i32, 0x7FFFFFFF)))
+        bits = ex(b, b.bitcast((v + 0.0).v, I32))  # -0.0 + 0.0 is 0.0
+        bits = where(ex(b, _is_nan(b, v.v)), 0x7FC00000, bits)
+        key = bits ^ ((bits >> 31) & 0x7FFFFFFF)
     else:
-        w = v.type.width
-        key = v if w == 32 else (b.trunc(v, i32) if w > 32 else (b.sext(v, i32) if dt.is_signed else b.zext(v, i32)))
+        # to() sign-extends: an unsigned narrower number zero-extends instead
+        key = v.to(I32) if dt.is_signed or v.type.width >= 32 else ex(b, b.zext(v.v, I32))
         if not dt.is_signed:
-            key = b.xor(key, ir.Constant(i32, -0x80000000))
-    return key if largest else b.not_(key)
+            key = key ^ -0x80000000
+    return key if largest else ~key
 
 
 def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[TensorType]) -> None:
@@ -441,96 +423,93 @@ def build_topk(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Tens
     heap = kb.tensor(1, *types[1])
     vals = kb.tensor(2, *types[2])
     idxs = kb.tensor(3, *types[3])
-    outer, n, inner = _rows(x, axis)
-    k = vals.dim(axis)
-    h = heap.data
+    outer, n, inner = (ex(b, v) for v in _rows(x, axis))
+    k = vals.dims[axis]
     # rows of contiguous elements stored as computed: a vector's worth tested at once
     lanes = 0
-    if isinstance(inner, ir.Constant) and inner.constant == 1 and dt.name in ("float32", "float64", "int32", "int64"):
+    if inner.constant == 1 and dt.name in ("float32", "float64", "int32", "int64"):
         lanes = kb.target.f32_lanes * 4 // dt.itemsize
     # numbers of at most 32 bits rank by an integer key (:func:`_key32`)
     keyed = dt.itemsize <= 4 and (dt.is_float or dt.kind in "iu")
-    with b.if_then(b.icmp_signed(">", k, i64(0))):
-        with kb.loop(outer, "o") as o:
-            with kb.loop(inner, "p") as p:
-                base = b.add(b.mul(b.mul(o, n), inner), p)
-                obase = b.add(b.mul(b.mul(o, k), inner), p)
+    with b.if_then((k > 0).v), kb.range(outer, "o") as o, kb.range(inner, "p") as p:
+        base = o * n * inner + p
+        obase = o * k * inner + p
 
-                def at(j: ir.Value) -> ir.Value:
-                    return b.add(base, b.mul(j, inner))
+        def at(j: Ex) -> Ex:
+            return base + j * inner
 
-                if keyed:
-                    # the heap holds each element's rank as one int64: its 32-bit key above,
-                    # ~index below (a lower index ranks higher), so one signed compare orders
-                    # two entries as the output does
-                    def entry(j: ir.Value) -> ir.Value:
-                        key = _key32(b, dt, x.load(at(j)), largest)
-                        low = b.sub(i64(0xFFFFFFFF), j)  # n < 2^31: the arena's limit
-                        return b.or_(b.shl(b.sext(key, I64), i64(32)), low)
+        if keyed:
+            # the heap holds each element's rank as one int64: its 32-bit key above, ~index
+            # below (a lower index ranks higher), so one signed compare orders two entries as
+            # the output does
+            def entry(j: Ex) -> Ex:
+                key = _key32(b, dt, x.flat[at(j)], largest)
+                low = 0xFFFFFFFF - j  # n < 2^31: the arena's limit
+                return (key.to(I64) << 32) | low
 
-                    def index_of(e: ir.Value) -> ir.Value:
-                        return b.sub(i64(0xFFFFFFFF), b.and_(e, i64(0xFFFFFFFF)))
+            def index_of(e: Ex) -> Ex:
+                return 0xFFFFFFFF - (e & 0xFFFFFFFF)
 
-                    def after(e1: ir.Value, e2: ir.Value) -> ir.Value:
-                        return b.icmp_signed("<", e1, e2)
-                else:
-                    def entry(j: ir.Value) -> ir.Value:
-                        return j
+            def after(e1: Ex, e2: Ex) -> Ex:
+                return e1 < e2
+        else:
+            def entry(j: Ex) -> Ex:
+                return j
 
-                    def index_of(e: ir.Value) -> ir.Value:
-                        return e
+            def index_of(e: Ex) -> Ex:
+                return e
 
-                    def after(i: ir.Value, j: ir.Value) -> ir.Value:
-                        """Element i of the row comes after element j in the output."""
-                        xi, xj = x.load(at(i)), x.load(at(j))
-                        worse = less(b, dt, xi, xj) if largest else less(b, dt, xj, xi)
-                        return b.or_(worse, b.and_(equal(b, dt, xi, xj), b.icmp_signed(">", i, j)))
+            def after(i: Ex, j: Ex) -> Ex:
+                """Element i of the row comes after element j in the output."""
+                xi, xj = x.flat[at(i)], x.flat[at(j)]
+                worse = ex(b, less(b, dt, xi.v, xj.v) if largest else less(b, dt, xj.v, xi.v))
+                return worse | (ex(b, equal(b, dt, xi.v, xj.v)) & (i > j))
 
-                def take(j: ir.Value) -> None:
-                    """Element j replaces the heap's root if it comes before it."""
-                    e = entry(j)
-                    with b.if_then(after(_ld(b, h, i64(0)), e)):
-                        _sift_down(kb, h, k, e, after)
+        def take(j: Ex) -> None:
+            """Element j replaces the heap's root if it comes before it."""
+            e = entry(j)
+            with b.if_then(after(heap[0], e).v):
+                _sift_down(kb, heap, k, e, after)
 
-                _st(b, h, i64(0), entry(i64(0)))
-                with kb.loop(k, "fill") as j:  # k <= n (checked before the call)
-                    _sift_up(kb, h, j, entry(j), after)
-                rest = k
-                if lanes:
-                    # a vector of the row at a time against the root's value: the lanes
-                    # strictly behind it cannot enter (the root only gets better); any other
-                    # lane, or a NaN, takes the exact test
-                    vt = ir.VectorType(x.elem, lanes)
-                    chunks = b.udiv(b.sub(n, k), i64(lanes))
-                    with kb.loop(chunks, "chunk") as c:
-                        j0 = b.add(k, b.mul(c, i64(lanes)))
-                        v = b.load(b.bitcast(x.ptr(at(j0)), vt.as_pointer()), typ=vt, align=dt.itemsize)
-                        thr = x.load(at(index_of(_ld(b, h, i64(0)))))
-                        behind = Scalar(b, dt).cmp("<" if largest else ">", v, splat_like(b, thr, v))
-                        lanes_in = b.zext(b.bitcast(b.not_(behind), ir.IntType(lanes)), I64)
+        heap[0] = entry(const(b, I64, 0))
+        with kb.range(k, "fill") as j:  # k <= n (checked before the call)
+            _sift_up(kb, heap, j, entry(j), after)
+        rest = k
+        if lanes:
+            # a vector of the row at a time against the root's value: the lanes strictly
+            # behind it cannot enter (the root only gets better); any other lane, or a NaN,
+            # takes the exact test
+            vt = ir.VectorType(x.elem, lanes)
+            chunks = (n - k) >> (lanes.bit_length() - 1)  # n - k >= 0; lanes a power of two
+            with kb.range(chunks, "chunk") as c:
+                j0 = k + c * lanes
+                v = b.load(b.bitcast(x.ptr(at(j0)), vt.as_pointer()), typ=vt, align=dt.itemsize)
+                thr = x.flat[at(index_of(heap[0]))]
+                behind = Scalar(b, dt).cmp("<" if largest else ">", v, splat_like(b, thr.v, v))
+                lanes_in = ex(b, b.zext(b.bitcast(b.not_(behind), ir.IntType(lanes)), I64))
 
-                        def next_lane(bits: ir.Value) -> tuple[ir.Value, ir.Value]:
-                            """The lowest lane left takes the exact test."""
-                            take(b.add(j0, b.cttz(bits, ir.Constant(I1, 1))))
-                            rest_bits = b.and_(bits, b.sub(bits, i64(1)))
-                            return b.icmp_unsigned("!=", rest_bits, i64(0)), rest_bits
+                def next_lane(bits: Ex) -> tuple[Ex, Ex]:
+                    """The lowest lane left takes the exact test."""
+                    take(j0 + ex(b, b.cttz(bits.v, ir.Constant(I1, 1))))
+                    rest_bits = bits & (bits - 1)
+                    return rest_bits != 0, rest_bits
 
-                        with b.if_then(b.icmp_unsigned("!=", lanes_in, i64(0))):
-                            _until(kb, lanes_in, next_lane)
-                    rest = b.add(k, b.mul(chunks, i64(lanes)))
-                with kb.loop(n, "take", start=rest) as j:
-                    take(j)
-                # heapsort: the root (the last of the rest) goes to the end, k-1 down to 1
-                with kb.loop(b.sub(k, i64(1)), "sort") as t:
-                    end = b.sub(b.sub(k, i64(1)), t)
-                    item = _ld(b, h, end)
-                    _st(b, h, end, _ld(b, h, i64(0)))
-                    _sift_down(kb, h, end, item, after)
-                with kb.loop(k, "top") as j:
-                    src = index_of(_ld(b, h, j))
-                    dst = b.add(obase, b.mul(j, inner))
-                    vals.store_raw(dst, x.load_raw(at(src)))
-                    idxs.store(dst, src)
+                with b.if_then((lanes_in != 0).v):
+                    _until(kb, lanes_in, next_lane)
+            rest = k + chunks * lanes
+        with kb.range(n, "take", start=rest) as j:
+            take(j)
+        # heapsort: the root (the last of the rest) goes to the end, k-1 down to 1
+        with kb.range(k - 1, "sort") as t:
+            end = k - 1 - t
+            item = heap[end]
+            heap[end] = heap[0]
+            _sift_down(kb, heap, end, item, after)
+        with kb.range(k, "top") as j:
+            src = index_of(heap[j])
+            dst = obase + j * inner
+            vals.store_raw(dst, x.load_raw(at(src)))
+            idxs.flat[dst] = src
 
 
 # ----------------------------------------------------------------------------- NonMaxSuppression
@@ -651,9 +630,8 @@ def build_nms_fill(kb: KernelBuilder, params: None, types: Sequence[TensorType])
 def build_onehot_depth(kb: KernelBuilder, params: None, types: Sequence[TensorType]) -> None:
     """scalars[0] := depth (its one element) as int64, a float truncated toward zero.
     Tensors: depth."""
-    dt = types[0][0]
     d = kb.tensor(0, *types[0])
-    kb.set_scalar(0, _to_i64(kb.b, dt, d.load(i64(0))))
+    kb.set_scalar(0, _to_i64(kb.b, d.dtype, d.flat[0]).v)
 
 
 def build_onehot(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[TensorType]) -> None:
@@ -661,21 +639,19 @@ def build_onehot(kb: KernelBuilder, params: tuple[int, bool], types: Sequence[Te
     else off. Tensors: indices, values [off, on], out."""
     axis, wrap = params
     b = kb.b
-    idt = types[0][0]
     ind = kb.tensor(0, *types[0])
     values = kb.tensor(1, *types[1])
     out = kb.tensor(2, *types[2])
-    outer, inner = ind.numel(0, axis), ind.numel(axis)
-    depth = out.dim(axis)
-    off, on = values.load_raw(i64(0)), values.load_raw(i64(1))
-    with kb.loop(outer, "o") as o:
-        with kb.loop(depth, "d") as d:
-            obase = b.mul(b.add(b.mul(o, depth), d), inner)
-            with kb.loop(inner, "p") as p:
-                idx = _to_i64(b, idt, ind.load(b.add(b.mul(o, inner), p)))
-                if wrap:
-                    idx = b.select(b.icmp_signed("<", idx, i64(0)), b.add(idx, depth), idx)
-                out.store_raw(b.add(obase, p), b.select(b.icmp_signed("==", idx, d), on, off))
+    outer, inner = ex(b, ind.numel(0, axis)), ex(b, ind.numel(axis))
+    depth = out.dims[axis]
+    off, on = (ex(b, values.load_raw(i64(k))) for k in range(2))  # as stored: copied, not computed on
+    with kb.range(outer, "o") as o, kb.range(depth, "d") as d:
+        obase = (o * depth + d) * inner
+        with kb.range(inner, "p") as p:
+            idx = _to_i64(b, ind.dtype, ind.flat[o * inner + p])
+            if wrap:
+                idx = where(idx < 0, idx + depth, idx)
+            out.store_raw(obase + p, where(idx == d, on, off).v)
 
 
 __all__ = ["build_unique_count", "build_unique_fill", "build_compress_count", "build_compress", "build_topk",

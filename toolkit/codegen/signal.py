@@ -20,6 +20,7 @@ Scratch layout (doubles), for a transform length n: with n a power of two, twidd
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -28,8 +29,8 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from . import mathlib
-from .expr import Ex, clamp, const, maximum, where
-from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, fptosi_sat, i64,
+from .expr import Ex, clamp, const, ex, maximum, minimum, where
+from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64,
                      intrinsic)
 from .scalar import convert
 
@@ -38,44 +39,40 @@ I1 = ir.IntType(1)
 SCRATCH_PER_POINT = 22
 
 
-def _f(v: float) -> ir.Constant:
-    return ir.Constant(F64, v)
-
-
 # ----------------------------------------------------------------------------- complex helpers
+
+Complex = tuple[Ex, Ex]
 
 
 class _Complex:
     """A float64 array of interleaved (re, im) pairs at ``base`` (in doubles) of a pointer."""
 
-    def __init__(self, b: ir.IRBuilder, ptr: ir.Value, base: ir.Value):
+    def __init__(self, b: ir.IRBuilder, ptr: ir.Value, base: Ex):
         self.b, self.ptr, self.base = b, ptr, base
 
-    def _at(self, k: ir.Value, part: int) -> ir.Value:
-        b = self.b
-        idx = b.add(self.base, b.add(b.shl(k, i64(1)), i64(part)))
-        return b.gep(self.ptr, [idx], source_etype=F64)
+    def _at(self, k: Ex, part: int) -> ir.Value:
+        return self.b.gep(self.ptr, [(self.base + ((k << 1) + part)).v], source_etype=F64)
 
-    def load(self, k: ir.Value) -> tuple[ir.Value, ir.Value]:
-        return (self.b.load(self._at(k, 0), typ=F64), self.b.load(self._at(k, 1), typ=F64))
+    def load(self, k: Ex) -> Complex:
+        return (ex(self.b, self.b.load(self._at(k, 0), typ=F64)), ex(self.b, self.b.load(self._at(k, 1), typ=F64)))
 
-    def store(self, k: ir.Value, v: tuple[ir.Value, ir.Value]) -> None:
-        self.b.store(v[0], self._at(k, 0))
-        self.b.store(v[1], self._at(k, 1))
+    def store(self, k: Ex, v: Complex) -> None:
+        self.b.store(v[0].v, self._at(k, 0))
+        self.b.store(v[1].v, self._at(k, 1))
 
 
-def _cmul(b: ir.IRBuilder, x: tuple[ir.Value, ir.Value], y: tuple[ir.Value, ir.Value]) -> tuple[ir.Value, ir.Value]:
-    return (b.fsub(b.fmul(x[0], y[0]), b.fmul(x[1], y[1])), b.fadd(b.fmul(x[0], y[1]), b.fmul(x[1], y[0])))
+def _cmul(x: Complex, y: Complex) -> Complex:
+    return x[0] * y[0] - x[1] * y[1], x[0] * y[1] + x[1] * y[0]
 
 
-def _unit(b: ir.IRBuilder, angle: ir.Value) -> tuple[ir.Value, ir.Value]:
+def _unit(b: ir.IRBuilder, angle: Ex) -> Complex:
     """exp(i * angle)."""
-    return (mathlib.cos(b, angle), mathlib.sin(b, angle))
+    return ex(b, mathlib.cos(b, angle.v)), ex(b, mathlib.sin(b, angle.v))
 
 
-def _log2(b: ir.IRBuilder, m: ir.Value) -> ir.Value:
+def _log2(b: ir.IRBuilder, m: Ex) -> Ex:
     """log2 of a power of two."""
-    return intrinsic(b, "llvm.cttz", m, ir.Constant(I1, 0))
+    return ex(b, intrinsic(b, "llvm.cttz", m.v, ir.Constant(I1, 0)))
 
 
 # ----------------------------------------------------------------------------- radix-2 FFT
@@ -90,35 +87,36 @@ def _fft_function(kb: KernelBuilder) -> ir.Function:
         return kb.module.globals[name]
     f = KernelBuilder(kb.module, name, kb.target)
     b = f.b
-    data = _Complex(b, f.fn.args[0], i64(0))
-    tw = _Complex(b, f.fn.args[2], i64(0))
-    m = f.scalar(0)
-    sign = b.select(b.icmp_signed("!=", f.scalar(1), i64(0)), _f(-1.0), _f(1.0))
+    zero = const(b, I64, 0)
+    data = _Complex(b, f.fn.args[0], zero)
+    tw = _Complex(b, f.fn.args[2], zero)
+    m = ex(b, f.scalar(0))
+    sign = where(ex(b, f.scalar(1)) != 0, const(b, F64, -1.0), 1.0)
     bits = _log2(b, m)
-    with f.loop(m, name="perm") as i:
-        def rev(t: ir.Value, r: list[ir.Value]) -> list[ir.Value]:
-            bit = b.and_(b.lshr(i, t), i64(1))
-            return [b.or_(b.shl(r[0], i64(1)), bit)]
+    with f.range(m, "perm") as i:
+        def rev(t: Ex, r: list[Ex]) -> list[Ex]:
+            bit = (i >> t) & 1  # i >= 0
+            return [(r[0] << 1) | bit]
 
-        j = f.carry(i64(0), bits, [i64(0)], rev, name="bit")[0]
-        with b.if_then(b.icmp_signed("<", i, j)):
+        j = f.iterate(0, bits, [zero], rev, name="bit")[0]
+        with b.if_then((i < j).v):
             u, v = data.load(i), data.load(j)
             data.store(i, v)
             data.store(j, u)
-    with f.loop(bits, name="stage") as s:
-        half = b.shl(i64(1), s)
-        groups = b.lshr(m, b.add(s, i64(1)))  # also the twiddle step
-        with f.loop(groups, name="group") as g:
-            base = b.shl(g, b.add(s, i64(1)))
-            with f.loop(half, name="bfly") as k:
-                w = tw.load(b.mul(k, groups))
-                w = (w[0], b.fmul(w[1], sign))
-                p = b.add(base, k)
-                q = b.add(p, half)
+    with f.range(bits, "stage") as s:
+        half = const(b, I64, 1) << s
+        groups = m >> (s + 1)  # also the twiddle step
+        with f.range(groups, "group") as g:
+            base = g << (s + 1)
+            with f.range(half, "bfly") as k:
+                w = tw.load(k * groups)
+                w = (w[0], w[1] * sign)
+                p = base + k
+                q = p + half
                 u = data.load(p)
-                v = _cmul(b, data.load(q), w)
-                data.store(p, (b.fadd(u[0], v[0]), b.fadd(u[1], v[1])))
-                data.store(q, (b.fsub(u[0], v[0]), b.fsub(u[1], v[1])))
+                v = _cmul(data.load(q), w)
+                data.store(p, (u[0] + v[0], u[1] + v[1]))
+                data.store(q, (u[0] - v[0], u[1] - v[1]))
     f.finish()
     return f.fn
 
@@ -128,58 +126,54 @@ class _Transform:
     float64 scratch tensor: :meth:`prepare` once, then per line :meth:`line` (where to put
     the input, ``n`` values), :meth:`run`, and read the result from :meth:`line`."""
 
-    def __init__(self, kb: KernelBuilder, scratch: Tensor, n: ir.Value, inverse: bool):
+    def __init__(self, kb: KernelBuilder, scratch: Tensor, n: Ex, inverse: bool):
         self.kb, self.n, self.inverse = kb, n, inverse
         b = self.b = kb.b
         self.fft = _fft_function(kb)
         self.args = b.alloca(I64, size=i64(2), name="fft.args")
         self.ptr = scratch.data
-        one = i64(1)
-        self.pow2 = b.icmp_signed("==", b.and_(n, b.sub(n, one)), i64(0))
+        self.pow2 = (n & (n - 1)) == 0
         # m: the power of two >= 2n - 1 (only used when n is not one; n = 1 is a power of two)
-        top = b.sub(i64(64), intrinsic(b, "llvm.ctlz", b.sub(b.shl(n, one), i64(2)), ir.Constant(I1, 0)))
-        m = b.shl(one, top)
-        self.m = b.select(self.pow2, n, m)  # the FFT length of either path
+        top = 64 - ex(b, intrinsic(b, "llvm.ctlz", ((n << 1) - 2).v, ir.Constant(I1, 0)))
+        self.m = where(self.pow2, n, const(b, I64, 1) << top)  # the FFT length of either path
         twiddles = self.m
         self.chirp = _Complex(b, self.ptr, twiddles)
-        self.filter = _Complex(b, self.ptr, b.add(twiddles, b.shl(n, one)))
-        work = b.select(self.pow2, twiddles, b.add(b.add(twiddles, b.shl(n, one)), b.shl(self.m, one)))
-        self.work = _Complex(b, self.ptr, work)
+        self.filter = _Complex(b, self.ptr, twiddles + (n << 1))
+        self.work = _Complex(b, self.ptr, where(self.pow2, twiddles, twiddles + (n << 1) + (self.m << 1)))
         self.twiddles = b.gep(self.ptr, [i64(0)], source_etype=F64)
+        self.zero = const(b, F64, 0.0)
 
-    def _call_fft(self, data: _Complex, length: ir.Value, inverse: bool) -> None:
+    def _call_fft(self, data: _Complex, length: Ex, inverse: bool) -> None:
         b, kb = self.b, self.kb
-        b.store(length, b.gep(self.args, [i64(0)], source_etype=I64))
+        b.store(length.v, b.gep(self.args, [i64(0)], source_etype=I64))
         b.store(i64(int(inverse)), b.gep(self.args, [i64(1)], source_etype=I64))
-        ptr = b.gep(data.ptr, [data.base], source_etype=F64)
-        status = b.call(self.fft, [ptr, self.args, self.twiddles, kb.fn.args[3]])
-        kb.fail_if(b.icmp_signed("!=", status, ir.Constant(status.type, 0)), STATUS_CANCELLED)
+        ptr = b.gep(data.ptr, [data.base.v], source_etype=F64)
+        status = ex(b, b.call(self.fft, [ptr, self.args, self.twiddles, kb.fn.args[3]]))
+        kb.fail_if(status != 0, STATUS_CANCELLED)
 
     def prepare(self) -> None:
         """Twiddles for the FFT length; for Bluestein also the chirp and the filter's FFT."""
-        b, kb, n = self.b, self.kb, self.n
-        m = self.m
-        tw = _Complex(b, self.ptr, i64(0))
-        mf = b.sitofp(m, F64)
-        with kb.loop(b.lshr(m, i64(1)), name="tw") as j:
-            tw.store(j, _unit(b, b.fdiv(b.fmul(_f(-2 * math.pi), b.sitofp(j, F64)), mf)))
-        with b.if_then(b.not_(self.pow2)):
+        b, kb, n, m = self.b, self.kb, self.n, self.m
+        tw = _Complex(b, self.ptr, const(b, I64, 0))
+        mf = m.to(F64)
+        with kb.range(m >> 1, "tw") as j:
+            tw.store(j, _unit(b, -2 * math.pi * j.to(F64) / mf))
+        with b.if_then((~self.pow2).v):
             # chirp c_k = exp(s i pi k^2 / n), s = -1 forward, +1 inverse; k^2 mod 2n keeps
             # the angle small (and exact) for any k
-            nf = b.sitofp(n, F64)
-            s = _f(math.pi if self.inverse else -math.pi)
-            with kb.loop(n, name="chirp") as k:
-                k2 = b.urem(b.mul(k, k), b.shl(n, i64(1)))
-                self.chirp.store(k, _unit(b, b.fdiv(b.fmul(s, b.sitofp(k2, F64)), nf)))
+            nf = n.to(F64)
+            s = math.pi if self.inverse else -math.pi
+            with kb.range(n, "chirp") as k:
+                self.chirp.store(k, _unit(b, s * (k * k % (n << 1)).to(F64) / nf))
             # the filter: conj(c_j) at j and at m - j, zero in between; transformed
-            with kb.loop(m, name="fzero") as j:
-                self.filter.store(j, (_f(0.0), _f(0.0)))
-            with kb.loop(n, name="filter") as j:
+            with kb.range(m, "fzero") as j:
+                self.filter.store(j, (self.zero, self.zero))
+            with kb.range(n, "filter") as j:
                 c = self.chirp.load(j)
-                conj = (c[0], b.fneg(c[1]))
+                conj = (c[0], -c[1])
                 self.filter.store(j, conj)
-                with b.if_then(b.icmp_signed(">", j, i64(0))):
-                    self.filter.store(b.sub(m, j), conj)
+                with b.if_then((j > 0).v):
+                    self.filter.store(m - j, conj)
             self._call_fft(self.filter, m, False)
 
     def line(self) -> _Complex:
@@ -188,41 +182,45 @@ class _Transform:
     def run(self) -> None:
         """Transform the line in place (unnormalized)."""
         b, kb, n, m = self.b, self.kb, self.n, self.m
-        with b.if_else(self.pow2) as (radix2, bluestein):
+        with b.if_else(self.pow2.v) as (radix2, bluestein):
             with radix2:
                 self._call_fft(self.work, n, self.inverse)
             with bluestein:
                 w = self.work
-                with kb.loop(n, name="pre") as k:
-                    w.store(k, _cmul(b, w.load(k), self.chirp.load(k)))
-                with kb.loop(b.sub(m, n), name="pad") as k:
-                    w.store(b.add(n, k), (_f(0.0), _f(0.0)))
+                with kb.range(n, "pre") as k:
+                    w.store(k, _cmul(w.load(k), self.chirp.load(k)))
+                with kb.range(m - n, "pad") as k:
+                    w.store(n + k, (self.zero, self.zero))
                 self._call_fft(w, m, False)
-                with kb.loop(m, name="conv") as k:
-                    w.store(k, _cmul(b, w.load(k), self.filter.load(k)))
+                with kb.range(m, "conv") as k:
+                    w.store(k, _cmul(w.load(k), self.filter.load(k)))
                 self._call_fft(w, m, True)
-                inv_m = b.fdiv(_f(1.0), b.sitofp(m, F64))
-                with kb.loop(n, name="post") as k:
-                    v = _cmul(b, w.load(k), self.chirp.load(k))
-                    w.store(k, (b.fmul(v[0], inv_m), b.fmul(v[1], inv_m)))
+                inv_m = 1.0 / m.to(F64)
+                with kb.range(n, "post") as k:
+                    v = _cmul(w.load(k), self.chirp.load(k))
+                    w.store(k, (v[0] * inv_m, v[1] * inv_m))
 
 
 # ----------------------------------------------------------------------------- DFT, STFT
 
 
-def _around(kb: KernelBuilder, x: Tensor, out: Tensor, axis: ir.Value) -> tuple[ir.Value, ...]:
+def _around(x: Tensor, out: Tensor, axis: Ex) -> tuple[Ex, ...]:
     """(outer, length, inner) of ``x`` around a signal axis known at run time (in range), and
     the output's dim there."""
-    b = kb.b
-    outer, length, inner, count = i64(1), i64(0), i64(1), i64(0)
+    b = x.kb.b
+    outer, length, inner, count = (const(b, I64, v) for v in (1, 0, 1, 0))
     for a in range(x.rank - 1):
-        at = ir.Constant(I64, a)
-        outer = b.mul(outer, b.select(b.icmp_signed(">", axis, at), x.dim(a), i64(1)))
-        inner = b.mul(inner, b.select(b.icmp_signed("<", axis, at), x.dim(a), i64(1)))
-        hit = b.icmp_signed("==", axis, at)
-        length = b.select(hit, x.dim(a), length)
-        count = b.select(hit, out.dim(a), count)
+        outer = outer * where(axis > a, x.dims[a], 1)
+        inner = inner * where(axis < a, x.dims[a], 1)
+        hit = axis == a
+        length = where(hit, x.dims[a], length)
+        count = where(hit, out.dims[a], count)
     return outer, length, inner, count
+
+
+def _narrow(b: ir.IRBuilder, v: Ex, dt: DType) -> Ex:
+    """A float64 result as ``dt`` computes (rounded once to a narrow float's format)."""
+    return ex(b, convert(b, v.v, FLOAT64, dt))
 
 
 @dataclass(frozen=True)
@@ -254,74 +252,70 @@ def build_fourier(kb: KernelBuilder, plan: FourierPlan, types: Sequence[TensorTy
         win = kb.tensor(k, *types[k])
     scratch = kb.tensor(k + 1, *types[k + 1])
     out = kb.tensor(k + 2, *types[k + 2])
-    n = kb.scalar(0)
+    n = ex(b, kb.scalar(0))
     cx, co = x.shape[-1], out.shape[-1]
     irfft = plan.inverse and plan.onesided
     t = _Transform(kb, scratch, n, plan.inverse)
     t.prepare()
     line = t.line()
-    zero = (_f(0.0), _f(0.0))
+    zero = t.zero
 
-    def read(pos: ir.Value) -> tuple[ir.Value, ir.Value]:
-        re = convert(b, x.load(b.mul(pos, i64(cx))), x.dtype, FLOAT64)
-        im = convert(b, x.load(b.add(b.mul(pos, i64(cx)), i64(1))), x.dtype, FLOAT64) if cx == 2 else _f(0.0)
-        return re, im
+    def read(pos: Ex) -> Complex:
+        return x.flat[pos * cx].to(F64), (x.flat[pos * cx + 1].to(F64) if cx == 2 else zero)
 
-    def write(pos: ir.Value, v: tuple[ir.Value, ir.Value]) -> None:
-        out.store(b.mul(pos, i64(co)), convert(b, v[0], FLOAT64, out.dtype))
+    def write(pos: Ex, v: Complex) -> None:
+        out.flat[pos * co] = _narrow(b, v[0], out.dtype)
         if co == 2:
-            out.store(b.add(b.mul(pos, i64(co)), i64(1)), convert(b, v[1], FLOAT64, out.dtype))
+            out.flat[pos * co + 1] = _narrow(b, v[1], out.dtype)
 
-    scale = b.fdiv(_f(1.0), b.sitofp(n, F64)) if plan.inverse else None
+    scale = 1.0 / n.to(F64) if plan.inverse else None
     if plan.stft:
-        count = out.dim(2)
+        count = out.dims[2]
     elif plan.axis >= 0:
-        outer, length, inner = x.numel(0, plan.axis), x.dim(plan.axis), x.numel(plan.axis + 1, x.rank - 1)
-        count = out.dim(plan.axis)
+        outer, length, inner = (ex(b, v) for v in (x.numel(0, plan.axis), x.dim(plan.axis),
+                                                   x.numel(plan.axis + 1, x.rank - 1)))
+        count = out.dims[plan.axis]
     else:
-        outer, length, inner, count = _around(kb, x, out, kb.scalar(1))
+        outer, length, inner, count = _around(x, out, ex(b, kb.scalar(1)))
 
     def finish(out_pos) -> None:
         t.run()
-        with kb.loop(count, name="store") as j:
+        with kb.range(count, "store") as j:
             v = line.load(j)
             if scale is not None:
-                v = (b.fmul(v[0], scale), b.fmul(v[1], scale))
+                v = (v[0] * scale, v[1] * scale)
             write(out_pos(j), v)
 
     if plan.stft:
-        step = kb.scalar(1)
-        length, frames = x.dim(1), out.dim(1)
-        with kb.loop(x.dim(0), name="batch") as bi:
-            with kb.loop(frames, name="frame") as fr:
-                start = b.add(b.mul(bi, length), b.mul(fr, step))
-                with kb.loop(n, name="load") as j:
-                    v = read(b.add(start, j))
-                    if win is not None:
-                        w = convert(b, win.load(j), win.dtype, FLOAT64)
-                        v = (b.fmul(v[0], w), b.fmul(v[1], w))
-                    line.store(j, v)
-                row = b.mul(b.add(b.mul(bi, frames), fr), count)
-                finish(lambda j: b.add(row, j))
+        step = ex(b, kb.scalar(1))
+        length, frames = x.dims[1], out.dims[1]
+        with kb.range(x.dims[0], "batch") as bi, kb.range(frames, "frame") as fr:
+            start = bi * length + fr * step
+            with kb.range(n, "load") as j:
+                v = read(start + j)
+                if win is not None:
+                    w = win.flat[j].to(F64)
+                    v = (v[0] * w, v[1] * w)
+                line.store(j, v)
+            row = (bi * frames + fr) * count
+            finish(lambda j: row + j)
         return
 
     # the input values used: n (truncated or zero-padded), or n // 2 + 1 for the IRFFT
-    used = b.add(b.lshr(n, i64(1)), i64(1)) if irfft else n
-    avail = intrinsic(b, "llvm.smin", length, used)
-    with kb.loop(outer, name="outer") as o:
-        with kb.loop(inner, name="inner") as i:
-            with kb.loop(n, name="load") as j:
-                inside = b.icmp_signed("<", j, avail)
-                pos = b.add(b.mul(b.add(b.mul(o, length), b.select(inside, j, i64(0))), inner), i)
-                v = read(pos)
-                line.store(j, (b.select(inside, v[0], zero[0]), b.select(inside, v[1], zero[1])))
-            if irfft:
-                # X[n - j] = conj(X[j]) for the upper half
-                with kb.loop(b.sub(n, used), name="herm") as j:
-                    dst = b.add(used, j)
-                    src = line.load(b.sub(n, dst))
-                    line.store(dst, (src[0], b.fneg(src[1])))
-            finish(lambda j: b.add(b.mul(b.add(b.mul(o, count), j), inner), i))
+    used = (n >> 1) + 1 if irfft else n
+    avail = minimum(length, used)
+    with kb.range(outer, "outer") as o, kb.range(inner, "inner") as i:
+        with kb.range(n, "load") as j:
+            inside = j < avail
+            v = read((o * length + where(inside, j, 0)) * inner + i)
+            line.store(j, (where(inside, v[0], zero), where(inside, v[1], zero)))
+        if irfft:
+            # X[n - j] = conj(X[j]) for the upper half
+            with kb.range(n - used, "herm") as j:
+                dst = used + j
+                src = line.load(n - dst)
+                line.store(dst, (src[0], -src[1]))
+        finish(lambda j: (o * count + j) * inner + i)
 
 
 # ----------------------------------------------------------------------------- TensorScatter
@@ -338,30 +332,23 @@ def build_tensor_scatter(kb: KernelBuilder, params: tuple[int, bool, bool], type
     upd = kb.tensor(1, *types[1])
     idx = kb.tensor(2, *types[2]) if has_indices else None
     out = kb.tensor(len(types) - 1, *types[-1])
-    with kb.loop(past.numel(), name="cp") as i:
+    with kb.range(past.numel(), "cp") as i:
         out.store_raw(i, past.load_raw(i))
-    cache, seq = past.dim(axis), upd.dim(axis)
-    inner = past.numel(axis + 1)
-    per_batch = past.numel(1, axis)  # prefixes per batch entry
-    with kb.loop(past.dim(0), name="batch") as bi:
-        w = i64(0)
-        if idx is not None:
-            w = idx.load(bi)
-            w = w if w.type == I64 else b.sext(w, I64)
+    cache, seq = past.dims[axis], upd.dims[axis]
+    inner = ex(b, past.numel(axis + 1))
+    per_batch = ex(b, past.numel(1, axis))  # prefixes per batch entry
+    with kb.range(past.dims[0], "batch") as bi:
+        w = idx[bi].index() if idx is not None else const(b, I64, 0)
         if not circular:
-            bad = b.or_(b.icmp_signed("<", w, i64(0)), b.icmp_signed(">", b.add(w, seq), cache))
-            kb.fail_if(bad, STATUS_OUT_OF_RANGE, [w, seq, bi])
-        with kb.loop(per_batch, name="prefix") as p:
-            row = b.add(b.mul(bi, per_batch), p)
-            with kb.loop(seq, name="seq") as s:
-                t = b.add(w, s)
-                if circular:
-                    t = b.srem(t, cache)
-                    t = b.select(b.icmp_signed("<", t, i64(0)), b.add(t, cache), t)
-                src = b.mul(b.add(b.mul(row, seq), s), inner)
-                dst = b.mul(b.add(b.mul(row, cache), t), inner)
-                with kb.loop(inner, name="el") as e:
-                    out.store_raw(b.add(dst, e), upd.load_raw(b.add(src, e)))
+            kb.fail_if((w < 0) | (w + seq > cache), STATUS_OUT_OF_RANGE, [w, seq, bi])
+        with kb.range(per_batch, "prefix") as p:
+            row = bi * per_batch + p
+            with kb.range(seq, "seq") as s:
+                t = (w + s) % cache if circular else w + s
+                src = (row * seq + s) * inner
+                dst = (row * cache + t) * inner
+                with kb.range(inner, "el") as e:
+                    out.store_raw(dst + e, upd.load_raw(src + e))
 
 
 # ----------------------------------------------------------------------------- RoiAlign, MaxRoiPool
@@ -499,38 +486,28 @@ def build_affine_grid(kb: KernelBuilder, align: bool, types: Sequence[TensorType
     """grid[n, (d,) h, w] = theta[n] @ (x_w, y_h, (z_d,) 1), the base coordinates spread
     over [-1, 1] (pixel centers, or corners when ``align``). Computed in double. Tensors:
     theta (N, r, r + 1), out (N, spatial..., r)."""
-    b = kb.b
     theta = kb.tensor(0, *types[0])
     out = kb.tensor(1, *types[1])
     r = out.rank - 2
-    spatial = [out.dim(1 + a) for a in range(r)]
-    one = _f(1.0)
 
-    def base(i: ir.Value, size: ir.Value) -> ir.Value:
-        sf = b.sitofp(size, F64)
-        fi = b.sitofp(i, F64)
+    def base(i: Ex, size: Ex) -> Ex:
+        sf, fi = size.to(F64), i.to(F64)
         if align:
-            step = b.select(b.icmp_signed(">", size, i64(1)), b.fdiv(_f(2.0), b.fsub(sf, one)), _f(0.0))
-            return b.fsub(b.fmul(fi, step), one)
-        return b.fsub(b.fdiv(b.fadd(b.fmul(fi, _f(2.0)), one), sf), one)
+            return fi * where(size > 1, 2.0 / (sf - 1.0), 0.0) - 1.0
+        return (fi * 2.0 + 1.0) / sf - 1.0
 
-    def level(a: int, n: ir.Value, pos: ir.Value, coords: list[ir.Value]) -> None:
-        if a == r:
-            # coords are outermost first (z, y, x); theta's columns are x, y, (z), 1
-            vec = list(reversed(coords))
-            for j in range(r):
-                row = b.mul(b.add(b.mul(n, i64(r)), i64(j)), i64(r + 1))
-                total = convert(b, theta.load(b.add(row, i64(r))), theta.dtype, FLOAT64)
-                for k, v in enumerate(vec):
-                    t = convert(b, theta.load(b.add(row, i64(k))), theta.dtype, FLOAT64)
-                    total = b.fadd(total, b.fmul(t, v))
-                out.store(b.add(b.mul(pos, i64(r)), i64(j)), convert(b, total, FLOAT64, out.dtype))
-            return
-        with kb.loop(spatial[a], name=f"ax{a}") as i:
-            level(a + 1, n, b.add(b.mul(pos, spatial[a]), i), coords + [base(i, spatial[a])])
-
-    with kb.loop(out.dim(0), name="n") as n:
-        level(0, n, n, [])
+    with kb.range(out.dims[0], "n") as n, ExitStack() as loops:
+        at, coords = [], []
+        for a, size in enumerate(out.dims[1:-1]):
+            at.append(loops.enter_context(kb.range(size, f"ax{a}")))
+            coords.append(base(at[-1], size))
+        # coords are outermost first (z, y, x); theta's columns are x, y, (z), 1
+        vec = list(reversed(coords))
+        for j in range(r):
+            total = theta[n, j, r].to(F64)
+            for k, v in enumerate(vec):
+                total = total + theta[n, j, k].to(F64) * v
+            out[(n, *at, j)] = _narrow(kb.b, total, out.dtype)
 
 
 # ----------------------------------------------------------------------------- TfIdfVectorizer
@@ -618,42 +595,40 @@ def build_mel_weight_matrix(kb: KernelBuilder, params: None, types: Sequence[Ten
     lower = kb.tensor(1, *types[1])
     upper = kb.tensor(2, *types[2])
     out = kb.tensor(3, *types[3])
-    dft = kb.scalar(0)
-    bins, mels = out.dim(0), out.dim(1)
+    dft = ex(b, kb.scalar(0))
+    bins, mels = out.dims
     ln10 = math.log(10.0)
 
-    def mel(hz_t: Tensor) -> ir.Value:
-        hz = convert(b, hz_t.load(i64(0)), hz_t.dtype, FLOAT64)
-        return b.fdiv(b.fmul(_f(2595.0), mathlib.log1p(b, b.fdiv(hz, _f(700.0)))), _f(ln10))
+    def mel(hz_t: Tensor) -> Ex:
+        hz = hz_t.flat[0].to(F64)
+        return 2595.0 * ex(b, mathlib.log1p(b, (hz / 700.0).v)) / ln10
 
-    sr_raw = rate.load(i64(0))
-    sr = b.sitofp(sr_raw, F64)
+    sr = rate.flat[0].to(F64)
     low, high = mel(lower), mel(upper)
-    step = b.fdiv(b.fsub(high, low), b.sitofp(b.add(mels, i64(2)), F64))
-    scale = b.sitofp(b.add(dft, i64(1)), F64)
+    step = (high - low) / (mels + 2).to(F64)
+    scale = (dft + 1).to(F64)
 
-    def edge(i: ir.Value) -> ir.Value:
-        m = b.fadd(b.fmul(b.sitofp(i, F64), step), low)
-        hz = b.fmul(_f(700.0), mathlib.expm1(b, b.fmul(b.fdiv(m, _f(2595.0)), _f(ln10))))
-        return fptosi_sat(b, intrinsic(b, "llvm.floor", b.fdiv(b.fmul(scale, hz), sr)), I64)
+    def edge(i: Ex) -> Ex:
+        m = i.to(F64) * step + low
+        hz = 700.0 * ex(b, mathlib.expm1(b, (m / 2595.0 * ln10).v))
+        return (scale * hz / sr).floor().to(I64)
 
-    with kb.loop(out.numel(), name="zero") as i:
-        out.store(i, convert(b, _f(0.0), FLOAT64, out.dtype))
+    with kb.range(out.numel(), "zero") as i:
+        out.flat[i] = _narrow(b, const(b, F64, 0.0), out.dtype)
 
-    def put(j: ir.Value, i: ir.Value, v: ir.Value) -> None:
-        with b.if_then(b.icmp_unsigned("<", j, bins)):
-            out.store(b.add(b.mul(j, mels), i), convert(b, v, FLOAT64, out.dtype))
+    def put(j: Ex, i: Ex, v: Ex) -> None:
+        with b.if_then(b.icmp_unsigned("<", j.v, bins.v)):  # 0 <= j < bins
+            out[j, i] = _narrow(b, v, out.dtype)
 
-    with kb.loop(mels, name="mel") as i:
-        left, center, right = edge(i), edge(b.add(i, i64(1))), edge(b.add(i, i64(2)))
-        rise, fall = b.sub(center, left), b.sub(right, center)
-        with b.if_else(b.icmp_signed("==", rise, i64(0))) as (flat, slope):
+    with kb.range(mels, "mel") as i:
+        left, center, right = edge(i), edge(i + 1), edge(i + 2)
+        rise, fall = center - left, right - center
+        with b.if_else((rise == 0).v) as (flat, slope):
             with flat:
-                put(center, i, _f(1.0))
+                put(center, i, const(b, F64, 1.0))
             with slope:
-                with kb.loop(b.add(b.sub(center, left), i64(1)), name="up") as k:
-                    j = b.add(left, k)
-                    put(j, i, b.fdiv(b.sitofp(k, F64), b.sitofp(rise, F64)))
-        with kb.loop(fall, name="down") as k:
-            j = b.add(center, k)
-            put(j, i, b.fdiv(b.sitofp(b.sub(right, j), F64), b.sitofp(fall, F64)))
+                with kb.range(center - left + 1, "up") as k:
+                    put(left + k, i, k.to(F64) / rise.to(F64))
+        with kb.range(fall, "down") as k:
+            j = center + k
+            put(j, i, (right - j).to(F64) / fall.to(F64))
