@@ -9,7 +9,8 @@ stack buffer, from a strided :class:`View` (a run-time B, transposed or not) or 
 :class:`.im2col.Im2col`, a convolution's patch matrix read straight from its input. Natively,
 a patch matrix whose panels each lie in one output row is not packed at all: the tiles read
 every row of a panel in place, through a table of the rows' offsets
-(:meth:`.im2col.Im2col.direct`).
+(:meth:`.im2col.Im2col.direct`). Each of these *B sources* answers how its panels are read
+(:class:`BSource`, :class:`Reading`); :func:`gemm` never asks a source's type.
 
 A register tile is ``MR`` rows by ``NR`` columns, ``MR * NR / lanes`` vector accumulators
 that stay in registers over a block of k: each step loads ``NR / lanes`` vectors of the
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 import numpy as np
@@ -113,6 +115,41 @@ def pack_b(b: np.ndarray, nr: int) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(k, p, nr).transpose(1, 0, 2))
 
 
+class Reading(Enum):
+    """How the tiles of one :func:`gemm` call reach B's panels, as B's source answers
+    (:meth:`BSource.reading`), and what of the source each answer uses."""
+
+    PACKED = "packed"  # already in panels (pack_b), read from ``panel``, rows NR floats apart
+    IN_PLACE = "in place"  # B's own rows, read from ``panel``, ``rs`` elements apart
+    DIRECT = "direct"  # read from ``panel``, row k at its offset in the table ``offsets`` fills
+    PACK = "pack"  # packed here by ``pack`` into a stack buffer, a KC x NR block at a time
+
+
+class BSource(Protocol):
+    """A [k, n] B of :func:`gemm`: :class:`Packed`, :class:`View`, a convolution's patches
+    (:class:`.im2col.Im2col`). The driver asks a source once a call how its panels are read
+    (``reading``), then only what that reading uses, never the source's type. Every source
+    has ``reading`` and ``panel``; the other members belong to one reading each, and a source
+    has those of the readings it can answer (:class:`Packed` none of them, :class:`View`
+    ``rs`` and ``pack``, :class:`.im2col.Im2col` ``offsets`` and ``pack``)."""
+
+    def reading(self, kb: KernelBuilder, tile: GemmTile, n: ir.Value, k: ir.Value) -> Reading: ...
+
+    def panel(self, kb: KernelBuilder, tile: GemmTile, p: ir.Value, k0: ir.Value, k: ir.Value) -> ir.Value:
+        """Where the tiles read panel p's rows from k0, in every reading but PACK (DIRECT: the
+        panel's row 0, from which ``offsets`` count)."""
+
+    rs: ir.Value  # IN_PLACE: elements from one row k to the next
+
+    def offsets(self, kb: KernelBuilder, k: int) -> ir.Value:
+        """DIRECT: a table of each row k's offset from its panel's row 0, filled per call."""
+
+    def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
+             n: ir.Value, whole: bool) -> None:
+        """PACK: rows [k0, k0 + kn) of columns [j0, j0 + NR) into ``buf`` (kn x NR, row-major),
+        the columns from n zero unless ``whole``."""
+
+
 @dataclass
 class View:
     """A strided 2-D view of a tensor: element (r, c) is at ``base + r * rs + c * cs``.
@@ -138,12 +175,24 @@ class View:
     def store(self, kb: KernelBuilder, r: ir.Value, c: ir.Value, v: ir.Value) -> None:
         self.t.store(self.index(kb, r, c), v)
 
+    def reading(self, kb: KernelBuilder, tile: GemmTile, n: ir.Value, k: ir.Value) -> Reading:
+        """IN_PLACE natively, for a row-major view that asks for it (``in_place``) and N a
+        multiple of NR, so that no panel reads past its row; else PACK. Rows a page apart share
+        their L1 sets, so the tiles read B from L2, which the tiles' multiply-adds outpace less
+        than a pass that packs (mlp b64, natively: 1.03x the time of packed panels, against
+        1.08x packing at run time); on wasm32 that took 1.5x, so it packs."""
+        wasm = kb.target is not None and kb.target.is_wasm
+        if (self.in_place and not wasm and isinstance(self.cs, ir.Constant) and self.cs.constant == 1
+                and isinstance(n, ir.Constant) and n.constant % tile.nr == 0):
+            return Reading.IN_PLACE
+        return Reading.PACK
+
+    def panel(self, kb: KernelBuilder, tile: GemmTile, p: ir.Value, k0: ir.Value, k: ir.Value) -> ir.Value:
+        return self.t.ptr(kb.add(self.base, kb.add(kb.mul(k0, self.rs), kb.mul(p, i64(tile.nr)))))
+
     def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
              n: ir.Value, whole: bool) -> None:
         _pack_view(kb, tile, self, buf, j0, k0, kn, n, whole)
-
-    def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool:
-        return False
 
 
 @dataclass
@@ -272,45 +321,33 @@ class Packed:
     t: Tensor
     base: ir.Value
 
+    def reading(self, kb: KernelBuilder, tile: GemmTile, n: ir.Value, k: ir.Value) -> Reading:
+        return Reading.PACKED
 
-class PanelSource(Protocol):
-    """A B that :func:`gemm` packs a block at a time (:class:`View`, a convolution's patches
-    :class:`.im2col.Im2col`). Where ``direct`` holds, the tiles read its panels in place
-    instead, from ``t`` at ``pixel(kb, j)`` (a panel's first column) plus ``offsets(kb, k)``
-    (each row k's offset), which such a source also has."""
-
-    t: Tensor
-
-    def pack(self, kb: KernelBuilder, tile: GemmTile, buf: ir.Value, j0: ir.Value, k0: ir.Value, kn: ir.Value,
-             n: ir.Value, whole: bool) -> None: ...
-
-    def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool: ...
+    def panel(self, kb: KernelBuilder, tile: GemmTile, p: ir.Value, k0: ir.Value, k: ir.Value) -> ir.Value:
+        nr = tile.nr
+        return self.t.ptr(kb.add(self.base, kb.add(kb.mul(p, kb.mul(k, i64(nr))), kb.mul(k0, i64(nr)))))
 
 
 @dataclass(frozen=True)
 class _Driver:
     """The loops of one :func:`gemm` call around its tiles: k blocks, blocks of rows, panels,
-    and where each panel block's rows lie (packed whole, packed here into ``block``, read in
-    place, or through a convolution's row offsets)."""
+    and where each panel block's rows lie (as B's source answers, :class:`Reading`)."""
 
     mk: Microkernel
-    bsrc: Packed | PanelSource
+    bsrc: BSource
+    reading: Reading
     k: ir.Value
     full_panels: ir.Value
     ragged: Flag  # a partial last panel
-    block: ir.Value | None  # the stack buffer B is packed into, a panel block at a time
-    in_place: bool
-    direct: bool
-    direct_offsets: ir.Value | None
+    block: ir.Value | None  # PACK: the stack buffer B is packed into, a panel block at a time
+    offsets: ir.Value | None  # DIRECT: each row k's offset from its panel's row 0
 
     def panel_ptr(self, p: ir.Value, k0: ir.Value) -> ir.Value:
-        """Where panel p's rows from k0 start."""
-        kb, bsrc, nr = self.mk.kb, self.bsrc, self.mk.tile.nr
+        """Where panel p's rows from k0 start (DIRECT: its row 0)."""
         if self.block is not None:
-            return kb.b.bitcast(self.block, F32.as_pointer())
-        if self.in_place:
-            return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(k0, bsrc.rs), kb.mul(p, i64(nr)))))
-        return bsrc.t.ptr(kb.add(bsrc.base, kb.add(kb.mul(p, kb.mul(self.k, i64(nr))), kb.mul(k0, i64(nr)))))
+            return self.mk.kb.b.bitcast(self.block, F32.as_pointer())
+        return self.bsrc.panel(self.mk.kb, self.mk.tile, p, k0, self.k)
 
     def rows_block(self, i_lo: ir.Value, mn: ir.Value, k0: ir.Value, kn: ir.Value, first: Flag,
                    last: Flag) -> None:
@@ -376,10 +413,11 @@ class _RowBlock:
     def run(self) -> None:
         d = self.d
         b, tile = d.mk.kb.b, d.mk.tile
-        # a block with fewer rows than a tile, and a packed B: one row against PG panels at
-        # once, so the row's PG * vecs accumulators hide the adds' latency
+        # a block with fewer rows than a tile, and B's panels read where they lie at a stride:
+        # one row against PG panels at once, so the row's PG * vecs accumulators hide the adds'
+        # latency
         pg = ROW_ACCUMULATORS // tile.vecs
-        if d.block is None and pg > 1 and not d.direct:
+        if d.reading in (Reading.PACKED, Reading.IN_PLACE) and pg > 1:
             mn, full_panels = self.mn, d.full_panels
             few = b.icmp_signed("<", mn, i64(tile.mr)) if not isinstance(mn, ir.Constant) else mn.constant < tile.mr
             groups = b.udiv(full_panels, i64(pg)) if not isinstance(full_panels, ir.Constant) \
@@ -425,14 +463,10 @@ class _RowBlock:
         kb, b, mk, bsrc = d.mk.kb, d.mk.kb.b, d.mk, d.bsrc
         mr, nr = mk.tile.mr, mk.tile.nr
         k0, kn, first, last, mn = self.k0, self.kn, self.first, self.last, self.mn
-        koffs = None
-        if d.direct:  # the panel's first pixel in the staged input, and the offsets from k0
-            base = [bsrc.t.ptr(bsrc.pixel(kb, kb.mul(p, i64(nr))))]
-            koffs = b.gep(d.direct_offsets, [k0], source_etype=I64)
-        else:
-            if d.block is not None:
-                bsrc.pack(kb, mk.tile, d.panel_ptr(p, k0), kb.mul(p, i64(nr)), k0, kn, mk.n, not partial)
-            base = [d.panel_ptr(p, k0)]
+        if d.block is not None:
+            bsrc.pack(kb, mk.tile, d.panel_ptr(p, k0), kb.mul(p, i64(nr)), k0, kn, mk.n, not partial)
+        base = [d.panel_ptr(p, k0)]
+        koffs = None if d.offsets is None else b.gep(d.offsets, [k0], source_etype=I64)
         with kb.loop(self.whole, "ir") as t:
             mk.tile_at(kb.add(self.i_lo, kb.mul(t, i64(mr))), mr, [p], base, k0, kn, first, last, partial, koffs)
         # the rows after the whole tiles: one tile of exactly that many rows when M is
@@ -453,51 +487,44 @@ class _RowBlock:
                            partial, koffs)
 
 
-def gemm(kb: KernelBuilder, tile: GemmTile, a: View, bsrc: Packed | PanelSource, y: Tensor, y_base: ir.Value,
+def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: Tensor, y_base: ir.Value,
          m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
          prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None,
          inline_epilogue: bool = False) -> None:
-    """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for B packed (:class:`Packed`)
-    or a [k, n] :class:`PanelSource` packed here a block at a time; y is
-    row-major [m, n] from ``y_base``. The epilogue (default: none) runs once per element,
-    over each tile the last k block has stored. ``prefetch(kb, i, j)``, if given, is called
-    for each cache line (16 floats) of each tile's rows before the last k block's loop: the
-    epilogue's operands fetched while the tile computes. ``inline_epilogue``: the epilogue is
-    a vector instruction or two (:func:`.fused.cheap`), so with one k block it runs on the
-    accumulators as they are stored rather than over the stored tile read back."""
+    """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for a [k, n] B read as its source
+    answers (:class:`BSource`, :class:`Reading`); y is row-major [m, n] from ``y_base``. The
+    epilogue (default: none) runs once per element, over each tile the last k block has
+    stored. ``prefetch(kb, i, j)``, if given, is called for each cache line (16 floats) of
+    each tile's rows before the last k block's loop: the epilogue's operands fetched while
+    the tile computes. ``inline_epilogue``: the epilogue is a vector instruction or two
+    (:func:`.fused.cheap`), so with one k block it runs on the accumulators as they are
+    stored rather than over the stored tile read back."""
     b = kb.b
     mr, nr = tile.mr, tile.nr
     wasm = kb.target is not None and kb.target.is_wasm
     full_panels = i64(n.constant // nr) if isinstance(n, ir.Constant) else b.udiv(n, i64(nr))
     ragged = (n.constant % nr != 0) if isinstance(n, ir.Constant) else b.icmp_signed(
         "!=", kb.mul(full_panels, i64(nr)), n)
+    reading = bsrc.reading(kb, tile, n, k)
     # on wasm32 a lone row against B packed whole streams all of k in one block: it reads each
     # of B's elements once, so blocking k keeps nothing in cache for it, and each panel group
     # is then one sequential read with no partial sums stored and read back. A 1024 x 1024
     # layer at batch 1 in Node took 0.89x the time; natively 1.05x, so not there
-    lone = wasm and isinstance(bsrc, Packed) and (m.constant == 1 if isinstance(m, ir.Constant) else None)
+    lone = wasm and reading is Reading.PACKED and (m.constant == 1 if isinstance(m, ir.Constant) else None)
     one_block = isinstance(k, ir.Constant) and k.constant <= tile.kc or lone is True
-    direct = not isinstance(bsrc, Packed) and bsrc.direct(kb, tile, k)
     one_panel = isinstance(n, ir.Constant) and n.constant <= nr
-    # natively, a row-major B that asks for it is read where it lies, without packing: with N a
-    # multiple of NR no panel reads past its row. Rows a page apart share their L1 sets, so the
-    # tiles read B from L2, which the tiles' multiply-adds outpace less than a pass that packs
-    # (mlp b64, natively: 1.03x the time of packed panels, against 1.08x packing at run time);
-    # on wasm32 that took 1.5x, so it packs
-    in_place = (isinstance(bsrc, View) and bsrc.in_place and not wasm and isinstance(bsrc.cs, ir.Constant)
-                and bsrc.cs.constant == 1 and isinstance(n, ir.Constant) and n.constant % nr == 0)
-    direct_offsets = bsrc.offsets(kb, k.constant) if direct else None
+    offsets = bsrc.offsets(kb, k.constant) if reading is Reading.DIRECT else None
     # B packed here is packed again for every block of rows: larger blocks pack less often
-    mc = tile.mc if isinstance(bsrc, Packed) or direct or in_place else max(tile.mc, PACKED_HERE_MC)
+    mc = max(tile.mc, PACKED_HERE_MC) if reading is Reading.PACK else tile.mc
     with at_entry(kb):
         # the partial panel's tile is stored here first, then its columns that exist copied
-        # out; a B given as a view is packed into ``block`` a panel block at a time
+        # out; a B that is packed here is packed into ``block`` a panel block at a time
         edge = b.alloca(ir.ArrayType(F32, mr * nr), name="edge") if ragged is not False and wasm else None
-        block = b.alloca(ir.ArrayType(F32, tile.kc * nr), name="block") \
-            if not isinstance(bsrc, Packed) and not direct and not in_place else None
-    mk = Microkernel(kb, tile, a, a.row_step(mr, mc), bsrc.rs if in_place else i64(nr), y, y_base, n, one_panel,
-                      edge, epilogue, prefetch, inline_epilogue)
-    _Driver(mk, bsrc, k, full_panels, ragged, block, in_place, direct, direct_offsets).run(m, mc, lone, one_block)
+        block = b.alloca(ir.ArrayType(F32, tile.kc * nr), name="block") if reading is Reading.PACK else None
+    b_stride = bsrc.rs if reading is Reading.IN_PLACE else i64(nr)
+    mk = Microkernel(kb, tile, a, a.row_step(mr, mc), b_stride, y, y_base, n, one_panel, edge, epilogue, prefetch,
+                     inline_epilogue)
+    _Driver(mk, bsrc, reading, k, full_panels, ragged, block, offsets).run(m, mc, lone, one_block)
 
 
 SPARSE_ROWS = 4  # rows of B a step of the lone sparse row adds into y

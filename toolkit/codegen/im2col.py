@@ -1,6 +1,7 @@
-"""A 2-D convolution's patch matrix as the GEMM's B (:func:`.gemm.gemm`), read from the
-convolution's input staged into stride phases (:func:`.conv.stage_phases`): packed a block at
-a time, or natively read in place (:meth:`Im2col.direct`)."""
+"""A 2-D convolution's patch matrix as the GEMM's B (:func:`.gemm.gemm`, a
+:class:`.gemm.BSource`), read from the convolution's input staged into stride phases
+(:func:`.conv.stage_phases`): packed a block at a time, or natively read in place
+(:meth:`Im2col.direct`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm import GemmTile, block_at
+from .gemm import GemmTile, Reading, block_at
 from .kernel import F32, I64, KernelBuilder, Tensor, at_entry, ceildiv, i64, smin
 from .simd import copy_vectors, f32_vector, lanes_below, masked_load, masked_store
 
@@ -63,6 +64,13 @@ class Im2col:
         """Where output pixel j's row 0 (its offset's part of j) lies in the staged input."""
         b = kb.b
         return kb.add(self.base, kb.add(kb.mul(b.udiv(j, self.ow), self.wq), b.urem(j, self.ow)))
+
+    def reading(self, kb: KernelBuilder, tile: GemmTile, n: ir.Value, k: ir.Value) -> Reading:
+        return Reading.DIRECT if self.direct(kb, tile, k) else Reading.PACK
+
+    def panel(self, kb: KernelBuilder, tile: GemmTile, p: ir.Value, k0: ir.Value, k: ir.Value) -> ir.Value:
+        """Panel p's first pixel in the staged input: its row 0, from which :meth:`offsets` count."""
+        return self.t.ptr(self.pixel(kb, kb.mul(p, i64(tile.nr))))
 
     def direct(self, kb: KernelBuilder, tile: GemmTile, k: ir.Value) -> bool:
         """Whether the GEMM reads this matrix's panels in place instead of packing them: every
