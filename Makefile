@@ -59,10 +59,10 @@ FACT_TESTS := tests/test_zoo.py tests/test_exporters.py tests/test_real_regressi
 # each target it names with its first parametrization (of a kernel test's CPU levels, the first;
 # tests/test_plans.py runs every route at every level), a sample of each op's onnx node cases on
 # both targets (in families), no whole models. Each test file runs in one worker (--dist
-# loadgroup), which compiles the file's op families once (tests/family.py), except the files of
-# whole models (marked `spread`), whose tests go to the workers one by one. The 25 slowest tests
+# loadfile), which compiles the file's op families once (tests/family.py), except the files of
+# whole models (tests/conftest.py's SPREAD), whose tests go to the workers one by one. The 25 slowest tests
 # are listed at the end, where a slow tier shows where its time went.
-PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=25
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile -q --durations=25
 test: env generated lint
 	$(PYTEST) --tier fast
 

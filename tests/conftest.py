@@ -17,6 +17,28 @@ def target(request) -> str:
 
 TIERS = ("fast", "check", "full")
 
+# test files of whole models that share nothing (no op families): under xdist their tests go to
+# whichever worker is free, one by one (pytest_xdist_make_scheduler)
+SPREAD = {"test_exporters.py", "test_zoo.py", "test_light_models.py", "test_real_regressions.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """The Makefile's ``-n 2 --dist loadfile``, but for :data:`SPREAD`: each other file runs
+    whole on one worker, which builds its op families once (tests/family.py), while the tests
+    of whole models are spread over the workers. (xdist's ``loadgroup`` would do it with marks,
+    but under pytest 9 its group never reaches the node ids, so every test went its own way and
+    both workers built every family.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndSpread(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path.rsplit("/", 1)[-1] in SPREAD else path
+
+    return FilesAndSpread(config, log)
+
 
 def pytest_addoption(parser):
     parser.addoption("--tier", choices=TIERS, default="full",
@@ -33,11 +55,7 @@ def pytest_collection_modifyitems(session, config, items):
     (tests/test_plans.py: every kernel route at every level); the conformance families check
     a sample of each op's cases. ``check`` adds the tests marked ``check`` (whole models,
     installs, threads, cancellation, browsers, fuzz slices), each parametrization of them.
-    ``full`` is every test and parametrization, and every conformance case.
-
-    Under ``--dist loadgroup`` (the Makefile's) a file's tests run on one worker, which builds
-    its op families once (tests/family.py), unless the file is marked ``spread``: its tests are
-    whole models that share nothing, and they go to whichever worker is free, one by one."""
+    ``full`` is every test and parametrization, and every conformance case."""
     import family
     from util import split_target
     tier = config.getoption("--tier")
@@ -59,9 +77,6 @@ def pytest_collection_modifyitems(session, config, items):
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     family.items = items
-    for item in items:
-        if not item.get_closest_marker("spread"):
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@
 outputs the case stores, as the conformance run compares them. A family that fails to compile
 or to run is run again case by case, so a failure names its case. This file checks wasm32,
 test_conformance_families_native.py native: as two files, the two targets run on different
-workers (`--dist loadgroup`, one group per file). The fast and check tiers check :data:`PER_OP` cases of each op
+workers (`--dist loadfile`). The fast and check tiers check :data:`PER_OP` cases of each op
 (spread over its cases in name order), the full tier every one."""
 import json
 from pathlib import Path

@@ -1,5 +1,5 @@
 """tests/test_conformance_families.py's check on the native target, in a file of its own so
-that the two targets run on different workers (`--dist loadgroup`, one group per file)."""
+that the two targets run on different workers (`--dist loadfile`)."""
 import pytest
 
 from test_conformance_families import cases, every_passing_case  # noqa: F401  (cases: the fixture)

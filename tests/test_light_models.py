@@ -29,7 +29,7 @@ import wasm_runtime
 from toolkit import backend
 from util import ort_reference
 
-pytestmark = [pytest.mark.check, pytest.mark.spread]  # make check and the full tier: whole models, compiled per target
+pytestmark = pytest.mark.check  # make check and the full tier: whole models, compiled per target (conftest.SPREAD)
 
 DATA = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ALL = sorted(p.stem for p in DATA.glob("light_*.onnx"))

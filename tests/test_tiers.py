@@ -68,26 +68,34 @@ def test_every_level_runs_in_the_fast_tier_where_marked(tiers):
     assert len(gemm_fast) < len(gemm_full)
 
 
-GROUPS_PLUGIN = '''
-def pytest_collection_finish(session):
-    for item in session.items:
-        mark = item.get_closest_marker("xdist_group")
-        print("GROUP", item.nodeid, mark.args[0] if mark else "-")
-'''
+WHERE_PLUGIN = """
+import os
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):  # before any fixture: lists the test and where it ran, runs nothing
+    with open(os.environ["WHERE_OUT"], "a") as f:
+        f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', '-')} {item.nodeid}\\n")
+    pytest.skip("listed")
+"""
 
 
-def test_files_run_whole_on_one_worker_unless_marked_spread(tmp_path):
-    """The xdist groups the Makefile's ``--dist loadgroup`` reads: one per file, where the file's
-    op families are built once, and none for the tests of a file marked ``spread`` (whole
-    models), which go to the workers one by one."""
-    (tmp_path / "groups_plugin.py").write_text(GROUPS_PLUGIN)
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                        "-p", "no:xdist", "-p", "groups_plugin", "--tier", "check", "tests/test_plans.py",
-                        "tests/test_real_regressions.py"], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+def _workers(tmp_path: Path, file: str) -> dict[str, str]:
+    """Which worker ran each test of ``file`` under the Makefile's ``-n 2 --dist loadfile``, the
+    check tier (every test skipped before its fixtures)."""
+    (tmp_path / "where_plugin.py").write_text(WHERE_PLUGIN)
+    out = tmp_path / f"{Path(file).stem}.txt"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "where_plugin",
+                        "-n", "2", "--dist", "loadfile", "--tier", "check", file], cwd=ROOT, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(tmp_path), "WHERE_OUT": str(out)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    groups = dict(line.split()[1:] for line in r.stdout.splitlines() if line.startswith("GROUP "))
-    plans = {g for n, g in groups.items() if n.startswith("tests/test_plans.py")}
-    spread = {g for n, g in groups.items() if n.startswith("tests/test_real_regressions.py")}
-    assert plans == {"test_plans.py"}, plans
-    assert spread == {"-"} and len([n for n in groups if "test_real_regressions" in n]) > 2, spread
+    return {n: w for w, n in (line.split(" ", 1) for line in out.read_text().splitlines())}
+
+
+def test_files_run_whole_on_one_worker_but_whole_models_spread(tmp_path):
+    """A file's tests run on one worker, which builds the file's op families once; those of a
+    file of whole models (conftest.SPREAD) go to the two workers one by one."""
+    plans = _workers(tmp_path, "tests/test_plans.py")
+    assert len(plans) > 10 and len(set(plans.values())) == 1, plans
+    spread = _workers(tmp_path, "tests/test_real_regressions.py")
+    assert len(spread) > 2 and set(spread.values()) == {"gw0", "gw1"}, spread
