@@ -22,6 +22,7 @@ TIERS = ("fast", "check", "full")
 SPREAD = {"test_exporters.py", "test_zoo.py", "test_light_models.py", "test_real_regressions.py"}
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not loaded (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """The Makefile's ``-n 2 --dist loadfile``, but for :data:`SPREAD`: each other file runs
     whole on one worker, which builds its op families once (tests/family.py), while the tests
