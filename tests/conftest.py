@@ -46,6 +46,9 @@ def pytest_addoption(parser):
                      help="fast: `make test`'s tier, one parametrization of each test function per target "
                           "and nothing marked `check`; check: `make check`'s (CI), the fast tier and every "
                           "test marked `check`; full (the default; `make check-all`): every test and parametrization")
+    parser.addoption("--target", choices=TARGETS, default=None,
+                     help="only the tests of this target (and those that name none): `make check` checks the "
+                          "real graphs' facts on wasm32 alone, `make check-all` on both")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -56,7 +59,8 @@ def pytest_collection_modifyitems(session, config, items):
     (tests/test_plans.py: every kernel route at every level); the conformance families check
     a sample of each op's cases. ``check`` adds the tests marked ``check`` (whole models,
     installs, threads, cancellation, browsers, fuzz slices), each parametrization of them.
-    ``full`` is every test and parametrization, and every conformance case."""
+    ``full`` is every test and parametrization, and every conformance case. ``--target``
+    keeps one target's tests and those that name no target."""
     import family
     from util import split_target
     tier = config.getoption("--tier")
@@ -77,7 +81,22 @@ def pytest_collection_modifyitems(session, config, items):
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+    only = config.getoption("--target")
+    if only:
+        other = [item for item in items if _target_of(item) not in (None, only)]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            gone = set(other)
+            items[:] = [item for item in items if item not in gone]
     family.items = items
+
+
+def _target_of(item) -> str | None:
+    """The base target a test is parametrized with (wasm32, native), or None."""
+    from util import split_target
+    params = getattr(item, "callspec", None)
+    target = params.params.get("target") if params else None
+    return None if target is None else split_target(str(target))[0]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.check  # make check and the full tier: pytest run in pytest, 20 s of the fast tier's
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ["tests/test_conv_gemm.py", "tests/test_plans.py", "tests/test_instances.py"]
 
@@ -99,3 +100,15 @@ def test_files_run_whole_on_one_worker_but_whole_models_spread(tmp_path):
     assert len(plans) > 10 and len(set(plans.values())) == 1, plans
     spread = _workers(tmp_path, "tests/test_real_regressions.py")
     assert len(spread) > 2 and set(spread.values()) == {"gw0", "gw1"}, spread
+
+
+def test_one_target_keeps_the_tests_that_name_none():
+    """``--target wasm32`` (make check's fact-checked real graphs) drops every native test and
+    keeps the tests that name no target."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p",
+                        "no:xdist", "--tier", "check", "--target", "wasm32", "tests/test_real_regressions.py",
+                        "tests/test_conformance_slice.py"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    ids = [line for line in r.stdout.splitlines() if "::" in line]
+    assert not [n for n in ids if "native" in n], ids
+    assert [n for n in ids if "[wasm32" in n] and [n for n in ids if "[" not in n], ids

@@ -19,10 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import pickle
 import re
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -77,10 +80,35 @@ def explain(outcome: dict[tuple[str, str], tuple[str, str]]) -> tuple[list[str],
 
 
 def cases(only: str | None = None):
+    """The installed onnx's node test cases (those whose name ``only`` matches)."""
+    pattern = re.compile(only) if only else None
+    return [c for c in all_cases() if pattern is None or pattern.search(c.name)]
+
+
+def all_cases() -> list:
+    """Every node test case of the installed onnx. ``collect_testcases`` imports every op's
+    case module and runs its generators, 8-10 s a process, so the cases are stored once per
+    onnx version under build/ and read from there (a pickle this project writes; an
+    unreadable one is made again)."""
+    import numpy as np
+    import onnx
     from onnx.backend.test.case.node import collect_testcases
 
-    pattern = re.compile(only) if only else None
-    return [c for c in collect_testcases(None) if pattern is None or pattern.search(c.name)]
+    store = HERE.parents[1] / "build" / f"onnx-{onnx.__version__}-node-cases.pickle"
+    try:
+        with open(store, "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        pass
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # the generators divide by zero on purpose
+        warnings.simplefilter("ignore")
+        found = collect_testcases(None)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    part = store.with_name(f"{store.name}.{os.getpid()}")
+    with open(part, "wb") as f:
+        pickle.dump(found, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(part, store)  # whole or not at all, whoever writes last
+    return found
 
 
 def _op_of(case) -> str:
