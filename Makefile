@@ -50,11 +50,6 @@ demo: env js_loader/node_modules/.installed
 lint: env
 	$(PY) -m ruff check --quiet --select F,E9 toolkit wasm_runtime tests samples benchmarks js_loader/test
 
-# the models of real graphs compiled with --check-facts (every fact the compiler relied on
-# is checked at run time too): the zoo, the exporters' zoo, the regressions, a conformance slice
-# (in `make check`)
-FACT_TESTS := tests/test_zoo.py tests/test_exporters.py tests/test_real_regressions.py tests/test_conformance_slice.py
-
 # Three tiers (tests/conftest.py). The fast one, `make test` (minutes): every test function on
 # each target it names with its first parametrization (of a kernel test's CPU levels, the first;
 # tests/test_plans.py runs every route at every level), a sample of each op's onnx node cases on
@@ -68,23 +63,22 @@ test: env generated lint
 
 # `make check`, which CI runs (.ci/run): the fast tier and everything marked `check` (the zoo,
 # the exporters' models, the regressions, the wheel's models, installs, threads, cancellation,
-# fuzz slices, the conformance runner), the real graphs compiled again for wasm32 with their
-# facts checked (the facts come from the graph passes, which differ between the targets only in
-# kernel plans and in folding quantized weights natively; check-all checks both), the JS loader
-# in Node and in Chromium
+# fuzz slices, the conformance runner), in one pass where the real graphs (marked `facts`) check
+# their facts at run time on wasm32 and compile plainly natively (the facts come from the graph
+# passes, which differ between the targets only in kernel plans and in folding quantized weights
+# natively; check-all checks both, in a second pass), the JS loader in Node and in Chromium
 check: env generated lint js_loader/node_modules/.installed $(CHROMIUM)
-	$(PYTEST) --tier check
-	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider --tier check --target wasm32 $(FACT_TESTS)
+	$(PYTEST) --tier check --check-facts wasm32
 	cd js_loader && npm test
 
 # every test at every parametrization and CPU level, every onnx node case on both targets (about
 # three times `make check`'s time): before a change to kernels or the compiler's passes lands
 check-all: env generated lint js_loader/node_modules/.installed $(CHROMIUM)
 	$(PYTEST) --tier full
-	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider $(FACT_TESTS)
+	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider -m facts
 	cd js_loader && npm test
 
-# the whole test suite with every compile checking its facts (make check runs FACT_TESTS so);
+# the whole test suite with every compile checking its facts (make check checks the real graphs');
 # tests that assert on a program's text or on what is computed see the checks' extra code
 check-facts: env
 	SYMWASM_CHECK_FACTS=1 $(PYTEST) -p no:cacheprovider

@@ -46,9 +46,10 @@ def pytest_addoption(parser):
                      help="fast: `make test`'s tier, one parametrization of each test function per target "
                           "and nothing marked `check`; check: `make check`'s (CI), the fast tier and every "
                           "test marked `check`; full (the default; `make check-all`): every test and parametrization")
-    parser.addoption("--target", choices=TARGETS, default=None,
-                     help="only the tests of this target (and those that name none): `make check` checks the "
-                          "real graphs' facts on wasm32 alone, `make check-all` on both")
+    parser.addoption("--check-facts", choices=TARGETS, default=None, metavar="TARGET",
+                     help="the tests marked `facts` (real graphs) that name this target, or none, compile with "
+                          "their facts checked at run time (SYMWASM_CHECK_FACTS=1): `make check` checks them on "
+                          "wasm32 in its one pass, while native compiles them plainly")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -81,13 +82,6 @@ def pytest_collection_modifyitems(session, config, items):
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
-    only = config.getoption("--target")
-    if only:
-        other = [item for item in items if _target_of(item) not in (None, only)]
-        if other:
-            config.hook.pytest_deselected(items=other)
-            gone = set(other)
-            items[:] = [item for item in items if item not in gone]
     family.items = items
 
 
@@ -114,6 +108,15 @@ def _family_item(request):
     family.begin(request.node)
     yield
     family.current = None
+
+
+@pytest.fixture(autouse=True)
+def _checked_facts(request, monkeypatch):
+    """``--check-facts TARGET``: a test marked ``facts`` that names that target (or none)
+    compiles with its facts checked."""
+    on = request.config.getoption("--check-facts")
+    if on and request.node.get_closest_marker("facts") and _target_of(request.node) in (on, None):
+        monkeypatch.setenv("SYMWASM_CHECK_FACTS", "1")
 
 
 @pytest.fixture(autouse=True)

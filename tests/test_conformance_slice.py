@@ -5,7 +5,7 @@ import pytest
 
 from tests.conformance import run as conformance
 
-pytestmark = pytest.mark.check  # make check and the full tier: the conformance runner's own path (the fast tier covers the cases in families)
+pytestmark = [pytest.mark.check, pytest.mark.facts]  # make check and the full tier: the conformance runner's own path (the fast tier covers the cases in families)
 
 SLICE = [
     "test_abs", "test_add_bcast", "test_matmul_2d", "test_reshape_negative_dim", "test_slice_default_axes",

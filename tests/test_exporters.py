@@ -24,7 +24,7 @@ import pytest
 from toolkit import backend
 from util import assert_like_stored
 
-pytestmark = pytest.mark.check  # make check and the full tier: whole models of ten exporters, compiled per target (conftest.SPREAD)
+pytestmark = [pytest.mark.check, pytest.mark.facts]  # make check and the full tier: whole models of ten exporters, compiled per target (conftest.SPREAD)
 
 HERE = Path(__file__).resolve().parent / "models" / "exporters"
 MANIFEST = json.loads((HERE / "exporters.json").read_text())

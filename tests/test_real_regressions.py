@@ -13,7 +13,7 @@ import wasm_runtime
 from toolkit.compiler import compile_model
 from util import _TMP
 
-pytestmark = pytest.mark.check  # make check and the full tier: the shared regressions' real graphs (conftest.SPREAD)
+pytestmark = [pytest.mark.check, pytest.mark.facts]  # make check and the full tier: the shared regressions' real graphs (conftest.SPREAD)
 
 HERE = Path(__file__).resolve().parent / "models" / "regressions"
 MODELS = sorted(p.stem for p in HERE.glob("*.onnx"))

@@ -23,7 +23,7 @@ import pytest
 from toolkit import backend
 from util import assert_like_stored
 
-pytestmark = pytest.mark.check  # make check and the full tier: whole exported models, compiled per target (conftest.SPREAD)
+pytestmark = [pytest.mark.check, pytest.mark.facts]  # make check and the full tier: whole exported models, compiled per target (conftest.SPREAD)
 
 ZOO = Path(__file__).resolve().parent / "models" / "zoo"
 MANIFEST = json.loads((ZOO / "zoo.json").read_text())
