@@ -11,7 +11,7 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from toolkit import abi
-from toolkit.codegen.expr import Ex, clamp, const, maximum, minimum, where
+from toolkit.codegen.expr import Ex, below, clamp, const, maximum, minimum, where
 from toolkit.codegen.kernel import F32, F64, I32, I64, KernelBuilder
 from toolkit.ir.dtypes import dtype_of_numpy
 
@@ -122,6 +122,23 @@ def test_integer_operators_and_promotion():
         np.testing.assert_array_equal(out32[k], want32, err_msg=f"{text} (i32)")
 
 
+def test_below_is_a_bounds_check():
+    """below(i, n) is 0 <= i < n: negatives (huge as unsigned) are out, in i64 and i32."""
+    a = np.array([-(2**40), -5, -1, 0, 1, 3, 4, 5, 2**40], np.int64)
+    n = np.array([4, 4, 4, 4, 4, 4, 4, 0, 2**41], np.int64)
+    out = np.zeros((2, a.size), np.int64)
+
+    def build(kb, at, nt, o):
+        with kb.range(at.dims[0], "e") as e:
+            o[0, e] = below(at[e], nt[e]).to(I64)
+            o[1, e] = below(at[e].to(I32), 4).to(I64)
+
+    run(build, [a, n, out], [("n",), ("n",), (2, "n")])
+    np.testing.assert_array_equal(out[0], (a >= 0) & (a < n))
+    a32 = a.astype(np.int32)
+    np.testing.assert_array_equal(out[1], (a32 >= 0) & (a32 < 4))
+
+
 def test_floor_division_matches_python_on_a_grid():
     """// and % equal Python's for every sign of dividend and divisor (the reason the
     language spends a fix-up over sdiv/srem), and divmod agrees with both."""
@@ -228,7 +245,7 @@ def test_refusals():
     i, f = Ex(b, b.add(ir.Constant(I64, 1), ir.Constant(I64, 2))), const(b, F64, 1.0)
     for bad in (lambda: i + f, lambda: i + 0.5, lambda: i / 2, lambda: f // 2, lambda: f % 2,
                 lambda: bool(i < 3), lambda: 1 < i < 3, lambda: i.to(I32) + i, lambda: where(i < 3, 1, 2),
-                lambda: maximum(i, "2"), lambda: where(i, i, i)):
+                lambda: maximum(i, "2"), lambda: where(i, i, i), lambda: below(f, 2.0)):
         with pytest.raises(TypeError):
             bad()
 

@@ -32,7 +32,8 @@ The rules:
   comparison of two constants give constants, so indexing by static dims and constant
   indices emits no arithmetic. Float operations never fold.
 - :func:`where` (``select``), :func:`maximum` / :func:`minimum` (signed for integers;
-  ``llvm.maximum``/``llvm.minimum`` for floats: NaN wins, -0.0 < 0.0), :func:`clamp`.
+  ``llvm.maximum``/``llvm.minimum`` for floats: NaN wins, -0.0 < 0.0), :func:`clamp`,
+  :func:`below` (``0 <= i < n`` as one unsigned compare).
 - ``x.to(t)``: integer to integer sign-extends or truncates (i1 zero-extends: a bool is 0 or
   1); integer to float is signed; float to float extends or rounds; float to integer
   truncates toward zero and saturates (NaN gives 0: ``llvm.fptosi.sat``, never a trap).
@@ -409,4 +410,13 @@ def clamp(x: Ex, lo, hi) -> Ex:
     return minimum(maximum(x, lo), hi)
 
 
-__all__ = ["Ex", "ex", "raw", "const", "where", "select", "maximum", "minimum", "clamp"]
+def below(i, n) -> Ex:
+    """``0 <= i < n`` for integers and ``n >= 0`` (a bounds check), as one unsigned compare:
+    a negative ``i`` reads as a huge one."""
+    i, n = _pair(i, n)
+    if i.is_float:
+        raise TypeError("below compares integers")
+    return Ex(i.b, i.b.icmp_unsigned("<", i.v, n.v))
+
+
+__all__ = ["Ex", "ex", "raw", "const", "where", "select", "maximum", "minimum", "clamp", "below"]

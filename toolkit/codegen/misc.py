@@ -14,12 +14,10 @@ import itertools
 from contextlib import ExitStack
 from typing import Sequence
 
-from llvmlite import ir
-
 from ..ir.dims import Dim
 from ..ir.dtypes import DType
 from .kernel import (F32, I64, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, intrinsic)
-from .expr import I1, Ex, const, ex, maximum, minimum, where
+from .expr import I1, Ex, below, const, ex, maximum, minimum, where
 from .scalar import convert
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -209,11 +207,6 @@ def _cubic_weights(t: Ex) -> list[Ex]:
     return [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
 
 
-def _below(b: ir.IRBuilder, i: Ex, n: Ex) -> Ex:
-    """0 <= i < n, as one unsigned compare."""
-    return ex(b, b.icmp_unsigned("<", i.v, n.v))
-
-
 def _axis_taps(kb: KernelBuilder, u: Ex, d: Ex, stride: Ex, params: tuple[str, str, bool]) -> list[tuple[Ex, Ex, Ex]]:
     """The taps (offset along the axis, weight, inside the input) of grid coordinate ``u``
     on an input axis of ``d`` elements and ``stride``."""
@@ -247,13 +240,13 @@ def _axis_taps(kb: KernelBuilder, u: Ex, d: Ex, stride: Ex, params: tuple[str, s
     taps = []
     for w, off in zip(weights, offsets):
         idx = base + off
-        inside = _below(b, idx, d)
+        inside = below(idx, d)
         if padding == "border":
             idx = minimum(maximum(idx, 0), d - 1)
             inside = const(b, I1, 1)
         elif padding == "reflection":
             idx = _reflect(idx.to(F32), lo, hi).to(I64)
-            inside = _below(b, idx, d)
+            inside = below(idx, d)
         taps.append((where(inside, idx, 0) * stride, w, inside))
     return taps
 

@@ -29,7 +29,7 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from . import mathlib
-from .expr import Ex, clamp, const, ex, maximum, minimum, where
+from .expr import Ex, below, clamp, const, ex, maximum, minimum, where
 from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64,
                      intrinsic)
 from .scalar import convert
@@ -617,7 +617,7 @@ def build_mel_weight_matrix(kb: KernelBuilder, params: None, types: Sequence[Ten
         out.flat[i] = _narrow(b, const(b, F64, 0.0), out.dtype)
 
     def put(j: Ex, i: Ex, v: Ex) -> None:
-        with b.if_then(b.icmp_unsigned("<", j.v, bins.v)):  # 0 <= j < bins
+        with b.if_then(below(j, bins).v):
             out[j, i] = _narrow(b, v, out.dtype)
 
     with kb.range(mels, "mel") as i:
