@@ -55,8 +55,8 @@ lint: env
 # tests/test_plans.py runs every route at every level), a sample of each op's onnx node cases on
 # both targets (in families), no whole models. Each test file runs in one worker (--dist
 # loadfile), which compiles the file's op families once (tests/family.py), except the files of
-# whole models (tests/conftest.py's SPREAD), whose tests go to the workers one by one. The 25 slowest tests
-# are listed at the end, where a slow tier shows where its time went.
+# whole models (tests/conftest.py's SPREAD), whose tests go to the workers one by one. The 25
+# slowest tests are listed at the end, where a slow tier shows where its time went.
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadfile -q --durations=25
 test: env generated lint
 	$(PYTEST) --tier fast

@@ -60,18 +60,13 @@ def pytest_collection_modifyitems(session, config, items):
     (tests/test_plans.py: every kernel route at every level); the conformance families check
     a sample of each op's cases. ``check`` adds the tests marked ``check`` (whole models,
     installs, threads, cancellation, browsers, fuzz slices), each parametrization of them.
-    ``full`` is every test and parametrization, and every conformance case. ``--target``
-    keeps one target's tests and those that name no target."""
+    ``full`` is every test and parametrization, and every conformance case."""
     import family
-    from util import split_target
     tier = config.getoption("--tier")
     if tier != "full":
         keep, drop, seen = [], [], set()
         for item in items:
-            params = getattr(item, "callspec", None)
-            target = params.params.get("target") if params else None
-            if target is not None and not item.get_closest_marker("every_level"):
-                target = split_target(str(target))[0]
+            target = _target_of(item, whole=bool(item.get_closest_marker("every_level")))
             key = (item.path, getattr(item, "originalname", item.name), target)
             if item.get_closest_marker("check"):
                 wanted = tier == "check"
@@ -85,12 +80,15 @@ def pytest_collection_modifyitems(session, config, items):
     family.items = items
 
 
-def _target_of(item) -> str | None:
-    """The base target a test is parametrized with (wasm32, native), or None."""
+def _target_of(item, whole: bool = False) -> str | None:
+    """The base target a test is parametrized with (wasm32, native), or None; ``whole``: the
+    parameter as given (``native@x86-64-v3``, ``wasm32-relaxed``)."""
     from util import split_target
     params = getattr(item, "callspec", None)
     target = params.params.get("target") if params else None
-    return None if target is None else split_target(str(target))[0]
+    if target is None or whole:
+        return target
+    return split_target(str(target))[0]
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 target (wasm32, native), with every CPU level only in files marked ``every_level``; check adds
 the tests marked ``check``; full is everything. Read from pytest's own collection of three
 files: a kernel test at every level (test_conv_gemm.py), the file marked every_level
-(test_plans.py) and one marked check (test_instances.py)."""
+(test_plans.py) and one marked check (test_instances.py). Then how xdist's workers share the
+files, and which tests check their facts under ``--check-facts``, from pytest runs in which
+no test runs."""
 import os
 import re
 import subprocess
@@ -69,64 +71,61 @@ def test_every_level_runs_in_the_fast_tier_where_marked(tiers):
     assert len(gemm_fast) < len(gemm_full)
 
 
-WHERE_PLUGIN = """
+LIST_PLUGIN = """
 import os
 import pytest
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):  # before any fixture: lists the test and where it ran, runs nothing
-    with open(os.environ["WHERE_OUT"], "a") as f:
-        f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', '-')} {item.nodeid}\\n")
+WHEN, VAR = os.environ["LISTED_WHEN"], os.environ["LISTED_VAR"]
+
+
+def _list(item):  # the test and the variable as it sees it, then nothing runs
+    with open(os.environ["LISTED_OUT"], "a") as f:
+        f.write(f"{os.environ.get(VAR, '-')} {item.nodeid}\\n")
     pytest.skip("listed")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):  # before any fixture
+    if WHEN == "setup":
+        _list(item)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):  # after the fixtures
+    _list(item)
 """
 
 
-def _workers(tmp_path: Path, file: str) -> dict[str, str]:
-    """Which worker ran each test of ``file`` under the Makefile's ``-n 2 --dist loadfile``, the
-    check tier (every test skipped before its fixtures)."""
-    (tmp_path / "where_plugin.py").write_text(WHERE_PLUGIN)
-    out = tmp_path / f"{Path(file).stem}.txt"
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "where_plugin",
-                        "-n", "2", "--dist", "loadfile", "--tier", "check", file], cwd=ROOT, capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": str(tmp_path), "WHERE_OUT": str(out)})
+def _listed(tmp_path: Path, when: str, var: str, *args: str) -> dict[str, str]:
+    """Each test of a check-tier pytest run of ``args`` -> the environment variable ``var`` as
+    the test saw it before its fixtures (``when="setup"``) or after them (``"call"``); no test
+    runs (tests/conftest.py's hooks and fixtures do)."""
+    (tmp_path / "list_plugin.py").write_text(LIST_PLUGIN)
+    out = tmp_path / "listed.txt"
+    out.unlink(missing_ok=True)  # this run's lines only
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "LISTED_OUT": str(out), "LISTED_WHEN": when, "LISTED_VAR": var}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "list_plugin", "--tier",
+                        "check", *args], cwd=ROOT, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return {n: w for w, n in (line.split(" ", 1) for line in out.read_text().splitlines())}
+    return {n: v for v, n in (line.split(" ", 1) for line in out.read_text().splitlines())}
 
 
 def test_files_run_whole_on_one_worker_but_whole_models_spread(tmp_path):
-    """A file's tests run on one worker, which builds the file's op families once; those of a
-    file of whole models (conftest.SPREAD) go to the two workers one by one."""
-    plans = _workers(tmp_path, "tests/test_plans.py")
+    """Under the Makefile's ``-n 2 --dist loadfile``, a file's tests run on one worker, which
+    builds the file's op families once; those of a file of whole models (conftest.SPREAD) go
+    to the two workers one by one."""
+    two_workers = ("-n", "2", "--dist", "loadfile")
+    plans = _listed(tmp_path, "setup", "PYTEST_XDIST_WORKER", *two_workers, "tests/test_plans.py")
     assert len(plans) > 10 and len(set(plans.values())) == 1, plans
-    spread = _workers(tmp_path, "tests/test_real_regressions.py")
+    spread = _listed(tmp_path, "setup", "PYTEST_XDIST_WORKER", *two_workers, "tests/test_real_regressions.py")
     assert len(spread) > 2 and set(spread.values()) == {"gw0", "gw1"}, spread
 
 
-FACTS_PLUGIN = """
-import os
-import pytest
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item):  # after the fixtures: what the test's compile would see, then nothing
-    with open(os.environ["FACTS_OUT"], "a") as f:
-        f.write(f"{os.environ.get('SYMWASM_CHECK_FACTS', '-')} {item.nodeid}\\n")
-    pytest.skip("listed")
-"""
-
-
-def test_check_facts_on_one_target():
+def test_check_facts_on_one_target(tmp_path):
     """``--check-facts wasm32`` (make check): the real graphs' wasm32 tests and those naming no
     target compile with their facts checked, the native ones plainly."""
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "facts_plugin.py").write_text(FACTS_PLUGIN)
-        out = Path(tmp) / "facts.txt"
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p",
-                            "facts_plugin", "--tier", "check", "--check-facts", "wasm32", "tests/test_zoo.py"],
-                           cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": tmp, "FACTS_OUT": str(out)})
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-        seen = dict(reversed(line.split(" ", 1)) for line in out.read_text().splitlines())
+    seen = _listed(tmp_path, "call", "SYMWASM_CHECK_FACTS", "-p", "no:xdist", "--check-facts", "wasm32",
+                   "tests/test_zoo.py")
     wasm = {n: v for n, v in seen.items() if "[wasm32" in n}
     native = {n: v for n, v in seen.items() if "[native" in n}
     neither = {n: v for n, v in seen.items() if n not in wasm and n not in native}
