@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ sys.path[:0] = [str(REPO), str(HERE)]
 
 import run as bench  # noqa: E402  (benchmarks/run.py: the model set and its inputs)
 import wasm_runtime  # noqa: E402
+from py_peer import run_for  # noqa: E402  (how every Python peer is timed)
 
 COMPILE = """
 import json, sys
@@ -68,13 +68,8 @@ def compile_with(env: dict[str, str], model: Path, out: Path, target: str) -> di
 
 
 def median_ms(run: Any, feeds: dict[str, np.ndarray], seconds: float) -> float:
-    times = []
-    end = time.perf_counter() + seconds
-    while len(times) < 3 or time.perf_counter() < end:
-        t0 = time.perf_counter_ns()
-        run(feeds)
-        times.append((time.perf_counter_ns() - t0) / 1e6)
-    return statistics.median(times)
+    """The median of at least 3 runs and ``seconds`` of them, in ms."""
+    return statistics.median(run_for(run, feeds, seconds, 3)[0])
 
 
 def largest_difference(a: Any, b: Any) -> float:
