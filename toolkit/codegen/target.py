@@ -21,9 +21,10 @@ from . import vconst
 
 # LLVM command-line options, set once per process before any pass runs: none of the
 # compiler's own (LLVM_OPTIONS), then SYMWASM_LLVM_OPTIONS (space-separated), for experiments;
-# benchmarks/ab.py times two settings side by side. Turning off O3's nontrivial loop
-# unswitching ("-unswitch-threshold=1 -enable-unswitch-cost-multiplier=false") makes a
-# symbolic broadcast one loop nest, not 16 (codegen up to 2.5x faster), but the zoo's
+# benchmarks/ab.py times two settings side by side (LLVM ignores an option it does not know
+# and only prints a bad value: ab.py's module sizes show whether one took). Turning off O3's
+# nontrivial loop unswitching ("-unswitch-threshold=1 -enable-unswitch-cost-multiplier=false")
+# makes a symbolic broadcast one loop nest, not 16 (codegen up to 2.5x faster), but the zoo's
 # convolutions over symbolic images ran 5-15% slower without it: D92.
 LLVM_OPTIONS: tuple[str, ...] = ()
 
