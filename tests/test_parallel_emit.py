@@ -4,7 +4,9 @@ wasm variants sharing one optimization of each part. Models compiled with the sp
 are checked against onnx.reference on every target; the parts of a hand-built module are
 joined by LLVM's linker and run, against numpy."""
 import ctypes
+import json
 import os
+import re
 import time
 
 import llvmlite.binding as llvm
@@ -68,8 +70,22 @@ def test_split_moves_internal_kernels_only(monkeypatch):
     parts = P.split(m, 2)
     # sizes 4, 9 and 14 instructions, against the 6 that stay (the helper, called, and the
     # entry, exported, never move): k2 to part 1, k1 to part 0, k0 to part 1
-    assert parts == [["k2", "k0"]]
+    assert parts == [P.Part(("k2", "k0"), False)]
     assert P.split(_hand_module(mutable_state=True), 2) == [], "mutable internal state is never copied"
+
+
+def test_split_keeps_unswitched_kernels_apart(monkeypatch):
+    """Kernels that want O3's loop unswitching never share a part with those that do not,
+    and the others still spread over the cores: one part more."""
+    monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
+    m = _hand_module()
+    # k2 (14 of 33 instructions) gets a part of its own; k1 (9) goes to the other part
+    # without unswitching and k0 (4) stays in part 0 (6)
+    assert P.split(m, 2, {"k2"}) == [P.Part(("k1",), False), P.Part(("k2",), True)]
+    # k1 and k2, 23 of 33, take one of two cores' parts; k0 takes the other part without it
+    assert P.split(m, 2, {"k1", "k2"}) == [P.Part(("k0",), False), P.Part(("k2", "k1"), True)]
+    # all of them, 27 of 33: two parts with it, part 0 keeps the rest
+    assert P.split(m, 2, {"k0", "k1", "k2"}) == [P.Part(("k2",), True), P.Part(("k1", "k0"), True)]
 
 
 def test_parts_join_and_run(monkeypatch):
@@ -77,7 +93,7 @@ def test_parts_join_and_run(monkeypatch):
     copies of the helper and the table; LLVM links the two and the entry runs every kernel."""
     monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
     m = _hand_module()
-    (moved,) = P.split(m, 2)
+    (moved,) = (p.names for p in P.split(m, 2))
     main, part = P.main_text(m, moved), P.part_text(m, moved)
     assert 'declare hidden float @"k2"(float' in main and 'define internal float @"k2"' not in main
     assert 'define hidden float @"k2"(float' in part and 'define hidden float @"k0"(float' in part
@@ -157,7 +173,7 @@ def _model():
 
 
 @pytest.mark.parametrize("target", ["wasm32", "native", RELAXED])
-def test_model_compiled_in_parts(target, monkeypatch):
+def test_model_compiled_in_parts(target, monkeypatch, tmp_path):
     monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
     objects = []
     link = toolkit.compiler.link_variants
@@ -167,11 +183,26 @@ def test_model_compiled_in_parts(target, monkeypatch):
         return link(jobs, *args, **kw)
 
     monkeypatch.setattr(toolkit.compiler, "link_variants", spy)
+    log = tmp_path / "parts"  # per part: its kernels' names, and whether O3's loop unswitching ran
+    emit = P.emit_variants
+
+    def record(text, targets, opt=3, unswitch=True):  # in the forked children too
+        with open(log, "a") as f:
+            f.write(json.dumps([re.findall(r'define (?:hidden|internal) \S+ @"?(k\d+_\w+)', text), unswitch]) + "\n")
+        return emit(text, targets, opt, unswitch)
+
+    monkeypatch.setattr(P, "emit_variants", record)
     rng = np.random.default_rng(6)
     check_model(_model(), target, [{"x": rand(rng, (n, 24))} for n in (1, 7, 0)], rtol=1e-4, atol=1e-4)
     if P.workers() > 1:
-        # two parts, each optimized once and emitted for every variant
-        assert objects == ([2, 2] if target == RELAXED else [2])
+        # three parts, each optimized once and emitted for every variant: the MatMuls (most
+        # of the code; Erf is the first one's epilogue) with O3's loop unswitching, in a part
+        # each, and the casts without it in part 0; each kernel in one part
+        assert objects == ([3, 3] if target == RELAXED else [3])
+        optimized = [json.loads(line) for line in log.read_text().splitlines()]
+        kernels = [(k, on) for names, on in optimized for k in names]
+        assert len(optimized) == 3 and len(kernels) == len(dict(kernels)) == 4, optimized
+        assert all(on == ("matmul" in k) for k, on in kernels), optimized
 
 
 def test_variants_share_one_optimization(tmp_path, monkeypatch):

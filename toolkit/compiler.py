@@ -215,7 +215,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     # a .wasm's metadata is its symwasm.metadata custom section (read without instantiating);
     # only a native library serves it through sw_metadata, so a .wasm does not carry it twice
     weights = embed_program(module, encoded, b"" if tgt.is_wasm else meta_bytes)
-    objs = emit_objects(module, list(files))
+    objs = emit_objects(module, list(files), {k.name for k in prog.kernels if k.unswitch_loops})
     t = stage("codegen", t)
     link_variants({t_: (objs[t_], path) for t_, path in files.items()}, meta_bytes, weights)
     stage("link", t)

@@ -57,7 +57,7 @@ from . import gemm as G
 from . import mathlib
 from .im2col import Im2col
 from .kernel import (F32, I32, I64, KernelBuilder, Tensor, at_entry, ceildiv, compute_type, fast, i64, intrinsic,
-                     prefetch, smax, smin, splat, transpose_vectors)
+                     prefetch, smax, smin, splat, transpose_vectors, unswitched)
 from .reduce import fold, identity
 from .scalar import convert
 from .simd import copy_vectors, lanes_below, mac, masked_load, masked_store, vector_store
@@ -354,6 +354,7 @@ def stage_phases(kb: KernelBuilder, x: Tensor, xs: Tensor, top: ir.Value, left: 
                         xs.store(kb.add(dst, q), b.select(ok, v, zero))
 
 
+@unswitched
 def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
     """y = post(conv(x, w) + bias) as one GEMM per image through the microkernel
     (:mod:`.gemm`): ``y[oc, pixel] = sum_k w[oc, k] * patches[k, pixel]`` with the weights
@@ -492,6 +493,7 @@ def pack_conv_t(w: np.ndarray, nr: int) -> np.ndarray:
     return G.pack_b(np.ascontiguousarray(w.reshape(w.shape[0], -1).T), nr)
 
 
+@unswitched
 def build_conv2d_t(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
     """y = post(conv(x, w) + bias) for a convolution with few pixels (:func:`.plan.transposed_route`),
     per image as the transposed GEMM (:func:`transposed_gemm`). ``params``: (window, tile,
@@ -938,6 +940,7 @@ class _Direct:
                 self.row_end(r, kb.add(oc_lo, kb.mul(blk, i64(ocb))), ocb)
 
 
+@unswitched
 def build_conv2d(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:
     """y = conv(x, w) (+ bias) for ``params`` (window, group, packed, bias). Tensors: x, w
     (laid out by :func:`pack_weights` when ``packed``), [bias], [the staged input of

@@ -23,12 +23,13 @@ from llvmlite import ir
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
 from .conv import Window, dims_in, inside, udiv
-from .kernel import I64, KernelBuilder, compute_type, fptosi_sat, i64, intrinsic
+from .kernel import I64, KernelBuilder, compute_type, fptosi_sat, i64, intrinsic, unswitched
 from .simd import mac
 
 TensorType = tuple[DType, Sequence[Dim]]
 
 
+@unswitched
 def build_conv_nd(kb: KernelBuilder, params: tuple[Window, int, bool, bool], types: Sequence[TensorType]) -> None:
     """y = conv(x, w) (+ bias), or its transpose, for ``params`` (window, group,
     transposed, bias). Tensors: x (N, C, ...), w ((M, C/group, k...), transposed (C,
@@ -182,6 +183,7 @@ def _sample_at(kb: KernelBuilder, x, plane: ir.Value, h: ir.Value, w: ir.Value, 
     return out
 
 
+@unswitched
 def build_deform_conv(kb: KernelBuilder, params: tuple[Window, int, int, bool, bool],
                       types: Sequence[TensorType]) -> None:
     """ONNX DeformConv (2-D): each tap of each output position samples x at its regular

@@ -32,7 +32,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import INT64, DType
 from . import mathlib
 from .conv import Window, dims_in, inside, pad_copy
-from .kernel import STATUS_OUT_OF_RANGE, KernelBuilder, compute_type, i64, intrinsic, smax, smin
+from .kernel import STATUS_OUT_OF_RANGE, KernelBuilder, compute_type, i64, intrinsic, smax, smin, unswitched
 from .reduce import identity
 from .scalar import Scalar
 
@@ -149,6 +149,7 @@ def _max_clamped(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]
                 window(ox, True)
 
 
+@unswitched
 def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) -> None:
     """Tensors: x, [scratch: x padded for every window, see :func:`pool_scratch`], y, and
     [indices (int64)] when ``storage_order`` is set. Scalars: the symbolic pads. A pool

@@ -38,7 +38,7 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, INT64, DType
 from .conv import Window, conv_epilogue, conv_inputs
-from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smin, transpose_vectors
+from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smin, transpose_vectors, unswitched
 from .simd import lanes_below, mac, masked_load, masked_store
 
 TensorType = tuple[DType, Sequence[Dim]]
@@ -303,6 +303,7 @@ class _Depthwise:
                 self.store(n, blk, kb.add(p0, i64(r)), acc[r:r + lanes], b.sub(self.pixels, kb.add(p0, i64(r))))
 
 
+@unswitched
 def build_conv2d_dw(kb: KernelBuilder, params: tuple, types: Sequence[TensorType]) -> None:
     """y = post(depthwise_conv(x, w) + bias). ``params``: (window, lanes, bias, post).
     Tensors: x, the packed weights (:func:`pack`), [bias], the fused ops' operands, the

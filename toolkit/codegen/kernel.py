@@ -493,6 +493,15 @@ def writes_scalars(build):
     return build
 
 
+def unswitched(build):
+    """Marks a kernel build function whose loops LLVM's nontrivial loop unswitching should
+    version on their loop-invariant conditions (O3's default, off for other kernels:
+    :data:`.target.UNSWITCHING`). The convolutions and products, whose padding and edge tests
+    over symbolic images it takes out of the inner loops. D92."""
+    build.unswitch_loops = True
+    return build
+
+
 def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """Call the LLVM intrinsic ``name`` overloaded on its first argument's type, a scalar or
     a vector (llvm.maximum, llvm.smax, llvm.sqrt, llvm.fabs.v4f32, ...): these lower to

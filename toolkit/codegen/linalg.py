@@ -30,7 +30,7 @@ from . import gemm as G
 from .gemm import View as Mat
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, DType
-from .kernel import F32, KernelBuilder, Tensor, fast, i64, smin, splat
+from .kernel import F32, KernelBuilder, Tensor, fast, i64, smin, splat, unswitched
 from .scalar import Scalar
 from .simd import mac
 
@@ -250,6 +250,7 @@ def _lone_or_gemm(kb: KernelBuilder, m: ir.Value, lone: Callable[[], None], gemm
             gemm()
 
 
+@unswitched
 def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 MatMul through the GEMM microkernel (:mod:`.gemm`), b of rank >= 2.
     ``params``: (the tile, how a constant b arrives: "panels" (packed [P, K, NR]), "rows"
@@ -304,6 +305,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     level(0, [i64(0)] * 3)
 
 
+@unswitched
 def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 Gemm through the GEMM microkernel. ``params``: (the Gemm op, whether c is
     given, the tile, how a constant b arrives: as for :func:`build_matmul_f32`). Tensors:

@@ -2,8 +2,10 @@
 large model's compile time (bert2 natively: 2.8 of 3.6 s), and llvmlite runs one LLVM call at
 a time per process, so the work is spread over forked processes.
 
-A large module is split in two parts, each a module LLVM optimizes and emits on its own, and
-the linker joins the objects. The kernels are the unit: a kernel is called only through the
+A large module is split in parts, one per core, each a module LLVM optimizes and emits on its
+own, and the linker joins the objects. The kernels that want O3's nontrivial loop unswitching
+(:func:`.kernel.unswitched`) go to parts of their own, since it is a process-wide LLVM option
+(:data:`.target.UNSWITCHING`); the others are optimized without it, in one part more. The kernels are the unit: a kernel is called only through the
 program's kernel table, so moving one to the second part turns its definition there into a
 hidden (not exported) symbol and leaves a declaration in the first. What a moved kernel
 refers to comes along: declarations (intrinsics, C kernels), internal helpers and read-only
@@ -21,7 +23,8 @@ import contextlib
 import os
 import re
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -63,26 +66,43 @@ def _mutable_internal(g) -> bool:
     return isinstance(g, ir.GlobalVariable) and g.linkage == "internal" and not g.global_constant
 
 
-def split(module: ir.Module, parts: int) -> list[list[str]]:
-    """The module's kernels for parts 1.. (part 0 keeps the rest): the internal functions no
-    function refers to (the program reaches them through its kernel table), largest first
-    into the lightest part, part 0 counting everything else. Empty when the module is too
-    small or holds mutable internal state."""
+@dataclass(frozen=True)
+class Part:
+    """Kernels moved to a module of their own, optimized with or without O3's nontrivial loop
+    unswitching (:data:`.target.UNSWITCHING`)."""
+
+    names: tuple[str, ...]
+    unswitch: bool
+
+
+def split(module: ir.Module, parts: int, unswitched: Collection[str] = ()) -> list[Part]:
+    """The module's kernels for parts 1.. (part 0 keeps the rest, without unswitching): the
+    internal functions no function refers to (the program reaches them through its kernel
+    table), largest first into the lightest part of their kind, part 0 counting everything
+    else. The ``unswitched`` kernels get parts of their own, as many of the ``parts`` as their
+    share of the instructions (at least one), and the others one part more than are left, so
+    a module of both kinds takes ``parts + 1`` jobs. Empty when the module is too small or
+    holds mutable internal state."""
     if parts < 2 or any(_mutable_internal(g) for g in module.global_values):
         return []
     called = _referenced_functions(module)
     sizes = {fn.name: instructions(fn) for fn in module.functions if fn.blocks}
-    if sum(sizes.values()) < SPLIT_MIN_INSTRUCTIONS:
+    total = sum(sizes.values())
+    if total < SPLIT_MIN_INSTRUCTIONS:
         return []
     movable = sorted((n for n in sizes if n not in called and module.globals[n].linkage == "internal"),
                      key=lambda n: (-sizes[n], n))
-    load = [sum(sizes.values()) - sum(sizes[n] for n in movable)] + [0] * (parts - 1)
-    bins: list[list[str]] = [[] for _ in range(parts)]
+    on_load = sum(sizes[n] for n in movable if n in unswitched)
+    n_on = max(1, min(parts, round(parts * on_load / total))) if on_load else 0
+    flags = [False] * (1 + (parts - n_on if n_on else parts - 1)) + [True] * n_on  # [0] is part 0
+    load = [total - sum(sizes[n] for n in movable)] + [0] * (len(flags) - 1)
+    bins: list[list[str]] = [[] for _ in flags]
     for name in movable:
-        i = min(range(parts), key=lambda p: (load[p], p))
+        on = name in unswitched
+        i = min((p for p in range(len(flags)) if flags[p] == on), key=lambda p: (load[p], p))
         bins[i].append(name)
         load[i] += sizes[name]
-    return bins[1:] if all(bins[1:]) else []
+    return [Part(tuple(b), f) for b, f in zip(bins[1:], flags[1:]) if b]
 
 
 def _header(module: ir.Module) -> list[str]:
@@ -204,25 +224,30 @@ def _parted(data: bytes) -> list[bytes]:
     return out
 
 
-def emit_objects(module: ir.Module, targets: Sequence[Target]) -> dict[Target, list[bytes]]:
+def emit_objects(module: ir.Module, targets: Sequence[Target],
+                 unswitched: Collection[str] = ()) -> dict[Target, list[bytes]]:
     """The object files of ``module`` for each target (linked together, they are the module's
     kernels and program), emitted on up to :func:`workers` cores. Several targets are the
     wasm32 variants, which share one optimization (:func:`.target.emit_variants`, optimized
     for the last): a module large enough to split is split in parts, and each part is
     optimized once and emitted for every variant on a core of its own (bert2's two variants:
     codegen 1.04-1.06 -> 0.77-0.92 s on two cores, where a core per variant optimized the
-    whole module twice); a smaller one emits each variant on a core of its own."""
+    whole module twice); a smaller one emits each variant on a core of its own.
+    ``unswitched``: the kernels (:func:`.kernel.unswitched`) optimized with O3's nontrivial
+    loop unswitching, in parts of their own; a module that stays whole has it if it holds one."""
+    whole_on = any(fn.name in unswitched for fn in module.functions if fn.blocks)
     cores = workers()
     if cores < 2 or not hasattr(os, "fork"):
-        return dict(zip(targets, ([o] for o in emit_variants(module, targets))))
-    parts = split(module, cores)
+        return dict(zip(targets, ([o] for o in emit_variants(module, targets, unswitch=whole_on))))
+    parts = split(module, cores, unswitched)
     if not parts:
         if len(targets) == 1:
-            return {targets[0]: [emit_object(module, targets[0])]}
+            return {targets[0]: [emit_object(module, targets[0], unswitch=whole_on)]}
         return dict(zip(targets, ([o] for o in run_forked(
-            [lambda t=t: emit_object(module, t) for t in targets]))))
-    moved = [n for p in parts for n in p]
-    jobs = [lambda: _joined(emit_variants(main_text(module, moved), targets))] + \
-           [lambda p=p: _joined(emit_variants(part_text(module, p), targets)) for p in parts]
+            [lambda t=t: emit_object(module, t, unswitch=whole_on) for t in targets]))))
+    moved = [n for p in parts for n in p.names]
+    jobs = [lambda: _joined(emit_variants(main_text(module, moved), targets, unswitch=False))] + \
+           [lambda p=p: _joined(emit_variants(part_text(module, p.names), targets, unswitch=p.unswitch))
+            for p in parts]
     per_job = [_parted(data) for data in run_forked(jobs)]
     return {t: [objs[i] for objs in per_job] for i, t in enumerate(targets)}

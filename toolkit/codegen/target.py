@@ -22,18 +22,37 @@ from . import vconst
 # LLVM command-line options, set once per process before any pass runs: none of the
 # compiler's own (LLVM_OPTIONS), then SYMWASM_LLVM_OPTIONS (space-separated), for experiments;
 # benchmarks/ab.py times two settings side by side (LLVM ignores an option it does not know
-# and only prints a bad value: ab.py's module sizes show whether one took). Turning off O3's
-# nontrivial loop unswitching ("-unswitch-threshold=1 -enable-unswitch-cost-multiplier=false")
-# makes a symbolic broadcast one loop nest, not 16 (codegen up to 2.5x faster), but the zoo's
-# convolutions over symbolic images ran 5-15% slower without it: D92.
+# and only prints a bad value: ab.py's module sizes show whether one took).
 LLVM_OPTIONS: tuple[str, ...] = ()
+# O3's nontrivial loop unswitching, per module optimized (LLVM's options are process-wide, so
+# a module's kernels share one setting: codegen.parallel puts the kernels that want it in parts
+# of their own). On, LLVM's defaults: a loop nest is cloned per loop-invariant condition, which
+# the convolutions and products over symbolic images need (the zoo's ResNet-18 ran 7-15% slower
+# without). Off: a symbolic broadcast is one loop nest, not 16, and the test families' modules
+# optimize and emit in 36% less time with 14% smaller objects. D92.
+UNSWITCHING: dict[bool, tuple[str, ...]] = {
+    True: ("-unswitch-threshold=50", "-enable-unswitch-cost-multiplier=true"),
+    False: ("-unswitch-threshold=1", "-enable-unswitch-cost-multiplier=false"),
+}
+
+
+def _environment_options() -> tuple[str, ...]:
+    return tuple(os.environ.get("SYMWASM_LLVM_OPTIONS", "").split())
 
 
 @lru_cache(maxsize=None)
 def _init() -> None:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
-    for option in LLVM_OPTIONS + tuple(os.environ.get("SYMWASM_LLVM_OPTIONS", "").split()):
+    for option in LLVM_OPTIONS + _environment_options():
+        llvm.set_option("", option)
+
+
+def _unswitching(on: bool) -> None:
+    """Nontrivial loop unswitching on or off for the passes that run next; an experiment's
+    SYMWASM_LLVM_OPTIONS still have the last word."""
+    _init()
+    for option in UNSWITCHING[on] + _environment_options():
         llvm.set_option("", option)
 
 
@@ -167,17 +186,19 @@ def new_module(target: Target, name: str) -> ir.Module:
     return m
 
 
-def emit_object(module: ir.Module | str, target: Target, opt: int = 3) -> bytes:
+def emit_object(module: ir.Module | str, target: Target, opt: int = 3, unswitch: bool = True) -> bytes:
     """Verify, optimize (O``opt``) and emit ``module`` (or its text) as an object file."""
-    return emit_variants(module, [target], opt)[0]
+    return emit_variants(module, [target], opt, unswitch)[0]
 
 
-def optimize(module: ir.Module | str, target: Target, opt: int = 3) -> llvm.ModuleRef:
-    """``module`` (or its text) verified and optimized (O``opt``) for ``target``. On wasm32 the
-    vector constants of its loops are then loaded before them (:func:`.vconst.hoist`)."""
+def optimize(module: ir.Module | str, target: Target, opt: int = 3, unswitch: bool = True) -> llvm.ModuleRef:
+    """``module`` (or its text) verified and optimized (O``opt``) for ``target``, with O3's
+    nontrivial loop unswitching or without (``unswitch``, see :data:`UNSWITCHING`). On wasm32
+    the vector constants of its loops are then loaded before them (:func:`.vconst.hoist`)."""
     mod = llvm.parse_assembly(module if isinstance(module, str) else str(module))
     mod.verify()
     if opt:
+        _unswitching(unswitch)
         pto = llvm.create_pipeline_tuning_options(speed_level=opt)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
@@ -189,7 +210,8 @@ def optimize(module: ir.Module | str, target: Target, opt: int = 3) -> llvm.Modu
     return mod
 
 
-def emit_variants(module: ir.Module | str, targets: Sequence[Target], opt: int = 3) -> list[bytes]:
+def emit_variants(module: ir.Module | str, targets: Sequence[Target], opt: int = 3,
+                  unswitch: bool = True) -> list[bytes]:
     """``module`` (or its text) verified and optimized (O``opt``) once, for the last target,
     then emitted as an object file for each target. The wasm32 variants differ only in
     instruction selection (relaxed SIMD turns the optimized IR's ``contract`` multiply-adds
@@ -198,6 +220,6 @@ def emit_variants(module: ir.Module | str, targets: Sequence[Target], opt: int =
     the others come from a bitcode copy of the optimized module, since code generation
     rewrites the module it runs on (LSR, CodeGenPrepare)."""
     machines = [t.machine() for t in targets]
-    mod = optimize(module, targets[-1], opt)
+    mod = optimize(module, targets[-1], opt, unswitch)
     copies = [llvm.parse_bitcode(mod.as_bitcode()) for _ in targets[:-1]]
     return [tm.emit_object(m) for tm, m in zip(machines, copies + [mod])]

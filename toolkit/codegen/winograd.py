@@ -43,7 +43,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32
 from . import gemm as G
 from .conv import conv_epilogue, conv_inputs, dims_in
-from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smax, smin
+from .kernel import F32, I32, KernelBuilder, Tensor, ceildiv, i64, smax, smin, unswitched
 
 CHUNK_FLOATS = 1 << 14  # 16 * channels * tiles of a chunk: 1 MiB of transforms (L2)
 # vector widths of the transforms, in tiles: a row of 8 x 8 output tiles (16 x 16 pixels)
@@ -233,6 +233,7 @@ def _put_row(g: _Tiles, row: _OutRow, r: int, out: list[ir.Value], ox: ir.Value,
                 _store(b, g.y, kb.add(row.y_base, kb.add(kb.mul(row.oc, row.pixels), jj)), v)
 
 
+@unswitched
 def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> None:
     """y = post(conv(x, w) + bias) for a 3x3 convolution with unit strides by F(2x2, 3x3).
     ``params``: (window, GEMM tile, bias, post). Tensors: x, U (:func:`transform_weights`),

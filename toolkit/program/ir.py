@@ -18,6 +18,7 @@ to the next block. BRANCH, JUMP and RETURN appear only at the end of a block.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -82,9 +83,17 @@ class KernelRef:
     nscalars: int
     noutputs: int = 1  # its last tensors, the ones it writes
     signature: tuple[int, ...] = ()  # per tensor: dtype, rank, dims (see kernels.signature)
+    unswitch_loops: bool = False  # its build function is codegen.kernel.unswitched
 
     def __repr__(self) -> str:
         return self.name
+
+
+@functools.cache
+def _operand_kinds(op: isa.Op) -> tuple[tuple[str, bool, str], ...]:
+    """Per operand of ``op``: its kind (a list's element kind), whether it is a list, its role."""
+    return tuple((isa.kind(spec).rstrip("*"), isa.kind(spec).endswith("*"), role)
+                 for spec, role in zip(op.operands, isa.roles(op)))
 
 
 @dataclass(eq=False)
@@ -94,11 +103,10 @@ class Instr:
 
     def operands(self) -> Iterator[tuple[str, str, object]]:
         """(kind, role, value) per operand; list operands are expanded."""
-        for spec, role, value in zip(self.op.operands, isa.roles(self.op), self.args):
-            k = isa.kind(spec)
-            if k.endswith("*"):
+        for (k, many, role), value in zip(_operand_kinds(self.op), self.args):
+            if many:
                 for v in value:
-                    yield k[:-1], role, v
+                    yield k, role, v
             else:
                 yield k, role, value
 

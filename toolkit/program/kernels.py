@@ -120,7 +120,8 @@ class KernelTable:
                                         types_c[:len(types_c) - noutputs])
             build(kb, params_c, types_c)
             kb.finish()
-            ref = KernelRef(len(self.prog.kernels), name, len(types), nscalars, noutputs, signature(types_c))
+            ref = KernelRef(len(self.prog.kernels), name, len(types), nscalars, noutputs, signature(types_c),
+                            getattr(build, "unswitch_loops", False))
             self.prog.kernels.append(ref)
             self._by_key[key] = ref
         return ref

@@ -17,6 +17,7 @@ The format version is the ABI's (:data:`toolkit.abi.FORMAT_VERSION`).
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -98,9 +99,10 @@ def kind(operand: str) -> str:
     return operand.lstrip("=+")
 
 
+@functools.cache
 def roles(op: Op) -> tuple[str, ...]:
     """Per operand: "use", "def" (written), "usedef" (read and written) or "" (not a register
-    or slot)."""
+    or slot). Cached: the program IR asks it per operand of every instruction it walks."""
     out = []
     for operand in op.operands:
         k = kind(operand).rstrip("*")
