@@ -1,4 +1,6 @@
 """The symwasm command: compile, inspect and run, with clear errors and no tracebacks."""
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -9,15 +11,43 @@ import pytest
 from onnx import helper
 
 from conftest import ROOT
+from toolkit import cli
 from util import make_model, reference, vinfo
 
 
 def symwasm(*args, check=True, env=None):
-    r = subprocess.run([sys.executable, "-m", "toolkit.cli", *map(str, args)], capture_output=True, text=True,
-                       cwd=ROOT, env=env)
+    """The command run in this process (``toolkit.cli.main``, what ``python -m toolkit.cli``
+    runs: test_help runs that as a process), its output captured; ``env``: variables set for
+    the call. An exception that escapes the command fails the test as a traceback would."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    try:
+        os.environ.update(env or {})
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(a) for a in args])
+            except SystemExit as e:  # as the interpreter ends: a number is the status (argparse:
+                # --help 0, a usage error 2), a message goes to stderr with status 1
+                code = e.code if isinstance(e.code, int) or e.code is None else 1
+                if not isinstance(e.code, int) and e.code is not None:
+                    print(e.code, file=sys.stderr)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    r = subprocess.CompletedProcess(["symwasm", *map(str, args)], code or 0, out.getvalue(), err.getvalue())
     if check:
         assert r.returncode == 0, r.stderr
     return r
+
+
+def test_help():
+    """The command as a process, as users start it."""
+    r = subprocess.run([sys.executable, "-m", "toolkit.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "compile" in r.stdout, r.stderr
+    out = symwasm("--help").stdout
+    for cmd in ("compile", "run", "inspect"):
+        assert cmd in out
+    assert "--bind" in symwasm("compile", "--help").stdout
 
 
 @pytest.fixture
@@ -30,11 +60,6 @@ def model_file(tmp_path):
     return m, path
 
 
-def test_help():
-    out = symwasm("--help").stdout
-    for cmd in ("compile", "run", "inspect"):
-        assert cmd in out
-    assert "--bind" in symwasm("compile", "--help").stdout
 
 
 @pytest.mark.parametrize("suffix", [".wasm", ".so"])
@@ -133,7 +158,7 @@ def test_run_benchmark(model_file, tmp_path):
     the first run and the steady state over N runs, with a progress bar on stderr; the
     compiled-code cache is used unless --no-cache."""
     m, path = model_file
-    env = dict(os.environ, SYMWASM_CACHE=str(tmp_path / "cache"))  # an empty compiled-code cache
+    env = {"SYMWASM_CACHE": str(tmp_path / "cache")}  # an empty compiled-code cache
     for suffix, target in ((".wasm", "wasm32"), (".so", "native")):
         out = tmp_path / f"m{suffix}"
         symwasm("compile", path, "-o", out, "--target", target, "-q")
@@ -146,7 +171,7 @@ def test_run_benchmark(model_file, tmp_path):
         assert lines[0].startswith("load: ") and lines[0].endswith(f" ms ({how})"), lines
         assert lines[1].startswith("first run: ") and lines[1].endswith(" ms"), lines
         assert lines[2].startswith("steady state: median ") and " ms over 40 runs (quartiles " in lines[2], lines
-        bar = r.stderr.splitlines()  # redrawn in place: text mode reads each \r as a new line
+        bar = r.stderr.splitlines()  # redrawn in place: splitlines splits at each \r too
         assert bar[1] == f"steady state [{'.' * 30}] 0/40" and bar[-1] == f"steady state [{'#' * 30}] 40/40", bar
         for name, want in reference(m, {"x": x}).items():
             np.testing.assert_array_equal(np.load(tmp_path / "res" / f"{name}.npy"), want)

@@ -160,14 +160,16 @@ def test_no_fork_runs_here(monkeypatch):
 
 
 def _model():
-    """Two MatMuls, Erf and a float8 round trip (whose decode table is a read-only global):
-    several kernels to split, one of them with a table to copy."""
+    """Two MatMuls, Erf, a float8 round trip (whose decode table is a read-only global) and a
+    Softmax: several kernels to split, one of them with a table to copy, one (the Softmax)
+    optimized without O3's loop unswitching."""
     rng = np.random.default_rng(5)
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
              helper.make_node("Erf", ["h"], ["e"]),
              helper.make_node("Cast", ["e"], ["q"], to=TensorProto.FLOAT8E4M3FN),
              helper.make_node("Cast", ["q"], ["d"], to=TensorProto.FLOAT),
-             helper.make_node("MatMul", ["d", "w2"], ["y"])]
+             helper.make_node("Softmax", ["d"], ["s"]),
+             helper.make_node("MatMul", ["s", "w2"], ["y"])]
     return make_model(nodes, [vinfo("x", np.float32, ["n", 24])], [vinfo("y", np.float32, None)],
                       [const("w1", rand(rng, (24, 40)) / 4), const("w2", rand(rng, (40, 20)))])
 
@@ -195,14 +197,14 @@ def test_model_compiled_in_parts(target, monkeypatch, tmp_path):
     rng = np.random.default_rng(6)
     check_model(_model(), target, [{"x": rand(rng, (n, 24))} for n in (1, 7, 0)], rtol=1e-4, atol=1e-4)
     if P.workers() > 1:
-        # three parts, each optimized once and emitted for every variant: the MatMuls (most
-        # of the code; Erf is the first one's epilogue) with O3's loop unswitching, in a part
-        # each, and the casts without it in part 0; each kernel in one part
+        # three parts, each optimized once and emitted for every variant: the MatMuls (Erf
+        # is the first one's epilogue) and the casts with O3's loop unswitching, in two parts,
+        # and the Softmax without it in part 0; each kernel in one part
         assert objects == ([3, 3] if target == RELAXED else [3])
         optimized = [json.loads(line) for line in log.read_text().splitlines()]
         kernels = [(k, on) for names, on in optimized for k in names]
-        assert len(optimized) == 3 and len(kernels) == len(dict(kernels)) == 4, optimized
-        assert all(on == ("matmul" in k) for k, on in kernels), optimized
+        assert len(optimized) == 3 and len(kernels) == len(dict(kernels)) == 5, optimized
+        assert all(on == ("softmax" not in k) for k, on in kernels), optimized
 
 
 def test_variants_share_one_optimization(tmp_path, monkeypatch):

@@ -17,13 +17,14 @@ from ..ir import dims as D
 from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT32, FLOAT64, DType
 from . import mathlib
-from .kernel import KernelBuilder, Tensor, i64
+from .kernel import KernelBuilder, Tensor, i64, unswitched
 from .scalar import convert
 
 ScalarFn = Callable[[ir.IRBuilder, list[ir.Value]], ir.Value]
 TensorType = tuple[DType, Sequence[Dim]]
 
 
+@unswitched
 def build_elementwise(kb: KernelBuilder, op, types: Sequence[TensorType]) -> None:
     """``out[i] = op(in_0[i'], in_1[i''], ...)`` with broadcasting, for a core op with a
     ``scalar_fn(b, values, in_dtypes, out_dtype)``. Tensors are the kernel's arguments in

@@ -27,9 +27,8 @@ LLVM_OPTIONS: tuple[str, ...] = ()
 # O3's nontrivial loop unswitching, per module optimized (LLVM's options are process-wide, so
 # a module's kernels share one setting: codegen.parallel puts the kernels that want it in parts
 # of their own). On, LLVM's defaults: a loop nest is cloned per loop-invariant condition, which
-# the convolutions and products over symbolic images need (the zoo's ResNet-18 ran 7-15% slower
-# without). Off: a symbolic broadcast is one loop nest, not 16, and the test families' modules
-# optimize and emit in 36% less time with 14% smaller objects. D92.
+# the convolutions, products and broadcasts over symbolic dims need (the zoo's ResNet-18 ran
+# 7-15% slower without); off for the other kernels, which it only makes bigger. D92.
 UNSWITCHING: dict[bool, tuple[str, ...]] = {
     True: ("-unswitch-threshold=50", "-enable-unswitch-cost-multiplier=true"),
     False: ("-unswitch-threshold=1", "-enable-unswitch-cost-multiplier=false"),
