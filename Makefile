@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 JOBS ?= 2
 BUILD := build
 
-.PHONY: all env demo test check check-all check-facts lint bench bench-peak bench-ops clean abi fuzz conformance zoo-models digits-model \
+.PHONY: all env demo test check check-all check-facts lint bench bench-peak bench-first bench-ops clean abi fuzz conformance zoo-models digits-model \
 	exporter-models
 
 all: demo
@@ -112,6 +112,13 @@ bench: env js_loader/node_modules/.installed $(CHROMIUM)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(if $(findstring --zoo,$(BENCH_ARGS)),,$(PY) benchmarks/browser_bench.py --append $(BUILD)/bench_results.md $(BROWSER_BENCH_ARGS))
 	$(MAKE) bench-peak
+	$(MAKE) bench-first FIRST_ARGS="$(if $(findstring --zoo,$(BENCH_ARGS)),--zoo) $(FIRST_ARGS)"
+
+# time to first result and memory, as a fresh process meets each model (import, load, first
+# run; wasmtime's code cache off) against onnxruntime's session creation and first run, and
+# the download's weights against the parameters: FIRST_ARGS="--models cnn --repeat 5"
+bench-first: env
+	$(PY) benchmarks/first_result.py --out $(BUILD)/first_result.md $(FIRST_ARGS)
 
 # the GEMM kernel's GFLOP/s against this machine's measured multiply-add peak (wasmtime, Node,
 # native); PEAK_ARGS=--quick for a shorter run

@@ -9,11 +9,11 @@ Per model (the first configuration of each in the benchmark set, or the zoo with
 
 - ``load + first run`` in ms, and its ratio to onnxruntime's (below 1: symwasm is faster);
   the import of the runtime is reported apart (it is paid once per process, not per model);
-- the process's peak resident memory up to the first result (``ru_maxrss``), and the part of
+- the process's peak resident memory up to the first result (VmHWM), and the part of
   it above what the process held after the import (the model's own cost), with the ratio of
   the latter to onnxruntime's;
 - the download: the module's bytes and its weights against the model's parameter bytes
-  (its initializers at their own dtypes).
+  (initializers, Constant values and constant-shaped ConstantOfShape fills, at their dtypes).
 
     .venv/bin/python benchmarks/first_result.py [--zoo] [--models a,b] [--repeat 3] [--out FILE]
 
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -44,10 +42,14 @@ sys.path[:0] = [str(REPO), str(HERE)]
 PEERS = ("onnxruntime", "symwasm-wasm32", "symwasm-native")
 
 
-def _rss_mb() -> float:
-    """This process's resident memory now (Linux)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def _status_mb(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (Linux): VmRSS now, VmHWM its
+    peak. (Not ``ru_maxrss``, which keeps the peak of the process this one was forked from.)"""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def child(peer: str, artifact: str, inputs: str) -> None:
@@ -60,7 +62,7 @@ def child(peer: str, artifact: str, inputs: str) -> None:
     else:
         import wasm_runtime
     t1 = time.perf_counter()
-    base = _rss_mb()
+    base = _status_mb("VmRSS")
     if peer == "onnxruntime":
         sess = ort_session(artifact)
         t2 = time.perf_counter()
@@ -70,7 +72,7 @@ def child(peer: str, artifact: str, inputs: str) -> None:
         t2 = time.perf_counter()
         model.run(feeds)
     t3 = time.perf_counter()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    peak = _status_mb("VmHWM")
     print(json.dumps({"import_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3,
                       "first_run_ms": (t3 - t2) * 1e3, "peak_mb": peak, "after_import_mb": base}))
 
@@ -85,12 +87,24 @@ def measure(peer: str, artifact: Path, inputs: Path) -> dict[str, float]:
 
 
 def parameter_bytes(model_path: Path) -> int:
-    """The model's initializers' bytes at their own dtypes (what the download must hold)."""
+    """The model's parameters' bytes at their own dtypes (what the download must hold): its
+    initializers, its Constant nodes' values and the tensors its ConstantOfShape nodes fill
+    from a constant shape (the light models make their weights so)."""
     graph = onnx.load(str(model_path)).graph
-    total = 0
-    for t in graph.initializer:
-        n = int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
-        total += n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    inits = {t.name: t for t in graph.initializer}
+
+    def nbytes(dims, data_type: int) -> int:
+        n = int(np.prod(list(dims), dtype=np.int64)) if len(dims) else 1
+        return n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
+
+    total = sum(nbytes(t.dims, t.data_type) for t in graph.initializer)
+    for node in graph.node:
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        if node.op_type == "Constant" and value is not None:
+            total += nbytes(value.dims, value.data_type)
+        elif node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            shape = onnx.numpy_helper.to_array(inits[node.input[0]])
+            total += nbytes(shape.tolist(), value.data_type if value is not None else onnx.TensorProto.FLOAT)
     return total
 
 
