@@ -153,16 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = {"A": setting(args.a), "B": setting(args.b)}
     if settings["A"] == settings["B"]:
         sys.exit("ab.py: settings A and B are the same")
-    if args.zoo:
-        manifest, models_dir = bench.zoo_models(), bench.ZOO
-    else:
-        models_dir = REPO / "build" / "bench_models"
-        manifest = bench.build_models(REPO.parent / "shared" / "benchmarks" / "make_models.py",
-                                      models_dir)
-    wanted = [m for m in args.models.split(",") if m] or list(manifest)
-    unknown = [m for m in wanted if m not in manifest]
-    if unknown:
-        sys.exit(f"ab.py: no model {', '.join(unknown)} (have {', '.join(manifest)})")
+    manifest, models_dir, wanted = bench.model_set(args.zoo, args.models, "ab.py")
     rows = []
     with tempfile.TemporaryDirectory(prefix="symwasm-ab-") as tmp:
         for model in wanted:

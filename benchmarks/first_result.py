@@ -180,15 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
     import run as bench
 
-    if args.zoo:
-        manifest, models_dir = bench.zoo_models(), bench.ZOO
-    else:
-        models_dir = REPO / "build" / "bench_models"
-        manifest = bench.build_models(REPO.parent / "shared" / "benchmarks" / "make_models.py", models_dir)
-    wanted = [m for m in args.models.split(",") if m] or list(manifest)
-    unknown = [m for m in wanted if m not in manifest]
-    if unknown:
-        ap.error(f"no model {', '.join(unknown)} (have {', '.join(manifest)})")
+    manifest, models_dir, wanted = bench.model_set(args.zoo, args.models, "first_result.py")
     rows = []
     with tempfile.TemporaryDirectory(prefix="symwasm-first-") as tmp:
         for name in wanted:

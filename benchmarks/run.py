@@ -83,6 +83,20 @@ def build_models(script: Path, cache: Path) -> dict[str, Any]:
 
 
 ZOO = REPO / "tests" / "models" / "zoo"
+MODELS_SCRIPT = REPO.parent / "shared" / "benchmarks" / "make_models.py"
+
+
+def model_set(zoo: bool, models: str, tool: str, models_dir: Path | None = None,
+              script: Path = MODELS_SCRIPT) -> tuple[dict[str, Any], Path, list[str]]:
+    """The zoo's manifest or the benchmark set's (built into ``models_dir``, default
+    build/bench_models), the directory its files are in, and the models of the comma list
+    ``models`` (all when empty), exiting with ``tool``'s name on an unknown one."""
+    if zoo:
+        manifest, where = zoo_models(), ZOO
+    else:
+        where = models_dir or REPO / "build" / "bench_models"
+        manifest = build_models(script.resolve(), where)
+    return manifest, where, pick("--models", models, manifest, tool) if models else list(manifest)
 
 
 def zoo_models() -> dict[str, Any]:
@@ -599,8 +613,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="benchmark the zoo of exported models in tests/models/zoo (every "
                          "binding the manifest lists) instead of the shared model set; writes "
                          "zoo_results.{md,json}")
-    ap.add_argument("--models-script", type=Path,
-                    default=REPO.parent / "shared" / "benchmarks" / "make_models.py",
+    ap.add_argument("--models-script", type=Path, default=MODELS_SCRIPT,
                     help="model generator (default: <repo>/../shared/benchmarks/make_models.py)")
     args = ap.parse_args(argv)
     args.repeat = args.repeat or (1 if args.quick else 5)
@@ -611,12 +624,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def pick(flag: str, value: str, allowed: Any) -> list[str]:
+def pick(flag: str, value: str, allowed: Any, tool: str = "run.py") -> list[str]:
     """Splits a comma list, exiting on unknown names with the list of known ones."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in allowed]
     if unknown or not names:
-        sys.exit(f"run.py: {flag}: unknown {','.join(unknown) or '(empty)'}; "
+        sys.exit(f"{tool}: {flag}: unknown {','.join(unknown) or '(empty)'}; "
                  f"choose from {','.join(allowed)}")
     return names
 
@@ -624,11 +637,8 @@ def pick(flag: str, value: str, allowed: Any) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Builds the models, measures every selected model and peer, writes the report."""
     args = parse_args(argv)
-    if args.zoo:
-        manifest, args.models_dir = zoo_models(), ZOO
-    else:
-        manifest = build_models(args.models_script.resolve(), args.models_dir)
-    models = pick("--models", args.models, manifest) if args.models else list(manifest)
+    manifest, args.models_dir, models = model_set(args.zoo, args.models, "run.py", args.models_dir,
+                                                  args.models_script)
     opts = Options(repeat=args.repeat, warmup_s=args.warmup, min_time_s=args.min_time)
     peers = make_peers(args.peers)
     records: list[dict[str, Any]] = []
