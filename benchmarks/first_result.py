@@ -40,6 +40,8 @@ REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
 
 PEERS = ("onnxruntime", "symwasm-wasm32", "symwasm-native")
+# two elements to a byte (numpy holds them in one each)
+FOUR_BIT = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
 
 
 def _status_mb(field: str) -> float:
@@ -95,6 +97,8 @@ def parameter_bytes(model_path: Path) -> int:
 
     def nbytes(dims, data_type: int) -> int:
         n = int(np.prod(list(dims), dtype=np.int64)) if len(dims) else 1
+        if data_type in FOUR_BIT:
+            return (n + 1) // 2
         return n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
 
     total = sum(nbytes(t.dims, t.data_type) for t in graph.initializer)
@@ -147,7 +151,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['model']} | {r.get('config', '')} | error: {r['error']} |" + " |" * (len(head) - 3))
+            error = r["error"].replace("|", "\\|")  # a cell of its own, whatever the message
+            out.append(f"| {r['model']} | {r.get('config', '')} | error: {error} |" + " |" * (len(head) - 3))
             continue
         ort, w, n = r["onnxruntime"], r["symwasm-wasm32"], r["symwasm-native"]
         first = {k: v["load_ms"] + v["first_run_ms"] for k, v in (("o", ort), ("w", w), ("n", n))}
@@ -159,7 +164,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"{above['o']:.1f} / {above['w']:.1f} / {above['n']:.1f} ({_ratio(above['w'], above['o'])})",
             f"{ort['import_ms']:.0f} / {w['import_ms']:.0f}",
             f"{r['params_bytes'] / 2**20:.2f}",
-            f"{w['module_bytes'] / 2**20:.2f} ({w['weights_bytes'] / max(r['params_bytes'], 1):.2f}x)"]) + " |")
+            f"{w['module_bytes'] / 2**20:.2f} ({_ratio(w['weights_bytes'], r['params_bytes'])})"]) + " |")
     return out
 
 

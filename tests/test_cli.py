@@ -17,8 +17,9 @@ from util import make_model, reference, vinfo
 
 def symwasm(*args, check=True, env=None):
     """The command run in this process (``toolkit.cli.main``, what ``python -m toolkit.cli``
-    runs: test_help runs that as a process), its output captured; ``env``: variables set for
-    the call. An exception that escapes the command fails the test as a traceback would."""
+    runs: test_help runs that as a process), its Python output captured (what native code
+    writes to the descriptors is not); ``env``: variables set for the call. An exception that
+    escapes the command fails the test as a traceback would."""
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
     try:

@@ -84,6 +84,8 @@ def test_split_keeps_unswitched_kernels_apart(monkeypatch):
     assert P.split(m, 2, {"k2"}) == [P.Part(("k1",), False), P.Part(("k2",), True)]
     # k1 and k2, 23 of 33, take one of two cores' parts; k0 takes the other part without it
     assert P.split(m, 2, {"k1", "k2"}) == [P.Part(("k0",), False), P.Part(("k2", "k1"), True)]
+    # on four cores k2's share would be two parts, but one kernel fills one: the others spread
+    assert P.split(m, 4, {"k2"}) == [P.Part(("k1",), False), P.Part(("k0",), False), P.Part(("k2",), True)]
     # all of them, 27 of 33: two parts with it, part 0 keeps the rest
     assert P.split(m, 2, {"k0", "k1", "k2"}) == [P.Part(("k2",), True), P.Part(("k1", "k0"), True)]
 
@@ -177,6 +179,7 @@ def _model():
 @pytest.mark.parametrize("target", ["wasm32", "native", RELAXED])
 def test_model_compiled_in_parts(target, monkeypatch, tmp_path):
     monkeypatch.setattr(P, "SPLIT_MIN_INSTRUCTIONS", 0)
+    monkeypatch.setattr(P, "workers", lambda: 2)  # the parts below are two cores' (forked all the same)
     objects = []
     link = toolkit.compiler.link_variants
 
@@ -196,15 +199,14 @@ def test_model_compiled_in_parts(target, monkeypatch, tmp_path):
     monkeypatch.setattr(P, "emit_variants", record)
     rng = np.random.default_rng(6)
     check_model(_model(), target, [{"x": rand(rng, (n, 24))} for n in (1, 7, 0)], rtol=1e-4, atol=1e-4)
-    if P.workers() > 1:
-        # three parts, each optimized once and emitted for every variant: the MatMuls (Erf
-        # is the first one's epilogue) and the casts with O3's loop unswitching, in two parts,
-        # and the Softmax without it in part 0; each kernel in one part
-        assert objects == ([3, 3] if target == RELAXED else [3])
-        optimized = [json.loads(line) for line in log.read_text().splitlines()]
-        kernels = [(k, on) for names, on in optimized for k in names]
-        assert len(optimized) == 3 and len(kernels) == len(dict(kernels)) == 5, optimized
-        assert all(on == ("softmax" not in k) for k, on in kernels), optimized
+    # three parts, each optimized once and emitted for every variant: the MatMuls (Erf
+    # is the first one's epilogue) and the casts with O3's loop unswitching, in two parts,
+    # and the Softmax without it in part 0; each kernel in one part
+    assert objects == ([3, 3] if target == RELAXED else [3])
+    optimized = [json.loads(line) for line in log.read_text().splitlines()]
+    kernels = [(k, on) for names, on in optimized for k in names]
+    assert len(optimized) == 3 and len(kernels) == len(dict(kernels)) == 5, optimized
+    assert all(on == ("softmax" not in k) for k, on in kernels), optimized
 
 
 def test_variants_share_one_optimization(tmp_path, monkeypatch):

@@ -498,7 +498,9 @@ def unswitched(build):
     version on their loop-invariant conditions (O3's default, off for other kernels:
     :data:`.target.UNSWITCHING`): the convolutions, pools, products and broadcasts, whose
     tests on symbolic dims (padding, edges, strides of 0 or 1) it takes out of their inner
-    loops. The zoo's models ran 1-15% slower without it on them. D92."""
+    loops. The zoo's models ran 1-15% slower without it on them. Other kernels go without it
+    when the module is split in parts (:mod:`.parallel`); a module that stays whole has it if
+    one of its kernels is marked. D92."""
     build.unswitch_loops = True
     return build
 

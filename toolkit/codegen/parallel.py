@@ -3,13 +3,18 @@ large model's compile time (bert2 natively: 2.8 of 3.6 s), and llvmlite runs one
 a time per process, so the work is spread over forked processes.
 
 A large module is split in parts, one per core, each a module LLVM optimizes and emits on its
-own, and the linker joins the objects. The kernels that want O3's nontrivial loop unswitching
-(:func:`.kernel.unswitched`) go to parts of their own, since it is a process-wide LLVM option
-(:data:`.target.UNSWITCHING`); the others are optimized without it, in one part more. The kernels are the unit: a kernel is called only through the
-program's kernel table, so moving one to the second part turns its definition there into a
-hidden (not exported) symbol and leaves a declaration in the first. What a moved kernel
+own, and the linker joins the objects. The kernels are the unit: a kernel is called only
+through the program's kernel table, so moving one to another part turns its definition there
+into a hidden (not exported) symbol and leaves a declaration in part 0. What a moved kernel
 refers to comes along: declarations (intrinsics, C kernels), internal helpers and read-only
-tables are copied into the second part as its own internal definitions.
+tables are copied into its part as the part's own internal definitions.
+
+The kernels that want O3's nontrivial loop unswitching (:func:`.kernel.unswitched`) go to
+parts of their own, since it is a process-wide LLVM option (:data:`.target.UNSWITCHING`);
+the others, and part 0, are optimized without it. A module holding both kinds is one part
+more than the cores, so that neither kind is left to a single core. A module that stays whole
+(too small, mutable internal state, one core, no fork) is optimized with unswitching if any
+kernel in it wants it.
 
 A model compiled to two variants (wasm32 baseline and relaxed SIMD) optimizes each part once
 and emits it for both (:func:`.target.emit_variants`); a module too small to split emits
@@ -80,9 +85,9 @@ def split(module: ir.Module, parts: int, unswitched: Collection[str] = ()) -> li
     internal functions no function refers to (the program reaches them through its kernel
     table), largest first into the lightest part of their kind, part 0 counting everything
     else. The ``unswitched`` kernels get parts of their own, as many of the ``parts`` as their
-    share of the instructions (at least one), and the others one part more than are left, so
-    a module of both kinds takes ``parts + 1`` jobs. Empty when the module is too small or
-    holds mutable internal state."""
+    share of the instructions (at least one, at most one per kernel), and the others one part
+    more than are left, so a module of both kinds takes ``parts + 1`` jobs. Empty when the
+    module is too small or holds mutable internal state."""
     if parts < 2 or any(_mutable_internal(g) for g in module.global_values):
         return []
     called = _referenced_functions(module)
@@ -93,7 +98,8 @@ def split(module: ir.Module, parts: int, unswitched: Collection[str] = ()) -> li
     movable = sorted((n for n in sizes if n not in called and module.globals[n].linkage == "internal"),
                      key=lambda n: (-sizes[n], n))
     on_load = sum(sizes[n] for n in movable if n in unswitched)
-    n_on = max(1, min(parts, round(parts * on_load / total))) if on_load else 0
+    n_marked = sum(1 for n in movable if n in unswitched)
+    n_on = max(1, min(parts, n_marked, round(parts * on_load / total))) if on_load else 0
     flags = [False] * (1 + (parts - n_on if n_on else parts - 1)) + [True] * n_on  # [0] is part 0
     load = [total - sum(sizes[n] for n in movable)] + [0] * (len(flags) - 1)
     bins: list[list[str]] = [[] for _ in flags]

@@ -202,7 +202,10 @@ def optimize(module: ir.Module | str, target: Target, opt: int = 3, unswitch: bo
         pto.loop_vectorization = True
         pto.slp_vectorization = True
         pb = llvm.create_pass_builder(target.machine(), pto)
-        pb.getModulePassManager().run(mod, pb)
+        try:
+            pb.getModulePassManager().run(mod, pb)
+        finally:
+            _unswitching(True)  # LLVM's own default again, for passes run elsewhere in this process
         if target.is_wasm and vconst.ENABLED:
             mod = llvm.parse_assembly(vconst.hoist(str(mod)))
             mod.verify()
