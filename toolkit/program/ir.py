@@ -92,8 +92,8 @@ class KernelRef:
 @functools.cache
 def _operand_kinds(op: isa.Op) -> tuple[tuple[str, bool, str], ...]:
     """Per operand of ``op``: its kind (a list's element kind), whether it is a list, its role."""
-    return tuple((isa.kind(spec).rstrip("*"), isa.kind(spec).endswith("*"), role)
-                 for spec, role in zip(op.operands, isa.roles(op)))
+    kinds = [isa.kind(spec) for spec in op.operands]
+    return tuple((k.rstrip("*"), k.endswith("*"), role) for k, role in zip(kinds, isa.roles(op)))
 
 
 @dataclass(eq=False)
@@ -302,11 +302,8 @@ class Program:
         words: list[int] = []
         for block in self.blocks:
             for ins in block.instrs:
-                vals = []
-                for spec, v in zip(ins.op.operands, ins.args):
-                    k = isa.kind(spec)
-                    vals.append([_word(x, k[:-1], string, starts) for x in v] if k.endswith("*")
-                                else _word(v, k, string, starts))
+                vals = [[_word(x, k, string, starts) for x in v] if many else _word(v, k, string, starts)
+                        for (k, many, _), v in zip(_operand_kinds(ins.op), ins.args)]
                 words.extend(isa.encode(ins.op.name, *vals))
         inputs = [w for dt, rank, name in self.inputs for w in (dt.code, rank, string(name))]
         outputs = [string(name) for name in self.outputs]
