@@ -4,6 +4,7 @@ import io
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import onnx
@@ -21,20 +22,14 @@ def symwasm(*args, check=True, env=None):
     writes to the descriptors is not); ``env``: variables set for the call. An exception that
     escapes the command fails the test as a traceback would."""
     out, err = io.StringIO(), io.StringIO()
-    saved = dict(os.environ)
-    try:
-        os.environ.update(env or {})
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main([str(a) for a in args])
-            except SystemExit as e:  # as the interpreter ends: a number is the status (argparse:
-                # --help 0, a usage error 2), a message goes to stderr with status 1
-                code = e.code if isinstance(e.code, int) or e.code is None else 1
-                if not isinstance(e.code, int) and e.code is not None:
-                    print(e.code, file=sys.stderr)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as e:  # as the interpreter ends: a number is the status (argparse:
+            code = e.code  # --help 0, a usage error 2), a message goes to stderr with status 1
+            if not (code is None or isinstance(code, int)):
+                print(code, file=sys.stderr)
+                code = 1
     r = subprocess.CompletedProcess(["symwasm", *map(str, args)], code or 0, out.getvalue(), err.getvalue())
     if check:
         assert r.returncode == 0, r.stderr
@@ -59,8 +54,6 @@ def model_file(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     return m, path
-
-
 
 
 @pytest.mark.parametrize("suffix", [".wasm", ".so"])
