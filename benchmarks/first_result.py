@@ -40,8 +40,10 @@ REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
 
 PEERS = ("onnxruntime", "symwasm-wasm32", "symwasm-native")
-# two elements to a byte (numpy holds them in one each)
-FOUR_BIT = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+# the ONNX types packed several to a byte, by their bits (numpy holds each in a byte of its own)
+PACKED_BITS = {getattr(onnx.TensorProto, n): bits for n, bits in
+               (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+               if hasattr(onnx.TensorProto, n)}
 
 
 def _status_mb(field: str) -> float:
@@ -97,8 +99,8 @@ def parameter_bytes(model_path: Path) -> int:
 
     def nbytes(dims, data_type: int) -> int:
         n = int(np.prod(list(dims), dtype=np.int64)) if len(dims) else 1
-        if data_type in FOUR_BIT:
-            return (n + 1) // 2
+        if data_type in PACKED_BITS:
+            return (n * PACKED_BITS[data_type] + 7) // 8
         return n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
 
     total = sum(nbytes(t.dims, t.data_type) for t in graph.initializer)

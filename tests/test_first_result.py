@@ -57,6 +57,9 @@ def test_parameters_made_by_constant_of_shape_count(tmp_path):
     m.graph.initializer.append(helper.make_tensor("q", onnx.TensorProto.INT4, [5], [1, -2, 3, 0, 7]))
     onnx.save(m, tmp_path / "q.onnx")  # 4-bit: two to a byte, rounded up
     assert first_result.parameter_bytes(tmp_path / "q.onnx") == 2 * 8 + 5 * 7 * 2 + 3 + 3
+    m.graph.initializer.append(helper.make_tensor("r", onnx.TensorProto.UINT2, [5], [1, 2, 3, 0, 1]))
+    onnx.save(m, tmp_path / "r.onnx")  # 2-bit: four to a byte
+    assert first_result.parameter_bytes(tmp_path / "r.onnx") == 2 * 8 + 5 * 7 * 2 + 3 + 3 + 2
 
 
 def test_a_failing_peer_names_itself(tmp_path):
