@@ -32,7 +32,8 @@ from dataclasses import dataclass
 #      a .wasm's sw_metadata is empty (the custom section holds the metadata, once)
 # 3.6: an io table input entry whose data is not null is read there, in place (a native
 #      host's own memory), instead of from the input's buffer
-FORMAT_VERSION = (3, 6)
+# 3.7: sw_set_threads: kernels split in parts run on several threads
+FORMAT_VERSION = (3, 7)
 MAX_RANK = 8
 # a dim name that several inputs give, whose copies never meet in an op, is one symbol per
 # input (toolkit/frontend/onnx/shared_dims.py): N for the first input, N@y for input y's copy;
@@ -163,8 +164,8 @@ STRUCTS: dict[str, tuple[Field, ...]] = {
         Field("nconsts", "i32", "int32_t"),
         Field("kernels", "ptr", "const sw_kernel_fn*"),
         Field("kernel_info", "ptr", "const int32_t*",
-              doc="per kernel: tensors, scalars, outputs (its last tensors, the ones it writes), "
-                  "offset of its signature in kernel_sigs"),
+              doc="per kernel, SW_KERNEL_INFO int32s: tensors, scalars, outputs (its last tensors, the ones "
+                  "it writes), offset of its signature in kernel_sigs, split in parts (0 or 1)"),
         Field("nkernels", "i32", "int32_t"),
         Field("inputs", "ptr", "const int32_t*", doc="per input: dtype, rank, name string"),
         Field("ninputs", "i32", "int32_t"),
@@ -254,14 +255,24 @@ EXPORTS: tuple[Export, ...] = (
     Export("sw_cancel_flag", "ptr", (CTX,),
            "an int32 that, set non-zero (from any thread) during sw_run, stops the call with "
            "SW_CANCELLED; the host clears it before each sw_run"),
+    Export("sw_set_threads", "i32", (CTX, ("i32", "threads")),
+           "runs the kernels split in parts on this many threads, the caller's included, from the next "
+           "sw_run (natively the library starts the others and stops them at sw_context_destroy); "
+           "returns the count in effect: 1 where the module has no threads", since=(3, 7)),
     Export("sw_last_error", "cstr", (CTX,), "the last error message (UTF-8)"),
     Export("sw_last_error_len", "i32", (CTX,), "its length in bytes"),
 )
 
 # every generated kernel: tensors (inputs then outputs), in/out scalars, on failure up to
-# three int64 details for the error message, and the context's cancel flag (an int32 the
-# kernel polls between rows); returns a status
-KERNEL_PARAMS = ("ptr", "ptr", "ptr", "ptr")
+# three int64 details for the error message, the context's cancel flag (an int32 the
+# kernel polls between rows), and which part of its work to do of how many (a kernel whose
+# program entry is `parted` computes part p of parts; every other kernel is called with 0 of
+# 1 and does all of it); returns a status
+KERNEL_PARAMS = ("ptr", "ptr", "ptr", "ptr", "i32", "i32")
+# each kernel's entry in the program's kernel_info table, in this order: its tensors,
+# scalars, outputs (its last tensors), the offset of its signature in kernel_sigs, and
+# whether its work is split in parts across the context's threads (1) or not (0)
+KERNEL_INFO = ("tensors", "scalars", "outputs", "signature", "parted")
 # a kernel signature's dim that the VM does not check (an expression of the kernel's symbols)
 DIM_UNCHECKED = -(2 ** 31)
 
@@ -315,7 +326,9 @@ def c_header() -> str:
           "/* status codes: 0 is success */", "typedef int32_t sw_status_t;"]
     L += [f"#define SW_{s.name} {s.code} /* {s.detail} */" for s in STATUSES]
     L += ["", "typedef struct sw_tensor sw_tensor;",
-          f"typedef sw_status_t (*sw_kernel_fn)({', '.join(['sw_tensor* const*', 'int64_t*', 'int64_t*', 'const volatile int32_t*'])});",
+          f"typedef sw_status_t (*sw_kernel_fn)({', '.join(['sw_tensor* const*', 'int64_t*', 'int64_t*', 'const volatile int32_t*', 'int32_t', 'int32_t'])});",
+          f"#define SW_KERNEL_INFO {len(KERNEL_INFO)} /* int32s per kernel in sw_program.kernel_info */",
+          *(f"#define SW_KI_{name.upper()} {i}" for i, name in enumerate(KERNEL_INFO)),
           f"#define SW_DIM_UNCHECKED ({DIM_UNCHECKED + 1} - 1) /* a signature dim the VM does not check */",
           ""]
     for name, fields in STRUCTS.items():

@@ -274,6 +274,7 @@ def _requires(meta: dict) -> str:
 def cmd_inspect(args) -> int:
     from wasm_runtime.metadata import read_metadata
 
+    from . import abi
     from .vm import isa
 
     try:
@@ -333,13 +334,14 @@ def cmd_inspect(args) -> int:
         info, sigs = p.get("kernel_info", []), p.get("kernel_sigs", [])
         print("kernels:")
         for i, k in enumerate(p["kernels"]):
-            if len(info) < 4 * i + 4:
+            n = len(abi.KERNEL_INFO)
+            if len(info) < n * i + n:
                 print(f"  {k}")
                 continue
-            nt, ns, nout, at = info[4 * i: 4 * i + 4]
+            nt, ns, nout, at, parted = info[n * i: n * i + n]
             types = kernel_signature_text(sigs, at, nt)
             print(f"  {k}: {', '.join(types[:nt - nout])} -> {', '.join(types[nt - nout:])}"
-                  + (f"; {ns} scalars" if ns else ""))
+                  + (f"; {ns} scalars" if ns else "") + ("; split across threads" if parted else ""))
         print()
         print(isa.disassemble(p["words"], p["strings"], p["kernels"], p["registers"], slots, blocks))
         if args.messages:

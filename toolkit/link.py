@@ -56,10 +56,10 @@ class SourceGroup:
         return sorted(h for d in self.includes() for h in d.glob("*.h"))
 
 
-# the VM: interpreter and allocator. It includes nothing of the C libraries. -g0 as below:
+# the VM: interpreter, allocator and thread pool. It includes nothing of the C libraries. -g0 as below:
 # its debug info was 133 kB of every native module (a plain model: 190 kB -> 57 kB) and
 # named the build machine's source paths
-VM = SourceGroup("vm", VM_DIR, ("sw_vm.c", "sw_alloc.c"), flags=("-g0",))
+VM = SourceGroup("vm", VM_DIR, ("sw_vm.c", "sw_alloc.c", "sw_pool.c"), flags=("-g0",))
 # the C libraries (wasm_runtime/clib/sw_lib.h, their whole interface: strings, regular
 # expressions, images), which see only the ABI's header of the VM (sw_abi.h). Only kernels
 # call them, and a module keeps a function only when its program calls it (--gc-sections).
@@ -73,7 +73,7 @@ GROUPS = (VM, CLIB)
 # in a .wasm, the interpreter and allocator are optimized for size: they run once per
 # instruction or buffer, never per element, and -Os takes 19 KB off every module; the
 # kernels written in C (text, regular expressions, image decoding) keep -O2
-WASM_SIZE_OPTIMIZED = ("sw_vm.c", "sw_alloc.c", "sw_strconst.c")
+WASM_SIZE_OPTIMIZED = ("sw_vm.c", "sw_alloc.c", "sw_pool.c", "sw_strconst.c")
 
 
 WASM_STACK = 1 << 20
@@ -223,8 +223,9 @@ def link_variants(jobs: Mapping[Target, tuple[Sequence[bytes], Path]], metadata:
                      *objs, "-o", str(linked), scratch=scratch)
                 linked.write_bytes(with_symwasm_sections(linked.read_bytes(), metadata, variant(target)))
             else:
-                _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-o",
-                     str(linked), scratch=scratch)
+                # -lpthread: the pool's threads (glibc before 2.34 keeps them out of libc)
+                _zig("cc", "-target", target.zig_target, "-shared", "-O2", "-Wl,--gc-sections", *objs, "-lpthread",
+                     "-o", str(linked), scratch=scratch)
             shutil.move(str(linked), str(output))
 
         items = list(jobs.items())

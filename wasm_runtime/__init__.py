@@ -10,6 +10,11 @@ share the library's code and differ only in their contexts, so that is cheap; ea
 ``.wasm`` load is its own wasmtime engine, store and instance, whose code comes from the
 compiled-code cache after the first load of the file (wasm_runtime.cache).
 
+Threads inside a call: ``load(path, threads=n)`` runs the kernels that split their work (products,
+convolutions) on n threads, the caller's included; the default is the CPUs this process may
+use (``SYMWASM_THREADS`` overrides it), as onnxruntime does. The results have the same bits
+whatever n. ``Model.threads`` says how many run, ``Model.threads_note`` why fewer than asked.
+
 Stopping a call: ``run(feeds, timeout=seconds)``, or ``Model.cancel()`` from another thread.
 Either raises :class:`ModelError` with status CANCELLED, and the model runs normally again.
 """
@@ -174,8 +179,11 @@ class Model:
 
     load_seconds: float = 0.0
     code_cache: str | None = None
+    threads = 1  # threads a call runs on, the caller's included (set_threads)
+    threads_note = ""  # why they are fewer than asked; empty when they are not
 
-    def __init__(self, backend, metadata: dict, path: Path):
+    def __init__(self, backend, metadata: dict, path: Path, threads: int | None = None):
+        self._threads_asked = default_threads() if threads is None else _thread_count(threads)
         self._b = backend
         self.metadata = metadata
         self.path = path
@@ -242,6 +250,26 @@ class Model:
         one_call = self._b.has("sw_run_io") and self._b.has("sw_io_table")
         self._io = self._b.call("sw_io_table", self._ctx) if one_call else 0
         self._in_descs = bytearray(self._tensor.size * len(self.inputs))
+        self._start_threads()
+
+    def _start_threads(self) -> None:
+        asked = self._threads_asked
+        if not self._b.has("sw_set_threads"):
+            self.threads, why = 1, "the module is older than format 3.7, which added threads"
+        else:
+            self.threads = self._b.call("sw_set_threads", self._ctx, asked)
+            why = "the module has no threads (a .wasm without shared memory)" if self.target == "wasm32" \
+                else "the system refused to start more"
+        self.threads_note = "" if self.threads >= asked else f"{self.threads} of {asked} threads: {why}"
+
+    def set_threads(self, n: int) -> int:
+        """Run calls on ``n`` threads from now on (the caller's included); returns how many
+        run (``threads_note`` says why, when fewer)."""
+        with self._lock:
+            self._live()
+            self._threads_asked = _thread_count(n)
+            self._start_threads()
+            return self.threads
 
     variant: str | None = None  # wasm32: the variant running ("baseline", "relaxed-simd")
 
@@ -572,9 +600,36 @@ def tensor_struct(ptr_size: int) -> struct.Struct:
     return struct.Struct(fmt + "x" * (lay["size"] - at))
 
 
-def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.PathLike = True) -> Model:
+def default_threads() -> int:
+    """Threads a call runs on unless ``load`` is told: ``SYMWASM_THREADS`` if set, else the
+    CPUs this process may run on (its affinity mask, which containers narrow)."""
+    env = os.environ.get("SYMWASM_THREADS", "").strip()
+    if env:
+        try:
+            return _thread_count(int(env))
+        except ValueError:
+            raise ModelError(f"SYMWASM_THREADS must be a whole number of threads (1 or more), not {env!r}",
+                             STATUS["INVALID_INPUT"]) from None
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _thread_count(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ModelError(f"threads must be a whole number of threads (1 or more), not {n!r}", STATUS["INVALID_INPUT"])
+    return n
+
+
+def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.PathLike = True,
+         threads: int | None = None) -> Model:
     """Load a compiled model: ``.wasm`` runs under wasmtime, anything else is a native
     library loaded with ctypes. Each call gives a new, independent instance.
+
+    ``threads``: how many threads a call runs on, the caller's included (default
+    :func:`default_threads`: the CPUs this process may use). Results have the same bits
+    whatever the count; ``Model.threads`` says how many run.
 
     ``variant`` (wasm32): a model compiled with ``--relaxed-simd`` has two files, the
     baseline and ``NAME.relaxed.wasm``; "auto" runs the best one this engine supports whose
@@ -588,6 +643,7 @@ def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such model: {p}")
+    threads = default_threads() if threads is None else _thread_count(threads)
     chosen = code_cache = None
     try:
         if is_wasm(p):
@@ -613,7 +669,7 @@ def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError) as e:
         # a truncated or edited file: bad JSON, bad UTF-8, missing fields, a foreign library
         raise ModelError(f"{p}: cannot load the model: {e}", STATUS["INVALID_PROGRAM"]) from None
-    model = Model(backend, metadata, p)
+    model = Model(backend, metadata, p, threads)
     model.variant = chosen
     model.code_cache = code_cache
     model.load_seconds = time.perf_counter() - t0

@@ -38,13 +38,13 @@ def run(build, arrays: list[np.ndarray], shapes: list[tuple]) -> None:
     tm = llvm.Target.from_default_triple().create_target_machine(jit=True)
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
-    fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
-        engine.get_function_address("k"))
+    fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                          ctypes.c_int32, ctypes.c_int32)(engine.get_function_address("k"))
     descs = [Desc(a.ctypes.data, 0, a.ndim, (ctypes.c_int64 * abi.MAX_RANK)(*a.shape)) for a in arrays]
     table = (ctypes.c_void_p * len(descs))(*[ctypes.addressof(d) for d in descs])
     scalars, detail, cancel = (ctypes.c_int64 * 4)(), (ctypes.c_int64 * 3)(), ctypes.c_int32(0)
     assert fn(ctypes.addressof(table), ctypes.addressof(scalars), ctypes.addressof(detail),
-              ctypes.addressof(cancel)) == 0
+              ctypes.addressof(cancel), 0, 1) == 0
     engine.close()
 
 

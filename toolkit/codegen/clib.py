@@ -24,7 +24,8 @@ from llvmlite import ir
 from .. import abi
 from .kernel import I8, I32, I64, KERNEL_FN, PTR, KernelBuilder, constant_global, writes_scalars
 
-LIB_FN = ir.FunctionType(I32, list(KERNEL_FN.args) + [PTR, PTR])
+# the kernel's first four parameters (not its part: a C function does all of its work), then its constants
+LIB_FN = ir.FunctionType(I32, list(KERNEL_FN.args[:4]) + [PTR, PTR])
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def build_ccall(kb: KernelBuilder, p: CCall, types: Sequence) -> None:
                              ir.Constant(ir.ArrayType(I64, max(len(p.params), 1)), list(p.params) or [0]), align=8)
     blob = constant_global(module, f"{kb.fn.name}.blob",
                            ir.Constant(ir.ArrayType(I8, max(len(p.blob), 1)), bytearray(p.blob or b"\0")), align=8)
-    status = b.call(fn, list(kb.fn.args) + [params, blob])
+    status = b.call(fn, list(kb.fn.args[:4]) + [params, blob])
     bad = kb.fn.append_basic_block("fail")
     ok = kb.fn.append_basic_block("ok")
     b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), bad, ok)

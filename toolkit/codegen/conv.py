@@ -408,13 +408,14 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
                 G.View(w, i64(0), depth, i64(1))
             G.gemm(kb, replace(tile, kc=DUAL_KC) if dual else tile, a, src, y, y_base, m, pixels, depth,
                    conv_epilogue(bt, post, operands, pixels, y_base),
-                   prefetch=residual_prefetch(kb, post, operands, pixels, y_base), inline_epilogue=F.cheap(post))
+                   prefetch=residual_prefetch(kb, post, operands, pixels, y_base), inline_epilogue=F.cheap(post),
+                   split=True)
 
     if not dual:
         weights_as_a()
         return
     with kb.b.if_else(conv_t_wins(pixels, m.constant, tile.nr, _ir_ops(kb))) as (few, many):
-        with few:
+        with few, kb.first_part():  # not split: its output's transpose reads every part's product
             transposed_gemm(kb, win, tile, post, x, xs if staged is not None else None, w, bt, operands, patches,
                             yt, y)
         with many:

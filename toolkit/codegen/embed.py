@@ -30,7 +30,7 @@ class Encoded:
     heap_init: list[int]
     arena_size: int
     kernels: list[str]
-    kernel_info: list[int]  # per kernel: tensors, scalars, outputs, offset in kernel_sigs
+    kernel_info: list[int]  # per kernel: abi.KERNEL_INFO
     kernel_sigs: list[int]  # the kernels' signatures, one after another
     inputs: list[int]  # per input: dtype, rank, name string
     outputs: list[int]  # per output: name string

@@ -338,10 +338,12 @@ class _Driver:
     bsrc: BSource
     reading: Reading
     k: ir.Value
-    full_panels: ir.Value
-    ragged: Flag  # a partial last panel
+    full_panels: ir.Value  # the whole panels run are [first_panel, full_panels)
+    ragged: Flag  # the partial last panel is run too
     block: ir.Value | None  # PACK: the stack buffer B is packed into, a panel block at a time
     offsets: ir.Value | None  # DIRECT: each row k's offset from its panel's row 0
+    first_panel: ir.Value  # 0, or where this part's share of the panels starts
+    partial_at: ir.Value  # the partial panel's index: B's number of whole panels
 
     def panel_ptr(self, p: ir.Value, k0: ir.Value) -> ir.Value:
         """Where panel p's rows from k0 start (DIRECT: its row 0)."""
@@ -418,10 +420,9 @@ class _RowBlock:
         # latency
         pg = ROW_ACCUMULATORS // tile.vecs
         if d.reading in (Reading.PACKED, Reading.IN_PLACE) and pg > 1:
-            mn, full_panels = self.mn, d.full_panels
+            mn, count = self.mn, _difference(d.mk.kb, d.full_panels, d.first_panel)
             few = b.icmp_signed("<", mn, i64(tile.mr)) if not isinstance(mn, ir.Constant) else mn.constant < tile.mr
-            groups = b.udiv(full_panels, i64(pg)) if not isinstance(full_panels, ir.Constant) \
-                else i64(full_panels.constant // pg)
+            groups = b.udiv(count, i64(pg)) if not isinstance(count, ir.Constant) else i64(count.constant // pg)
             if few is True:
                 self.grouped(groups, pg)
             elif few is False:
@@ -435,26 +436,27 @@ class _RowBlock:
         else:
             self.tiled()
         if d.ragged is True:
-            self.over_panel(d.full_panels, True)
+            self.over_panel(d.partial_at, True)
         elif d.ragged is not False:
             with b.if_then(d.ragged):
-                self.over_panel(d.full_panels, True)
+                self.over_panel(d.partial_at, True)
 
     def grouped(self, groups: ir.Value, pg: int) -> None:
         """Each row against PG panels at once, then the panels after the last whole group."""
         d = self.d
         kb = d.mk.kb
         with kb.loop(groups, "pg") as g:
-            ps = [kb.add(kb.mul(g, i64(pg)), i64(q)) for q in range(pg)]
+            ps = [kb.add(d.first_panel, kb.add(kb.mul(g, i64(pg)), i64(q))) for q in range(pg)]
             base = [d.panel_ptr(p, self.k0) for p in ps]
             with kb.loop(self.mn, "ir1") as r:
                 d.mk.tile_at(kb.add(self.i_lo, r), 1, ps, base, self.k0, self.kn, self.first, self.last, False)
-        with kb.loop(d.full_panels, "p", start=kb.mul(groups, i64(pg))) as p:
+        with kb.loop(d.full_panels, "p", start=kb.add(d.first_panel, kb.mul(groups, i64(pg)))) as p:
             self.over_panel(p, False)
 
     def tiled(self) -> None:
         """Every whole panel against the block's tiles."""
-        with self.d.mk.kb.loop(self.d.full_panels, "p") as p:
+        d = self.d
+        with d.mk.kb.loop(d.full_panels, "p", start=d.first_panel) as p:
             self.over_panel(p, False)
 
     def over_panel(self, p: ir.Value, partial: bool) -> None:
@@ -487,10 +489,19 @@ class _RowBlock:
                            partial, koffs)
 
 
+def _difference(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
+    """a - b, folded when both are constants or b is 0."""
+    if isinstance(b_, ir.Constant) and b_.constant == 0:
+        return a
+    if isinstance(a, ir.Constant) and isinstance(b_, ir.Constant):
+        return i64(a.constant - b_.constant)
+    return kb.b.sub(a, b_)
+
+
 def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: Tensor, y_base: ir.Value,
          m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
          prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None,
-         inline_epilogue: bool = False) -> None:
+         inline_epilogue: bool = False, split: bool = False) -> None:
     """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for a [k, n] B read as its source
     answers (:class:`BSource`, :class:`Reading`); y is row-major [m, n] from ``y_base``. The
     epilogue (default: none) runs once per element, over each tile the last k block has
@@ -498,7 +509,9 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
     each tile's rows before the last k block's loop: the epilogue's operands fetched while
     the tile computes. ``inline_epilogue``: the epilogue is a vector instruction or two
     (:func:`.fused.cheap`), so with one k block it runs on the accumulators as they are
-    stored rather than over the stored tile read back."""
+    stored rather than over the stored tile read back. ``split``: this call computes its part's
+    share of B's panels (:meth:`.KernelBuilder.share`), so the kernel's parts run on the
+    context's threads; a panel's columns are computed alike whoever computes them."""
     b = kb.b
     mr, nr = tile.mr, tile.nr
     wasm = kb.target is not None and kb.target.is_wasm
@@ -524,7 +537,16 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
     b_stride = bsrc.rs if reading is Reading.IN_PLACE else i64(nr)
     mk = Microkernel(kb, tile, a, a.row_step(mr, mc), b_stride, y, y_base, n, one_panel, edge, epilogue, prefetch,
                      inline_epilogue)
-    _Driver(mk, bsrc, reading, k, full_panels, ragged, block, offsets).run(m, mc, lone, one_block)
+    first, end = i64(0), full_panels
+    if split:
+        total = full_panels if ragged is False else kb.add(full_panels, i64(1)) if ragged is True \
+            else kb.add(full_panels, b.zext(ragged, I64))
+        first, hi = kb.share(total)
+        end = smin(kb, hi, full_panels)
+        if ragged is not False:
+            here = b.icmp_signed(">", hi, full_panels)
+            ragged = here if ragged is True else b.and_(ragged, here)
+    _Driver(mk, bsrc, reading, k, end, ragged, block, offsets, first, full_panels).run(m, mc, lone, one_block)
 
 
 SPARSE_ROWS = 4  # rows of B a step of the lone sparse row adds into y

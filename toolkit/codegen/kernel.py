@@ -1,11 +1,13 @@
 """Kernel building blocks over llvmlite: the tensor descriptor type, loops, element access.
 
 Every kernel has the VM's one signature
-``i32 kernel(ptr tensors, ptr scalars, ptr detail, ptr cancel)``: ``tensors`` is an array of
+``i32 kernel(ptr tensors, ptr scalars, ptr detail, ptr cancel, i32 part, i32 parts)``: ``tensors`` is an array of
 pointers to ``sw_tensor`` descriptors (inputs, then outputs), ``scalars`` int64 values the VM
 passes in (and reads back), ``detail`` three int64 for an error message, ``cancel`` the
 context's cancel flag: kernels poll it once per iteration of every loop that holds another
-loop (a row, a tile), so a cancelled call stops within one row. A flat loop runs to its end
+loop (a row, a tile), so a cancelled call stops within one row; ``part`` of ``parts`` the share of
+the work this call does (:meth:`KernelBuilder.share`: a kernel that asks for it is *parted*,
+and the VM calls it once per thread of the context, at once; any other gets 0 of 1). A flat loop runs to its end
 (its length is bounded by the memory limit). A kernel whose tensor outputs all have a dim of 0
 returns at once (KernelBuilder.return_if_no_outputs): an input of no elements costs no memory
 whatever its other dims, so the rows of nothing a loop nest would walk are not bounded by the
@@ -58,6 +60,7 @@ def field_index(struct: str, name: str) -> int:
 
 TENSOR = struct_type("sw_tensor")
 KERNEL_FN = ir.FunctionType(I32, [_KINDS[k] for k in abi.KERNEL_PARAMS])
+WHOLE = (ir.Constant(I32, 0), ir.Constant(I32, 1))  # part and parts of a call that does all the work
 _DATA, _SHAPE = field_index("sw_tensor", "data"), field_index("sw_tensor", "shape")
 
 STATUS_INVALID_INPUT = next(s.code for s in abi.STATUSES if s.name == "INVALID_INPUT")
@@ -278,6 +281,28 @@ class KernelBuilder:
         self._early: ir.Instruction | None = None  # return_if_no_outputs' branch
         self._early_if_valid: ir.Value | None = None  # its condition for a kernel that rejects inputs
         self._rejects_inputs = False  # a fail_if with an input status: inputs are checked
+        self.parted = False  # share() was asked: the VM runs the kernel once per thread
+
+    def share(self, n: ir.Value | int, grain: int = 1) -> tuple[ir.Value, ir.Value]:
+        """This call's share ``[lo, hi)`` of ``n`` units of independent work, split evenly
+        in units of ``grain`` between the parts (the last part's share ends at ``n``); marks
+        the kernel parted. A part writes only its own units, computing each as one thread
+        would, so the results have the same bits whatever the number of parts."""
+        self.parted = True
+        b = self.b
+        n = i64(n) if isinstance(n, int) else n
+        part, parts = (b.sext(a, I64) for a in self.fn.args[4:6])
+        grains = ceildiv(self, n, i64(grain)) if grain > 1 else n
+        lo, hi = (b.udiv(b.mul(grains, p), parts) for p in (part, b.add(part, i64(1))))
+        if grain > 1:
+            lo, hi = b.mul(lo, i64(grain)), smin(self, b.mul(hi, i64(grain)), n)
+        return lo, hi
+
+    @contextmanager
+    def first_part(self):
+        """The ``with`` body runs in part 0 only: work a parted kernel does not split."""
+        with self.b.if_then(self.b.icmp_signed("==", self.fn.args[4], ir.Constant(I32, 0))):
+            yield
 
     def tensor(self, index: int, dtype: DType, shape: Sequence[Dim]) -> Tensor:
         return Tensor(self, index, dtype, shape)

@@ -250,6 +250,12 @@ def _lone_or_gemm(kb: KernelBuilder, m: ir.Value, lone: Callable[[], None], gemm
             gemm()
 
 
+def _unsplit(kb: KernelBuilder, body: Callable[[], None]) -> None:
+    """``body()`` in the kernel's first part only: a path that does not split its work."""
+    with kb.first_part():
+        body()
+
+
 @unswitched
 def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> None:
     """float32 MatMul through the GEMM microkernel (:mod:`.gemm`), b of rank >= 2.
@@ -280,12 +286,13 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
         av = G.View(a, i64(0), k, i64(1))
         if b_form == "panels":
             G.gemm(kb, tile, av, G.Packed(bt, i64(0)), y, i64(0), m, n, k, epilogue_at(i64(0), n),
-                   inline_epilogue=F.cheap(post))
+                   inline_epilogue=F.cheap(post), split=True)
             return
         rows = kb.tensor(len(types) - 2, *types[-2])
-        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, tile, av, bt, y, *_static_dims(bt), rows, epilogue_at(i64(0), n)),
+        _lone_or_gemm(kb, m, lambda: _unsplit(kb, lambda: G.sparse_row(kb, tile, av, bt, y, *_static_dims(bt), rows,
+                                                                       epilogue_at(i64(0), n))),
                       lambda: G.gemm(kb, tile, av, G.View(bt, i64(0), n, i64(1), in_place=True), y, i64(0), m, n, k,
-                                     epilogue_at(i64(0), n), inline_epilogue=F.cheap(post)))
+                                     epilogue_at(i64(0), n), inline_epilogue=F.cheap(post), split=True))
         return
     rb = len(b_shape)
     m = a.dim(ra - 2) if ra >= 2 else i64(1)
@@ -297,7 +304,7 @@ def build_matmul_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> 
     def level(axis: int, offs: list[ir.Value]) -> None:
         if axis == nb:
             G.gemm(kb, tile, G.View(a, offs[0], k, i64(1)), G.View(bt, offs[1], n, i64(1)), y, offs[2], m, n, k,
-                   epilogue_at(offs[2], n), inline_epilogue=F.cheap(post))
+                   epilogue_at(offs[2], n), inline_epilogue=F.cheap(post), split=True)
             return
         with kb.loop(extents[axis], f"b{axis}") as i:
             level(axis + 1, [kb.add(off, kb.mul(i, s[axis])) for off, s in zip(offs, steps)])
@@ -365,9 +372,10 @@ def build_gemm_f32(kb: KernelBuilder, params, types: Sequence[TensorType]) -> No
     used = epilogue if op.alpha != 1.0 or cm is not None or op.post else None
 
     def gemm() -> None:
-        G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k, used, inline_epilogue=vector_c and F.cheap(op.post))
+        G.gemm(kb, tile, av, bsrc, y, i64(0), m, n, k, used, inline_epilogue=vector_c and F.cheap(op.post), split=True)
 
     if rows is None:
         gemm()
     else:
-        _lone_or_gemm(kb, m, lambda: G.sparse_row(kb, tile, av, bt, y, *_static_dims(bt), rows, used), gemm)
+        _lone_or_gemm(kb, m, lambda: _unsplit(kb, lambda: G.sparse_row(kb, tile, av, bt, y, *_static_dims(bt), rows,
+                                                                       used)), gemm)

@@ -30,7 +30,7 @@ from ..ir.dims import Dim
 from ..ir.dtypes import FLOAT64, DType
 from . import mathlib
 from .expr import Ex, below, clamp, const, ex, maximum, minimum, where
-from .kernel import (F64, I64, STATUS_CANCELLED, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64,
+from .kernel import (F64, I64, STATUS_CANCELLED, WHOLE, STATUS_OUT_OF_RANGE, KernelBuilder, Tensor, i64,
                      intrinsic)
 from .scalar import convert
 
@@ -148,7 +148,7 @@ class _Transform:
         b.store(length.v, b.gep(self.args, [i64(0)], source_etype=I64))
         b.store(i64(int(inverse)), b.gep(self.args, [i64(1)], source_etype=I64))
         ptr = b.gep(data.ptr, [data.base.v], source_etype=F64)
-        status = ex(b, b.call(self.fft, [ptr, self.args, self.twiddles, kb.fn.args[3]]))
+        status = ex(b, b.call(self.fft, [ptr, self.args, self.twiddles, kb.fn.args[3], *WHOLE]))
         kb.fail_if(status != 0, STATUS_CANCELLED)
 
     def prepare(self) -> None:

@@ -84,6 +84,7 @@ class KernelRef:
     noutputs: int = 1  # its last tensors, the ones it writes
     signature: tuple[int, ...] = ()  # per tensor: dtype, rank, dims (see kernels.signature)
     unswitch_loops: bool = False  # its build function is codegen.kernel.unswitched
+    parted: bool = False  # its work is split in parts across threads (KernelBuilder.part)
 
     def __repr__(self) -> str:
         return self.name
@@ -310,7 +311,7 @@ class Program:
         kernel_info: list[int] = []
         kernel_sigs: list[int] = []
         for k in self.kernels:
-            kernel_info += [k.ntensors, k.nscalars, k.noutputs, len(kernel_sigs)]
+            kernel_info += [k.ntensors, k.nscalars, k.noutputs, len(kernel_sigs), int(k.parted)]  # abi.KERNEL_INFO
             kernel_sigs += k.signature
         return Encoded(
             words=words, strings=strings, heap_init=[s.init or 0 for s in self.slots],

@@ -121,7 +121,7 @@ class KernelTable:
             build(kb, params_c, types_c)
             kb.finish()
             ref = KernelRef(len(self.prog.kernels), name, len(types), nscalars, noutputs, signature(types_c),
-                            getattr(build, "unswitch_loops", False))
+                            getattr(build, "unswitch_loops", False), kb.parted)
             self.prog.kernels.append(ref)
             self._by_key[key] = ref
         return ref

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define SW_FORMAT_MAJOR 3
-#define SW_FORMAT_MINOR 6
+#define SW_FORMAT_MINOR 7
 #define SW_MAX_RANK 8
 
 /* dtype codes (ONNX TensorProto) */
@@ -138,7 +138,13 @@ typedef int32_t sw_status_t;
 #define SW_CANCELLED 6 /* the host stopped the call (a cancel or a time limit) */
 
 typedef struct sw_tensor sw_tensor;
-typedef sw_status_t (*sw_kernel_fn)(sw_tensor* const*, int64_t*, int64_t*, const volatile int32_t*);
+typedef sw_status_t (*sw_kernel_fn)(sw_tensor* const*, int64_t*, int64_t*, const volatile int32_t*, int32_t, int32_t);
+#define SW_KERNEL_INFO 5 /* int32s per kernel in sw_program.kernel_info */
+#define SW_KI_TENSORS 0
+#define SW_KI_SCALARS 1
+#define SW_KI_OUTPUTS 2
+#define SW_KI_SIGNATURE 3
+#define SW_KI_PARTED 4
 #define SW_DIM_UNCHECKED (-2147483647 - 1) /* a signature dim the VM does not check */
 
 typedef struct sw_str {
@@ -165,7 +171,7 @@ typedef struct sw_program {
   const sw_tensor* consts;
   int32_t nconsts;
   const sw_kernel_fn* kernels;
-  const int32_t* kernel_info; /* per kernel: tensors, scalars, outputs (its last tensors, the ones it writes), offset of its signature in kernel_sigs */
+  const int32_t* kernel_info; /* per kernel, SW_KERNEL_INFO int32s: tensors, scalars, outputs (its last tensors, the ones it writes), offset of its signature in kernel_sigs, split in parts (0 or 1) */
   int32_t nkernels;
   const int32_t* inputs; /* per input: dtype, rank, name string */
   int32_t ninputs;
@@ -256,6 +262,8 @@ SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* ctx);
 SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* ctx);
 /* an int32 that, set non-zero (from any thread) during sw_run, stops the call with SW_CANCELLED; the host clears it before each sw_run */
 SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* ctx);
+/* runs the kernels split in parts on this many threads, the caller's included, from the next sw_run (natively the library starts the others and stops them at sw_context_destroy); returns the count in effect: 1 where the module has no threads */
+SW_EXPORT(sw_set_threads) int32_t sw_set_threads(sw_context* ctx, int32_t threads);
 /* the last error message (UTF-8) */
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* ctx);
 /* its length in bytes */

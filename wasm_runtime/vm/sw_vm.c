@@ -13,6 +13,7 @@
  * nothing traps.
  */
 #include "sw_vm.h"
+#include "sw_pool.h"
 
 #define SW_MAX_CALL_TENSORS 64
 #define SW_MAX_CALL_SCALARS 64
@@ -51,6 +52,7 @@ struct sw_context {
   char error_text[SW_ERROR_CAP];
   int32_t error_len;
   volatile int32_t cancel; /* set by the host from any thread: stop the running call */
+  sw_pool* pool; /* the threads of parted kernels; NULL: the caller's only */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -246,7 +248,7 @@ static int walk(const sw_program* P, unsigned char* starts, int check_targets, i
     if (op == SW_OP_CALL) {
       /* the kernel takes exactly the tensors and scalars the call passes */
       int32_t k = w[at + 1], nt = w[at + 3], ns = w[at + 4 + nt];
-      if (nt != P->kernel_info[4 * k] || ns != P->kernel_info[4 * k + 1]) return 0;
+      if (nt != P->kernel_info[SW_KERNEL_INFO * k + SW_KI_TENSORS] || ns != P->kernel_info[SW_KERNEL_INFO * k + SW_KI_SCALARS]) return 0;
     }
   }
   return 1;
@@ -256,10 +258,10 @@ static int walk(const sw_program* P, unsigned char* starts, int check_targets, i
 static int check_kernels(const sw_program* P) {
   if (P->nkernel_sigs < 0) return 0;
   for (int32_t k = 0; k < P->nkernels; k++) {
-    const int32_t* info = &P->kernel_info[4 * k];
-    int32_t nt = info[0], ns = info[1], nout = info[2], at = info[3];
+    const int32_t* info = &P->kernel_info[SW_KERNEL_INFO * k];
+    int32_t nt = info[SW_KI_TENSORS], ns = info[SW_KI_SCALARS], nout = info[SW_KI_OUTPUTS], at = info[SW_KI_SIGNATURE];
     if (nt < 0 || nt > SW_MAX_CALL_TENSORS || ns < 0 || ns > SW_MAX_CALL_SCALARS || nout < 0 || nout > nt ||
-        at < 0 || at > P->nkernel_sigs || !P->kernels[k])
+        at < 0 || at > P->nkernel_sigs || !P->kernels[k] || (info[SW_KI_PARTED] != 0 && info[SW_KI_PARTED] != 1))
       return 0;
     for (int32_t t = 0; t < nt; t++) {
       if (at > P->nkernel_sigs - 2) return 0;
@@ -300,7 +302,7 @@ static int checksum_ok(const sw_program* P) {
     h = fnv(h, t, n + 1);
     expect += (int32_t)n + 1;
   }
-  h = fnv(h, P->kernel_info, 16 * (size_t)P->nkernels);
+  h = fnv(h, P->kernel_info, 4 * SW_KERNEL_INFO * (size_t)P->nkernels);
   h = fnv(h, P->kernel_sigs, 4 * (size_t)P->nkernel_sigs);
   h = fnv(h, P->inputs, 12 * (size_t)P->ninputs);
   h = fnv(h, P->outputs, 4 * (size_t)P->noutputs);
@@ -508,6 +510,7 @@ SW_EXPORT(sw_context_status) sw_status_t sw_context_status(sw_context* c) { retu
 
 SW_EXPORT(sw_context_destroy) void sw_context_destroy(sw_context* c) {
   if (!c) return;
+  sw_pool_destroy(c->pool);
   if (c->regs && c->reg_state && c->owner && c->reg_bytes && c->outputs) release_all(c);
   if (c->inputs)
     for (int32_t i = 0; i < c->P->ninputs; i++) sw_mem_free(c->inputs[i].buffer);
@@ -528,6 +531,12 @@ SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(sw_context* c) { return c->s
 SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* c) { return c->memory_held + c->memory_in_use; }
 SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* c) { return c->io; }
 SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* c) { return (void*)&c->cancel; }
+SW_EXPORT(sw_set_threads) int32_t sw_set_threads(sw_context* c, int32_t threads) {
+  if (threads == sw_pool_threads(c->pool)) return threads;
+  sw_pool_destroy(c->pool);
+  c->pool = sw_pool_create(threads);
+  return sw_pool_threads(c->pool);
+}
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* c) { return c->error_text; }
 SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(sw_context* c) { return c->error_len; }
 
@@ -996,7 +1005,7 @@ static sw_status_t size_dynamic_arena(sw_context* c, int64_t need, int64_t reser
 }
 
 static int32_t check_call_types(sw_context* c, int32_t k, int32_t nt, const int32_t* ts) {
-  const int32_t* sig = c->P->kernel_sigs + c->P->kernel_info[4 * k + 3];
+  const int32_t* sig = c->P->kernel_sigs + c->P->kernel_info[SW_KERNEL_INFO * k + SW_KI_SIGNATURE];
   int64_t sym[SW_MAX_SIG_SYMBOLS];
   uint64_t bound = 0;
   for (int32_t i = 0; i < nt; i++) {
@@ -1121,7 +1130,7 @@ static sw_status_t execute(sw_context* c) {
         const int32_t* ts = &w[pc + 4];
         int32_t ns = w[pc + 4 + nt];
         const int32_t* ss = &w[pc + 5 + nt];
-        int32_t nout = P->kernel_info[4 * k + 2];
+        int32_t nout = P->kernel_info[SW_KERNEL_INFO * k + SW_KI_OUTPUTS];
         for (int32_t i = 0; i < nt; i++) {
           if (i < nt - nout) NEED(ts[i]);
           else NEED_WRITABLE(ts[i]);
@@ -1131,7 +1140,10 @@ static sw_status_t execute(sw_context* c) {
         if (wrong) return bad_register(c, ts[wrong - 1], pc, " does not have the dtype, rank or dims its kernel was compiled for");
         for (int32_t i = 0; i < ns; i++) scalars[i] = heap[ss[i]];
         detail[0] = detail[1] = detail[2] = 0;
-        st = P->kernels[k](call_tensors, scalars, detail, &c->cancel);
+        if (c->pool && P->kernel_info[SW_KERNEL_INFO * k + SW_KI_PARTED])
+          st = sw_pool_run(c->pool, P->kernels[k], call_tensors, scalars, detail, &c->cancel);
+        else
+          st = P->kernels[k](call_tensors, scalars, detail, &c->cancel, 0, 1);
         if (st == SW_CANCELLED) return fail_text(c, st, 0, "the call was cancelled");
         if (st != SW_OK) return fail(c, st, msg, detail[0], detail[1], detail[2]);
         for (int32_t i = 0; i < ns; i++) heap[ss[i]] = scalars[i];
