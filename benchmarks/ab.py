@@ -94,7 +94,7 @@ def compare(model: str, cfg: dict[str, Any], path: Path, target: str, settings: 
         out = work / f"{model}-{target}-{label}{'.wasm' if target == 'wasm32' else '.so'}"
         if not out.exists():
             row[label] = compile_with(env, path, out, target)
-        runs[label] = wasm_runtime.load(str(out), cache=str(work / f"cache-{label}")).run
+        runs[label] = wasm_runtime.load(str(out), cache=str(work / f"cache-{label}"), threads=1).run
     feeds = bench.make_inputs(path, model, cfg)
     outs = {label: run(feeds) for label, run in runs.items()}
     row["max_diff"] = largest_difference(outs["A"], outs["B"])

@@ -72,7 +72,7 @@ def child(peer: str, artifact: str, inputs: str) -> None:
         t2 = time.perf_counter()
         sess.run(None, feeds)
     else:
-        model = wasm_runtime.load(artifact, cache=False)  # a .wasm: Cranelift compiles it
+        model = wasm_runtime.load(artifact, cache=False, threads=1)  # a .wasm: Cranelift compiles it
         t2 = time.perf_counter()
         model.run(feeds)
     t3 = time.perf_counter()

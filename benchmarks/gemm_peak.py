@@ -296,7 +296,7 @@ def main() -> int:
                 path = out / f"case{i}.{'wasm' if target.is_wasm else 'so'}"
                 path = compile_model(model, path, target=target.name, relaxed=is_relaxed).variants.get(
                     variant(target), path)
-                got = wasm_runtime.load(path).run(feeds)["y"]
+                got = wasm_runtime.load(path, threads=1).run(feeds)["y"]
                 np.testing.assert_allclose(got, _expected(model, feeds), rtol=1e-3, atol=1e-2 * np.sqrt(size),
                                            err_msg=f"{name} on {target.name}")
                 paths.append(path)
@@ -314,7 +314,7 @@ def main() -> int:
                         ms = min(child("bench", inputs=_raw_inputs(feeds, tmp), warmup_s=warmup_s,
                                       min_time_s=min_time_s, min_runs=3)["times_ms"])
                     else:
-                        ms = time_python(wasm_runtime.load(path), feeds, warmup_s, min_time_s)
+                        ms = time_python(wasm_runtime.load(path, threads=1), feeds, warmup_s, min_time_s)
                     gflops.append(flops / ms / 1e6)
                     print(f"  {name}: {ms:.1f} ms, {gflops[-1]:.1f} GFLOP/s", file=sys.stderr, flush=True)
                 rows.append((engine, peak, tile_text, gflops))

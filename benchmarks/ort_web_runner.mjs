@@ -1,6 +1,7 @@
 // onnxruntime-web peer for benchmarks/run.py: a long-lived Node process speaking JSON lines.
 //
 // One request per stdin line, one reply per stdout line, in order:
+// Usage: node ort_web_runner.mjs [THREADS]
 //   {"op": "load", "model": "/path/m.onnx"}
 //     -> {"ok": true, "info": {versions, backend, numThreads, simd, os_threads_added, ...}}
 //   {"op": "bench", "inputs": [{"name", "dtype", "shape", "file"}], "warmup_s", "min_time_s",
@@ -16,10 +17,14 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-web';
 import { readArray, runFor, serve } from './peer_protocol.mjs';
 
-ort.env.wasm.numThreads = 1;
+// the thread count is the first argument (default 1): numThreads > 1 runs a call on
+// onnxruntime-web's worker pool, as a cross-origin isolated page would
+const threads = Number(process.argv[2] ?? 1);
+if (!Number.isInteger(threads) || threads < 1) throw new Error(`threads must be a whole number >= 1, not ${process.argv[2]}`);
+ort.env.wasm.numThreads = threads;
 ort.env.wasm.simd = true;
 
-// A pthread pool would show up as extra OS threads; counting them proves numThreads = 1 held.
+// A pthread pool shows up as extra OS threads; counting them proves numThreads held.
 const osThreads = () => readdirSync('/proc/self/task').length;
 const threadsAtStart = osThreads();
 

@@ -8,7 +8,10 @@ process speaks the same JSON-lines protocol as ort_web_runner.mjs:
     {"op": "bench", "inputs": [...], "warmup_s": S, "min_time_s": S, "min_runs": N,
      "out_dir": DIR}                                      -> {"ok": true, "times_ms": [...], ...}
 
-Usage:  python py_peer.py PEER
+A load request may name ``"artifact"``: a module its one-thread peer compiled, which a
+threaded symwasm peer loads instead of compiling the model again.
+
+Usage:  python py_peer.py PEER[@THREADS]
 """
 
 from __future__ import annotations
@@ -40,23 +43,24 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def ort_session(model: str) -> Any:
-    """An onnxruntime CPU session pinned to one thread, sequential execution."""
+def ort_session(model: str, threads: int = 1) -> Any:
+    """An onnxruntime CPU session on ``threads`` intra-op threads (one inter-op), sequential."""
     # Imported here so the symwasm workers never load onnxruntime's native library.
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.log_severity_level = 3  # the light_* models trigger unused-initializer warnings
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def load_onnxruntime(model: str, artifact_dir: str) -> tuple[RunFn, dict[str, Any]]:
+def load_onnxruntime(model: str, artifact_dir: str, threads: int = 1,
+                     artifact: str | None = None) -> tuple[RunFn, dict[str, Any]]:
     """Loads `model` in onnxruntime; `artifact_dir` is unused (nothing is compiled)."""
     t0 = time.perf_counter()
-    sess = ort_session(model)
+    sess = ort_session(model, threads)
     return (lambda feeds: sess.run(None, feeds)), {"load_ms": (time.perf_counter() - t0) * 1e3}
 
 
@@ -81,11 +85,18 @@ def cached_load_ms(path: Path, cache: str) -> float:
     return statistics.median(times)
 
 
-def load_symwasm(target: str, model: str, artifact_dir: str) -> tuple[RunFn, dict[str, Any]]:
-    """Compiles `model` for `target` with the symwasm compiler and loads the artifact."""
+def load_symwasm(target: str, model: str, artifact_dir: str, threads: int = 1,
+                 artifact: str | None = None) -> tuple[RunFn, dict[str, Any]]:
+    """Compiles `model` for `target` with the symwasm compiler and loads the artifact on
+    ``threads`` threads; with ``artifact``, loads that module instead of compiling."""
     import wasm_runtime
     from toolkit.compiler import compile_model
 
+    if artifact:
+        m = wasm_runtime.load(artifact, threads=threads, cache=False)
+        if m.threads != threads:
+            raise RuntimeError(m.threads_note)
+        return m.run, {"artifact": artifact, "load_ms": m.load_seconds * 1e3, "threads": m.threads}
     suffix = ".wasm" if target == "wasm32" else ".so"
     out = Path(artifact_dir) / f"{Path(model).stem}{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +105,10 @@ def load_symwasm(target: str, model: str, artifact_dir: str) -> tuple[RunFn, dic
     res = compile_model(model, str(out), target=target, relaxed=target == "wasm32")
     wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="symwasm-code-cache-") as cache:
-        m = wasm_runtime.load(str(out), cache=cache)  # nothing cached: a .wasm is compiled by wasmtime
+        # nothing cached: a .wasm is compiled by wasmtime
+        m = wasm_runtime.load(str(out), cache=cache, threads=threads)
+        if m.threads != threads:
+            raise RuntimeError(m.threads_note)
         info = {
             "compile_s": getattr(res, "seconds", wall),
             "module_bytes": getattr(res, "module_bytes", out.stat().st_size),
@@ -109,10 +123,10 @@ def load_symwasm(target: str, model: str, artifact_dir: str) -> tuple[RunFn, dic
     return m.run, info
 
 
-LOADERS: dict[str, Callable[[str, str], tuple[RunFn, dict[str, Any]]]] = {
+LOADERS: dict[str, Callable[..., tuple[RunFn, dict[str, Any]]]] = {
     "onnxruntime": load_onnxruntime,
-    "symwasm-wasm32": lambda model, d: load_symwasm("wasm32", model, d),
-    "symwasm-native": lambda model, d: load_symwasm("native", model, d),
+    "symwasm-wasm32": lambda *a: load_symwasm("wasm32", *a),
+    "symwasm-native": lambda *a: load_symwasm("native", *a),
 }
 
 
@@ -159,13 +173,15 @@ class Worker:
 
     def __init__(self, peer: str) -> None:
         self.peer = peer
+        base, _, n = peer.partition("@")
+        self.loader, self.threads = LOADERS[base], int(n) if n else 1
         self.run: RunFn | None = None
         self.output_names: list[str] = []
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         """Loads (and for symwasm compiles) `req["model"]`, replacing the previous model."""
         self.run = None  # drop the previous model before compiling the next
-        self.run, info = LOADERS[self.peer](req["model"], req["artifact_dir"])
+        self.run, info = self.loader(req["model"], req["artifact_dir"], self.threads, req.get("artifact"))
         graph = onnx.load(req["model"], load_external_data=False).graph
         self.output_names = [o.name for o in graph.output]
         return {"info": info}
@@ -195,8 +211,9 @@ class Worker:
 
 def main() -> None:
     """Serves requests until stdin closes."""
-    if len(sys.argv) != 2 or sys.argv[1] not in LOADERS:
-        sys.exit(f"usage: py_peer.py {{{','.join(LOADERS)}}}")
+    base, _, n = sys.argv[1].partition("@") if len(sys.argv) == 2 else ("", "", "")
+    if base not in LOADERS or not (n == "" or n.isdigit() and int(n) >= 1):
+        sys.exit(f"usage: py_peer.py {{{','.join(LOADERS)}}}[@THREADS]")
     worker = Worker(sys.argv[1])
     # stdout is the protocol channel; anything the peers print goes to stderr instead.
     proto = os.fdopen(os.dup(sys.stdout.fileno()), "w")

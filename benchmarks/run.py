@@ -2,7 +2,7 @@
 """Side-by-side latency benchmark: symwasm against onnxruntime and onnxruntime-web.
 
 Builds the shared model set (make_models.py), then for every model configuration in its manifest
-times four single-threaded peers on identical inputs:
+times these peers on identical inputs, each on one thread:
 
   symwasm-wasm32   toolkit.compiler.compile_model(target="wasm32"), run by wasm_runtime (wasmtime)
   symwasm-node     the same .wasm run by the JS loader in Node (symwasm_node_runner.mjs): the
@@ -10,6 +10,12 @@ times four single-threaded peers on identical inputs:
   symwasm-native   the same with target="native" (a shared library)
   onnxruntime      native CPU provider, 1 intra-op and 1 inter-op thread, sequential
   onnxruntime-web  the npm package's wasm backend in Node, 1 thread, SIMD (ort_web_runner.mjs)
+
+and again at each other count of ``--threads`` (default: 1 and this machine's cores), as
+``PEER@N``, the peers that split a call over N threads: onnxruntime (``intra_op_num_threads``),
+onnxruntime-web (``numThreads``, its worker pool in Node) and symwasm-native (the library's
+pool; it loads the module its one-thread peer compiled). symwasm's wasm32 module has no threads
+yet, so its peers run at 1 only. The ratios pair equal thread counts.
 
 Each peer lives in its own long-lived child process (py_peer.py, ort_web_runner.mjs), so model
 loading and process start are never timed and a crashing peer only loses its own result.  Peers
@@ -46,6 +52,8 @@ from py_peer import CACHED_LOADS, first_line, ort_session
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PEERS = ("onnxruntime", "onnxruntime-web", "symwasm-native", "symwasm-wasm32", "symwasm-node")
+# the peers that split one call over several threads; the others run on one
+THREADED = ("onnxruntime", "onnxruntime-web", "symwasm-native")
 # Ratios reported as (numerator, denominator): the symwasm target against its like-for-like peer
 # (symwasm-node and onnxruntime-web share the engine; wasmtime's ratio is reported beside it).
 RATIOS = (("symwasm-node", "onnxruntime-web"), ("symwasm-wasm32", "onnxruntime-web"),
@@ -215,12 +223,32 @@ def exit_reason(code: int) -> str:
     return f"exit {code}"
 
 
+def cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def split_peer(name: str) -> tuple[str, int]:
+    """``"onnxruntime@2"`` -> ("onnxruntime", 2); a plain name runs on 1 thread."""
+    base, _, n = name.partition("@")
+    return base, int(n) if n else 1
+
+
+def with_threads(peers: list[str], counts: list[int]) -> list[str]:
+    """The peers at one thread, then the threaded ones (:data:`THREADED`) at each other count."""
+    return list(peers) + [f"{p}@{t}" for t in counts if t > 1 for p in peers if p in THREADED]
+
+
 def make_peers(names: list[str]) -> dict[str, PeerProcess]:
     """The selected peers' processes (started lazily on their first request)."""
     peers = {}
     for name in names:
-        if name == "onnxruntime-web":
-            peers[name] = PeerProcess(name, [str(node()), str(HERE / "ort_web_runner.mjs")],
+        base, threads = split_peer(name)
+        if base == "onnxruntime-web":
+            peers[name] = PeerProcess(name, [str(node()), str(HERE / "ort_web_runner.mjs"), str(threads)],
                                       ort_web_missing())
         elif name == "symwasm-node":
             peers[name] = PeerProcess(name, [str(node()), str(HERE / "symwasm_node_runner.mjs"), sys.executable],
@@ -299,9 +327,12 @@ def load_all(peers: dict[str, PeerProcess], model_path: Path, artifact_dir: Path
     infos, failed = {}, {}
     for name, peer in peers.items():
         progress(f"  load {name}")
+        req = {"op": "load", "model": str(model_path), "artifact_dir": str(artifact_dir)}
+        base, threads = split_peer(name)
+        if threads > 1 and "artifact" in infos.get(base, {}):
+            req["artifact"] = infos[base]["artifact"]  # the module its one-thread peer compiled
         try:
-            infos[name] = peer.request({"op": "load", "model": str(model_path),
-                                        "artifact_dir": str(artifact_dir)})["info"]
+            infos[name] = peer.request(req)["info"]
         except PeerFailure as e:
             failed[name] = e
             progress(f"  {name}: error: {e}")
@@ -412,8 +443,14 @@ def ratio_cell(cells: dict[str, Cell], num: str, den: str, key: str = "median_ms
 
 
 def ratio_pairs(peers: list[str]) -> list[tuple[str, str, str]]:
-    """(column header, numerator, denominator) of the RATIOS both of whose peers ran."""
-    return [(f"{n.removeprefix('symwasm-')} / {d}", n, d) for n, d in RATIOS if n in peers and d in peers]
+    """(column header, numerator, denominator) of the RATIOS both of whose peers ran, at one
+    thread and at each other count, then each threaded peer's speed-up from 1 to N threads."""
+    counts = sorted({split_peer(p)[1] for p in peers})
+    pairs = [(f"{n}@{t}" if t > 1 else n, f"{d}@{t}" if t > 1 else d) for t in counts for n, d in RATIOS]
+    out = [(f"{n.removeprefix('symwasm-')} / {d}", n, d) for n, d in pairs if n in peers and d in peers]
+    out += [(f"{p.removeprefix('symwasm-')} speed-up", split_peer(p)[0], p) for p in peers
+            if split_peer(p)[1] > 1 and split_peer(p)[0] in peers]
+    return out
 
 
 def fastest_table(records: list[dict[str, Any]], peers: list[str]) -> list[str]:
@@ -589,11 +626,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line; timing defaults depend on --quick."""
     ap = argparse.ArgumentParser(
         description="Benchmark symwasm (wasm32 and native) against onnxruntime and "
-                    "onnxruntime-web on the shared model set, single-threaded, peers "
+                    "onnxruntime-web on the shared model set, at 1 thread and at --threads, peers "
                     "interleaved. Run `npm ci --prefix benchmarks` first for onnxruntime-web.")
     ap.add_argument("--models", help="comma-separated model names (default: all in the manifest)")
     ap.add_argument("--peers", default=",".join(PEERS),
                     help=f"comma-separated peers (default: {','.join(PEERS)})")
+    ap.add_argument("--threads", default=f"1,{cores()}",
+                    help="thread counts (default: 1 and this machine's cores): the peers run at 1, "
+                         f"and {', '.join(THREADED)} also at each other count, as PEER@N")
     ap.add_argument("--repeat", type=int, help="interleaved repetitions per peer (default 5)")
     ap.add_argument("--min-time", type=float, metavar="SECONDS",
                     help="timed seconds per peer and repetition (default 1.0)")
@@ -621,6 +661,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.warmup = args.warmup if args.warmup is not None else (0.2 if args.quick else 1.0)
     args.models_dir = args.models_dir or args.out_dir / "bench_models"
     args.peers = pick("--peers", args.peers, PEERS)
+    try:
+        counts = sorted({int(t) for t in args.threads.split(",") if t.strip()} | {1})
+    except ValueError:
+        sys.exit(f"run.py: --threads: a comma list of thread counts, not {args.threads!r}")
+    if counts[0] < 1:
+        sys.exit("run.py: --threads: counts are 1 or more")
+    args.peers = with_threads(args.peers, counts)
     return args
 
 

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,6 +6,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# models load on one thread unless a test asks for more (tests/test_threads.py): the suite runs
+# one test per core already, and a pool's waiting threads spin a while before they sleep
+os.environ.setdefault("SYMWASM_THREADS", "1")
 
 TARGETS = ("wasm32", "native")
 

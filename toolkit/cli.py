@@ -183,13 +183,15 @@ def cmd_run(args) -> int:
     import wasm_runtime
 
     try:
-        model = wasm_runtime.load(args.model, cache=not args.no_cache)
+        model = wasm_runtime.load(args.model, cache=not args.no_cache, threads=args.threads)
     except (FileNotFoundError, ValueError, OSError) as e:
         print(f"error: cannot load {args.model}: {e}", file=sys.stderr)
         return 1
     except (wasm_runtime.ModelError, ImportError) as e:  # says the file, and why it cannot load
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if model.threads_note:
+        print(f"note: {model.threads_note}", file=sys.stderr)
     feeds = {}
     for item in args.input:
         name, sep, path = item.partition("=")
@@ -235,6 +237,17 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return n
+
+
 def _progress_bar(done: int, total: int, width: int = 30) -> None:
     """The steady-state runs' progress on stderr, redrawn in place (``done`` of the first
     run, which is not one of them, draws the empty bar); at most one redraw a percent."""
@@ -252,7 +265,8 @@ def benchmark_report(model, first: float, steady: list[float]) -> list[str]:
         CACHE_TEXT.get(model.code_cache, f"compiled; the code cache is {model.code_cache}")
     ms = np.array(steady) * 1e3
     q1, median, q3 = np.percentile(ms, [25, 50, 75])
-    return [f"load: {model.load_seconds * 1e3:.2f} ms ({how})",
+    threads = f"{model.threads} thread{'s' if model.threads > 1 else ''}"
+    return [f"load: {model.load_seconds * 1e3:.2f} ms ({how}); calls run on {threads}",
             f"first run: {first * 1e3:.3f} ms",
             f"steady state: median {median:.3f} ms over {len(ms)} runs (quartiles {q1:.3f}-{q3:.3f}, "
             f"min {ms.min():.3f}, max {ms.max():.3f})"]
@@ -550,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time the model: its load, its first run, then N more runs (default 100), with a "
                         "progress bar on stderr; reports the load time (and whether the compiled code came "
                         "from the cache), the first run and the steady state's median and spread")
+    r.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="run each call on N threads, this one included (default: the CPUs this process may "
+                        "use, or SYMWASM_THREADS); a .wasm runs on one for now, and says so")
     r.add_argument("--no-cache", action="store_true",
                    help="compile the .wasm without the compiled-code cache (neither read nor written)")
     r.add_argument("--save-dir", help="write each output to DIR/<name>.npy")
