@@ -366,7 +366,9 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
     are packed by :func:`pack_conv_t`, and a call with few pixels (:func:`conv_t_wins`) runs
     the transposed GEMM (:func:`transposed_gemm`) instead. Tensors: x, w, [bias], the post
     ops' operands, [the staged input of :func:`im2col_stage`], with ``dual`` [the patches]
-    and the transposed output, y. Scalars: the symbolic pads."""
+    and the transposed output, y. Scalars: the symbolic pads. Across threads, each part
+    computes its share of the pixels (the GEMM's panels, :func:`.gemm.gemm`'s ``split``);
+    every part stages the input alike, the same values to the same places, before reading it."""
     win, tile, bias, post, packed_a, dual = params
     x_shape, y_shape = types[0][1], types[-1][1]
     x, w, bt, operands, k = conv_inputs(kb, types, bias, post)
@@ -415,7 +417,7 @@ def build_conv2d_gemm(kb: KernelBuilder, params: tuple, types: Sequence[TensorTy
         weights_as_a()
         return
     with kb.b.if_else(conv_t_wins(pixels, m.constant, tile.nr, _ir_ops(kb))) as (few, many):
-        with few, kb.first_part():  # not split: its output's transpose reads every part's product
+        with few:
             transposed_gemm(kb, win, tile, post, x, xs if staged is not None else None, w, bt, operands, patches,
                             yt, y)
         with many:
@@ -538,7 +540,9 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
     ([K, pixels] or more), an output row's pixels at a time, and read as A. Then yt ([pixels,
     M] or more) is transposed into y, the bias and the fused ops ``post`` applied on the way
     (vectors along the pixels, as :func:`conv_epilogue` takes them). The image's size may be
-    known only at run time (:func:`.plan.dual_route`)."""
+    known only at run time (:func:`.plan.dual_route`). Across threads, each part computes its
+    share of the product's panels (output channels) and transposes those channels only; every
+    part stages the input and copies the patches alike, the same values to the same places."""
     if xs is not None:
         channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
     else:
@@ -571,11 +575,13 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         else:
             _materialize(kb, lanes, im, xs, patches, oh, ow, pixels, wq, depth, kb.mul(n, kb.mul(c, channel)))
             a = G.View(patches, i64(0), i64(1), pixels)
-        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth)
+        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth, split=True)
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v, mask=None: v)
+        # this part's channels: the panels of the product it computed (as gemm shares them)
+        lo, hi = kb.share(i64(-(-m.constant // tile.nr)))
         _TransposedOut(kb, lanes, vt, block, yt, y, m, pixels, y_base, epilogue).image(
-            vectors, residual_operands(post, operands))
+            vectors, residual_operands(post, operands), kb.mul(lo, i64(tile.nr)), smin(kb, kb.mul(hi, i64(tile.nr)), m))
 
 
 def _materialize(kb: KernelBuilder, lanes: int, im: Im2col, xs: Tensor, patches: Tensor, oh: ir.Value,
@@ -667,19 +673,22 @@ class _TransposedOut:
         with kb.loop(channel_rest if channel_rest is not None else i64(lanes), "oc", plain=True) as e:
             self.out(kb.add(i0, e), j0, b.load(self.staged_vector(e), typ=vt, align=4), pixel_mask)
 
-    def image(self, vectors: ir.Value, residual: Sequence[Tensor]) -> None:
-        """The whole image: blocks of LANES channels by vectors of pixels, then the pixels
-        and channels left over (``vectors``: the whole vectors of pixels; ``residual``: the
-        fused ops' operands read at y's positions, prefetched with y)."""
+    def image(self, vectors: ir.Value, residual: Sequence[Tensor], first: ir.Value | None = None,
+              end: ir.Value | None = None) -> None:
+        """The image's channels [first, end) (default all; ``first`` a multiple of LANES, and
+        ``end`` too unless it is M): blocks of LANES channels by vectors of pixels, then the
+        pixels and channels left over (``vectors``: the whole vectors of pixels; ``residual``:
+        the fused ops' operands read at y's positions, prefetched with y)."""
         kb, b, lanes, m, pixels, yt = self.kb, self.kb.b, self.lanes, self.m, self.pixels, self.yt
+        end = m if end is None else end
         # natively, the pixels after the last whole vector and the channels after the last
         # whole block run as masked blocks. Element by element, a SiLU epilogue's division
         # made 8 of 120 pixels 65% of an EfficientNet 24 -> 144 channel layer's time
         masked_tails = not kb.target.is_wasm
         whole_pixels = kb.mul(vectors, i64(lanes))
         pixel_rest = b.sub(pixels, whole_pixels)
-        blocks = b.udiv(m, i64(lanes))
-        with kb.loop(blocks, "ob") as ob:
+        blocks = b.udiv(end, i64(lanes))
+        with kb.loop(blocks, "ob", start=None if first is None else b.udiv(first, i64(lanes))) as ob:
             i0 = kb.mul(ob, i64(lanes))
             with kb.loop(vectors, "pv") as pv:
                 j0 = kb.mul(pv, i64(lanes))
@@ -707,7 +716,7 @@ class _TransposedOut:
                         self.out(kb.add(i0, e), j, yt.load(self.yt_at(j, kb.add(i0, e))))
         whole_channels = kb.mul(blocks, i64(lanes))
         if masked_tails:
-            channel_rest = b.sub(m, whole_channels)
+            channel_rest = b.sub(end, whole_channels)
 
             def channel_tail() -> None:
                 with kb.loop(vectors, "pv") as pv:
@@ -717,7 +726,7 @@ class _TransposedOut:
             _when(kb, _positive(b, channel_rest), channel_tail)
         else:
             # the channels after the last whole block, an element at a time
-            with kb.loop(m, "oc", start=whole_channels, plain=True) as i:
+            with kb.loop(end, "oc", start=whole_channels, plain=True) as i:
                 with kb.loop(pixels, "p", plain=True) as j:
                     self.out(i, j, yt.load(self.yt_at(j, i)))
 

@@ -1,9 +1,11 @@
 /* The context's threads (sw_pool.h). A job is one call of a parted kernel: the caller
- * publishes it by bumping `job`, runs part 0 and waits for `left` to reach 0; thread p runs
- * part p. Waiting spins a while, then sleeps on the word (a futex natively). `sleepers`
- * counts the threads asleep, so a job or its end wakes them only when one is: the bump and
- * the count are sequentially consistent, and a sleeper rechecks the word as it goes to sleep,
- * so no wake-up is lost. */
+ * publishes it by bumping `job`, then it and the threads claim its parts one at a time until
+ * none is left (run_parts), and the caller waits for `done` to count them all. A thread still
+ * waking up when the job starts costs nothing: the caller runs the parts it did not claim.
+ * Waiting spins a while, then sleeps on the word (a futex). `sleepers` counts the threads
+ * asleep, so a job or its end wakes them only when one is: the bump and the count are
+ * sequentially consistent, and a sleeper rechecks the word as it goes to sleep, so no wake-up
+ * is lost. */
 #define _GNU_SOURCE /* syscall() under -std=c11 */
 #include "sw_pool.h"
 
@@ -35,22 +37,25 @@ sw_status_t sw_pool_run(sw_pool* p, sw_kernel_fn fn, sw_tensor* const* tensors, 
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
-/* about 50-100 us of pause instructions before a waiting thread sleeps: the kernels of a
- * run follow each other closer than that, and a wake-up from sleep costs more */
-#define SPINS 4000
+/* A waiting thread spins this long before it sleeps: the kernels split in parts follow each
+ * other closer than that within a run, and a thread woken from sleep may come too late to take
+ * a part (bert2 at 2 threads: a spin of ~0.1 ms left the speed-up at 1.1-1.5x, 1 ms 1.85x) */
+#define SPIN_NS 1000000
 
 typedef struct {
   sw_pool* pool;
-  int32_t part;
+  int32_t index;
 } sw_worker;
 
 struct sw_pool {
-  _Atomic int32_t job;      /* bumped for each job; a thread waits for it to change */
-  _Atomic int32_t left;     /* the started threads' parts of the current job not yet done */
-  _Atomic int32_t sleepers; /* threads asleep on `job` or `left` */
-  int32_t threads;          /* parts per job, the caller's included */
+  _Atomic int32_t job;      /* the current job's number: bumped to publish one, and to quit */
+  _Atomic uint64_t claim;   /* job number << 32 | the next part to claim */
+  _Atomic int32_t done;     /* parts of the current job finished */
+  _Atomic int32_t sleepers; /* threads asleep on `job` or `done` */
+  int32_t threads;          /* parts per job, the caller's thread included */
   int32_t quit;             /* set, then `job` bumped: the threads return */
   sw_kernel_fn fn;
   sw_tensor* const* tensors;
@@ -81,27 +86,60 @@ static void wake_all(sw_pool* p, _Atomic int32_t* word) {
   if (atomic_load(&p->sleepers) > 0) syscall(SYS_futex, (int32_t*)word, FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0, 0);
 }
 
-/* waits until *word != value; returns the new value */
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* waits until *word != value, spinning SPIN_NS then sleeping; returns the new value */
 static int32_t wait_change(sw_pool* p, _Atomic int32_t* word, int32_t value) {
   int32_t now;
-  for (int spin = 0; (now = atomic_load(word)) == value; spin++) {
-    if (spin < SPINS) relax();
-    else sleep_on(p, word, value);
+  int64_t until = 0;
+  for (uint32_t spin = 0; (now = atomic_load(word)) == value; spin++) {
+    if (spin % 256 == 255) {
+      int64_t t = now_ns();
+      if (!until) until = t + SPIN_NS;
+      else if (t > until) {
+        sleep_on(p, word, value);
+        until = 0;
+        continue;
+      }
+    }
+    relax();
   }
   return now;
 }
 
+/* Claims and runs parts of job `job` until none is left. A part is claimed by moving `claim`
+ * from (job, k) to (job, k + 1): the job's fields were read while it was still (job, k), when
+ * the caller could not yet have moved on to another job (it waits for every part of this one),
+ * so they are this job's. A thread that wakes late finds the parts taken (the caller runs the
+ * parts no thread has claimed) and waits for the next job. */
+static void run_parts(sw_pool* p, uint32_t job) {
+  for (;;) {
+    uint64_t c = atomic_load(&p->claim);
+    uint32_t k = (uint32_t)c;
+    if ((uint32_t)(c >> 32) != job || k >= (uint32_t)p->threads) return;
+    sw_kernel_fn fn = p->fn;
+    sw_tensor* const* tensors = p->tensors;
+    int64_t* scalars = p->scalars;
+    const volatile int32_t* cancel = p->cancel;
+    if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue;
+    int64_t* d = p->detail[k];
+    d[0] = d[1] = d[2] = 0;
+    p->status[k] = fn(tensors, scalars, d, cancel, (int32_t)k, p->threads);
+    if (atomic_fetch_add(&p->done, 1) == p->threads - 1) wake_all(p, &p->done);
+  }
+}
+
 static void* work(void* arg) {
-  sw_worker* w = (sw_worker*)arg;
-  sw_pool* p = w->pool;
+  sw_pool* p = ((sw_worker*)arg)->pool;
   int32_t seen = 0;
   for (;;) {
     seen = wait_change(p, &p->job, seen);
     if (p->quit) return 0;
-    int64_t* d = p->detail[w->part];
-    d[0] = d[1] = d[2] = 0;
-    p->status[w->part] = p->fn(p->tensors, p->scalars, d, p->cancel, w->part, p->threads);
-    if (atomic_fetch_sub(&p->left, 1) == 1) wake_all(p, &p->left);
+    run_parts(p, (uint32_t)seen);
   }
 }
 
@@ -111,13 +149,14 @@ sw_pool* sw_pool_create(int32_t threads) {
   sw_pool* p = (sw_pool*)sw_mem_alloc(sizeof(sw_pool));
   if (!p) return 0;
   atomic_init(&p->job, 0);
-  atomic_init(&p->left, 0);
+  atomic_init(&p->claim, 0);
+  atomic_init(&p->done, 0);
   atomic_init(&p->sleepers, 0);
   p->quit = 0;
   p->threads = 1;
   for (int32_t i = 1; i < threads; i++) {
     p->workers[i].pool = p;
-    p->workers[i].part = i;
+    p->workers[i].index = i;
     if (pthread_create(&p->tid[i], 0, work, &p->workers[i]) != 0) break;
     p->threads = i + 1;
   }
@@ -142,17 +181,18 @@ void sw_pool_destroy(sw_pool* p) {
 sw_status_t sw_pool_run(sw_pool* p, sw_kernel_fn fn, sw_tensor* const* tensors, int64_t* scalars, int64_t* detail,
                         const volatile int32_t* cancel) {
   if (!p) return fn(tensors, scalars, detail, cancel, 0, 1);
+  uint32_t job = (uint32_t)atomic_load(&p->job) + 1;
   p->fn = fn;
   p->tensors = tensors;
   p->scalars = scalars;
   p->cancel = cancel;
-  atomic_store(&p->left, p->threads - 1);
-  atomic_fetch_add(&p->job, 1); /* publishes the job's fields to the threads */
+  atomic_store(&p->done, 0);
+  atomic_store(&p->claim, (uint64_t)job << 32); /* publishes the fields with the job */
+  atomic_store(&p->job, (int32_t)job);
   wake_all(p, &p->job);
-  sw_status_t st = fn(tensors, scalars, detail, cancel, 0, p->threads);
-  for (int32_t left; (left = atomic_load(&p->left)) != 0;) wait_change(p, &p->left, left);
-  if (st != SW_OK) return st;
-  for (int32_t i = 1; i < p->threads; i++)
+  run_parts(p, job);
+  for (int32_t done; (done = atomic_load(&p->done)) != p->threads;) wait_change(p, &p->done, done);
+  for (int32_t i = 0; i < p->threads; i++)
     if (p->status[i] != SW_OK) {
       detail[0] = p->detail[i][0];
       detail[1] = p->detail[i][1];

@@ -1,7 +1,8 @@
-/* The context's threads: a kernel whose work is split in parts (kernel_info's parted) runs
- * part p of n on thread p, the caller's thread being part 0, and the call returns when every
- * part has. The parts write disjoint elements and each computes its own in the order one
- * thread would, so the results have the same bits whatever the thread count.
+/* The context's threads: a kernel whose work is split in parts (kernel_info's parted) is
+ * called once per part, n parts for n threads, each part run by whichever thread claims it
+ * first (the caller's included), and the call returns when every part has. The parts write
+ * disjoint elements and each computes its own in the order one thread would, so the results
+ * have the same bits whatever the thread count and whoever runs them.
  *
  * Natively the pool starts its threads itself (POSIX threads) and they sleep on a futex
  * between calls, after spinning a short while: the next kernel of a run is usually
