@@ -1,15 +1,17 @@
 """Threads inside a call (``load(threads=)``): a kernel split in parts runs part p on thread p
 of the context's pool, and the results have the same bits whatever the thread count.
 
-Checked here: the split products and convolutions at 1, 2, 3 and 5 threads (more parts than
-some products have panels), at several bindings of their symbolic dims and at every native
-CPU level, equal bit for bit to one thread and close to onnxruntime; a .wasm runs on one
-thread and says why; bad thread counts are refused by name; a cancelled call stops every
-thread and the pool runs again; closing a model ends its threads. No timing here
-(``make bench`` measures the speed-up)."""
+Checked here: the split kernels at 1, 2, 3 and 5 threads (more parts than some products
+have panels), at several bindings of their symbolic dims, at every native CPU level and in a
+.wasm's threads variant (compile --threads: shared memory, the host's threads each an
+instance of the module), equal bit for bit to one thread and close to onnxruntime; a .wasm
+without the variant runs on one thread and says why; bad thread counts are refused by name;
+a cancelled call stops every thread and the pool runs again; closing a model ends its
+threads. No timing here (``make bench`` measures the speed-up)."""
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -17,20 +19,23 @@ import pytest
 from onnx import helper
 
 import wasm_runtime
+from toolkit.compiler import compile_model
 from util import build, const, make_model, native_targets, vinfo
 
 CANCELLED = 6
 THREADS = (2, 3, 5)
 # bindings: a lone row, a few rows and more than a row block; n x m products of fewer panels
-# than threads (m = 3), ragged ones (17, 70) and several panels per thread (70 at 4 lanes)
-BINDINGS = [dict(n=1, m=3), dict(n=5, m=17), dict(n=40, m=70)]
+# than threads (m = 3), ragged ones (17, 70) and several panels per thread (70 at 4 lanes);
+# the last one is large enough for the row and elementwise kernels to split
+BINDINGS = [dict(n=1, m=3), dict(n=5, m=17), dict(n=40, m=70), dict(n=300, m=203)]
 
 
 def _split_model():
     """Products and convolutions whose kernels split their work: MatMul on a constant B
     (packed panels), on a run-time B and batched, MatMul after a Relu (the lone-row sparse
-    path keeps its work in part 0), Gemm with transposes and C, and convolutions (3x3 padded,
-    1x1 strided, and few pixels), each with symbolic dims."""
+    path keeps its work in part 0), Gemm with transposes and C, convolutions (3x3 padded,
+    1x1 strided, and few pixels), and the kernels split by rows or elements when they are
+    large (Softmax, LayerNormalization, pools, elementwise), each with symbolic dims."""
     rng = np.random.default_rng(7)
 
     def r(*shape):
@@ -46,12 +51,17 @@ def _split_model():
         helper.make_node("Conv", ["img", "k1", "kb1"], ["y6"], pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["img", "k2"], ["y7"], strides=[2, 2]),
         helper.make_node("Conv", ["small", "k3", "kb3"], ["y8"], pads=[1, 1, 1, 1]),
+        helper.make_node("Softmax", ["img"], ["y9"], axis=-1),
+        helper.make_node("LayerNormalization", ["img", "ln_s"], ["y10"], axis=-1),
+        helper.make_node("MaxPool", ["img"], ["y11"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["img"], ["y12"], kernel_shape=[1, 3], strides=[1, 2]),
+        helper.make_node("Mul", ["img", "img"], ["y13"]),
     ]
     inputs = [vinfo("x", np.float32, ["n", 37]), vinfo("b", np.float32, [37, "m"]),
               vinfo("p", np.float32, [2, "n", 9]), vinfo("q", np.float32, [2, 9, "m"]),
               vinfo("xt", np.float32, [37, "n"]), vinfo("img", np.float32, [1, 5, "n", "m"]),
-              vinfo("small", np.float32, [1, 40, 3, "m"])]
-    outputs = [vinfo(f"y{i}", np.float32, None) for i in range(1, 9)]
+              vinfo("small", np.float32, [1, 40, 3, "m"]), vinfo("ln_s", np.float32, ["m"])]
+    outputs = [vinfo(f"y{i}", np.float32, None) for i in range(1, 14)]
     inits = [const("w1", r(37, 70)), const("w2", r(37, 45)), const("w3", r(52, 37)), const("c3", r(52)),
              const("k1", r(24, 5, 3, 3)), const("kb1", r(24)), const("k2", r(33, 5, 1, 1)),
              const("k3", r(48, 40, 3, 3)), const("kb3", r(48))]
@@ -61,7 +71,7 @@ def _split_model():
 def _feeds(n: int, m: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     shapes = {"x": (n, 37), "b": (37, m), "p": (2, n, 9), "q": (2, 9, m), "xt": (37, n), "img": (1, 5, n, m),
-              "small": (1, 40, 3, m)}
+              "small": (1, 40, 3, m), "ln_s": (m,)}
     return {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
 
 
@@ -70,16 +80,27 @@ def split_model():
     return _split_model()
 
 
-@pytest.mark.parametrize("target", native_targets())
+def _load_split(model, target: str, tmp_path) -> wasm_runtime.Model:
+    """The model on one thread: natively at a CPU level, or the baseline of a .wasm compiled
+    with its threads variant beside it."""
+    if target != "wasm32-threads":
+        return build(model, target)
+    compile_model(model, tmp_path / "split.wasm", target="wasm32", threads=True)
+    return wasm_runtime.load(tmp_path / "split.wasm")
+
+
+@pytest.mark.parametrize("target", [*native_targets(), "wasm32-threads"])
 def test_threads_give_the_same_bits(split_model, target, tmp_path):
-    one = build(split_model, target)
+    one = _load_split(split_model, target, tmp_path)
     assert one.threads == 1  # the suite's default (tests/conftest.py)
+    assert one.variant in (None, "baseline")
     parted = subprocess.run([sys.executable, "-m", "toolkit.cli", "inspect", str(one.path)],
                             capture_output=True, text=True, check=True).stdout.count("split across threads")
-    assert parted >= 6, "the products and convolutions should split their work"
+    assert parted >= 11, "the products, convolutions and large row and elementwise kernels should split"
     many = {t: wasm_runtime.load(one.path, threads=t) for t in THREADS}
     for t, m in many.items():
         assert (m.threads, m.threads_note) == (t, "")
+        assert m.variant in (None, "threads")
     session = ort.InferenceSession(split_model.SerializeToString(), providers=["CPUExecutionProvider"])
     for bind in BINDINGS:
         feeds = _feeds(**bind)
@@ -96,18 +117,28 @@ def test_wasm32_runs_on_one_thread_and_says_why(split_model):
     mod = build(split_model, "wasm32")
     two = wasm_runtime.load(mod.path, threads=2)
     assert two.threads == 1
-    assert "1 of 2 threads" in two.threads_note and "no threads" in two.threads_note
+    assert "1 of 2 threads" in two.threads_note and "compile with --threads" in two.threads_note
     feeds = _feeds(5, 17)
     a, b = mod.run(feeds), two.run(feeds)
     assert all(a[k].tobytes() == b[k].tobytes() for k in a)
 
 
+def _matmul():
+    return make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                      [vinfo("a", np.float32, ["n", "k"]), vinfo("b", np.float32, ["k", "m"])],
+                      [vinfo("y", np.float32, None)])
+
+
 @pytest.fixture(scope="module")
-def small_native(tmp_path_factory):
-    m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
-                   [vinfo("a", np.float32, ["n", "k"]), vinfo("b", np.float32, ["k", "m"])],
-                   [vinfo("y", np.float32, None)])
-    return build(m, "native").path
+def small_native():
+    return build(_matmul(), "native").path
+
+
+@pytest.fixture(scope="module")
+def small_threaded(tmp_path_factory):
+    path = tmp_path_factory.mktemp("threads") / "mm.wasm"
+    compile_model(_matmul(), path, target="wasm32", threads=True)
+    return path
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None])
@@ -133,9 +164,21 @@ def _os_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def test_cancel_stops_every_thread_and_the_pool_runs_again(small_native):
+def _os_threads_settle(want: int) -> int:
+    """The process's OS threads once those that were told to end are gone: a Python thread's
+    join returns just before its OS thread exits (up to 5 s; this is not a timing check)."""
+    for _ in range(500):
+        if (n := _os_threads()) == want:
+            return n
+        time.sleep(0.01)
+    return _os_threads()
+
+
+@pytest.mark.parametrize("kind", ["native", "wasm32-threads"])
+def test_cancel_stops_every_thread_and_the_pool_runs_again(kind, small_native, small_threaded):
+    path = small_native if kind == "native" else small_threaded
     before = _os_threads()
-    mod = wasm_runtime.load(small_native, threads=3)
+    mod = wasm_runtime.load(path, threads=3)
     assert _os_threads() == before + 2  # the pool's threads; the caller's is the third
     big = {"a": np.ones((5120, 5120), np.float32), "b": np.ones((5120, 5120), np.float32)}
     with pytest.raises(wasm_runtime.ModelError, match="timed out after 0.2 s") as e:
@@ -143,9 +186,9 @@ def test_cancel_stops_every_thread_and_the_pool_runs_again(small_native):
     assert e.value.status == CANCELLED
     rng = np.random.default_rng(3)
     feeds = {"a": rng.standard_normal((33, 20)).astype(np.float32), "b": rng.standard_normal((20, 90)).astype(np.float32)}
-    want = wasm_runtime.load(small_native, threads=1).run(feeds)["y"]
+    want = wasm_runtime.load(path, threads=1).run(feeds)["y"]
     assert mod.run(feeds)["y"].tobytes() == want.tobytes()
-    assert mod.set_threads(2) == 2 and _os_threads() == before + 1
+    assert mod.set_threads(2) == 2 and _os_threads_settle(before + 1) == before + 1
     assert mod.run(feeds)["y"].tobytes() == want.tobytes()
     mod.close()
-    assert _os_threads() == before
+    assert _os_threads_settle(before) == before

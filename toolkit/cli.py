@@ -100,7 +100,7 @@ def cmd_compile(args) -> int:
         print(f"compiling {src} for {args.target}{cpu}", file=sys.stderr, flush=True)
     try:
         r = compile_model(src, out, target=args.target, binds=binds, progress=progress, ranges=ranges,
-                          static=args.static, cpu=args.cpu, relaxed=args.relaxed_simd,
+                          static=args.static, cpu=args.cpu, relaxed=args.relaxed_simd, threads=args.threads,
                           check_facts=args.check_facts,
                           overridable=[n for a in args.overridable for n in a.split(",") if n])
     except CompileError as e:
@@ -519,6 +519,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "next to the output (multiply-adds fused by f32x4.relaxed_madd). Engines without "
                         "relaxed SIMD reject it, so the baseline stays; the Python host and the JS loader "
                         "pick the variant their engine validates")
+    c.add_argument("--threads", action="store_true",
+                   help="with --target wasm32: also write the threads variant of each file, MODEL.threads.wasm "
+                        "(and MODEL.relaxed.threads.wasm): shared memory, so the Python host runs a call's "
+                        "products, convolutions and large row kernels on several threads (load(threads=N)); a "
+                        "native library always can")
     c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
                    help="fix symbolic dims (the model's named input dims) at compile time, e.g. "
                         "--bind seq=128,batch=1 (repeatable): the model is compiled as if exported with "

@@ -14,7 +14,7 @@ from . import __version__
 from .abi import FORMAT_VERSION
 from .codegen.embed import Encoded, embed_program
 from .codegen.parallel import emit_objects
-from .codegen.target import get_target, new_module, relaxed_simd, variant
+from .codegen.target import get_target, new_module, relaxed_simd, variant, with_threads
 from .frontend.onnx.importer import import_model
 from .ir import dims as D
 from .ir.graph import CompileError, Graph
@@ -155,7 +155,7 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
                   progress: Callable[[str], None] | None = None,
                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
                   static: bool = False, cpu: str | None = None, relaxed: bool = False,
-                  check_facts: bool = False, overridable: Collection[str] = (),
+                  threads: bool = False, check_facts: bool = False, overridable: Collection[str] = (),
                   routes: Mapping[str, str] | None = None) -> CompileResult:
     """Compile an ONNX model (path, bytes or ModelProto) into ``output``. ``binds`` fixes
     symbols at compile time; ``ranges`` bounds them (checked at run time). ``static``
@@ -165,7 +165,10 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
     an x86-64 psABI level (``x86-64-v3``); None or ``native`` is this machine's.
     ``relaxed`` (wasm32 only) also writes the relaxed-SIMD variant next to ``output``
     (``model.relaxed.wasm``, FMA through ``f32x4.relaxed_madd``); both files' metadata name
-    both, and hosts pick the variant their engine supports. ``check_facts`` makes the module
+    both, and hosts pick the variant their engine supports. ``threads`` (wasm32 only) also
+    writes the threads variant of each (``model.threads.wasm``, ``model.relaxed.threads.wasm``):
+    shared memory, so a host runs a call's split kernels on several threads (a native library
+    always can). ``check_facts`` makes the module
     check at run time every fact the compiler relied on about a value or a dim (a shape value
     it derived, a bound it proved, Reshape's 0 and -1 it resolved, a branch it decided) and
     fail naming the node and the fact that did not hold: for testing the compiler. The
@@ -195,8 +198,12 @@ def compile_model(model, output: str | Path, target: str = "wasm32",
         raise ValueError("relaxed SIMD is a wasm32 variant; the native target uses the CPU's own FMA")
     out = Path(output)
     files = {tgt: out}
+    if threads and not tgt.is_wasm:
+        raise ValueError("the threads variant is a wasm32 one; a native library always runs on threads")
     if relaxed:
         files[relaxed_simd(tgt)] = out.with_name(f"{out.stem}.relaxed{out.suffix or '.wasm'}")
+    if threads:
+        files.update({with_threads(t): f.with_name(f"{f.stem}.threads{f.suffix or '.wasm'}") for t, f in list(files.items())})
     variants = {variant(t): {"file": f.name, "features": list(t.wasm_features)} for t, f in files.items()} \
         if tgt.is_wasm else None
     graph = import_for(model, tgt, binds, ranges, check_facts, overridable)

@@ -31,7 +31,7 @@ from wasm_runtime.metadata import VARIANT_SECTION
 
 from . import zig
 from .abi import EXPORTS
-from .codegen.target import Target, baseline, variant
+from .codegen.target import THREADS, Target, baseline, variant
 
 RUNTIME_DIR = Path(__file__).resolve().parents[1] / "wasm_runtime"
 VM_DIR = RUNTIME_DIR / "vm"
@@ -77,6 +77,7 @@ WASM_SIZE_OPTIMIZED = ("sw_vm.c", "sw_alloc.c", "sw_pool.c", "sw_strconst.c")
 
 
 WASM_STACK = 1 << 20
+WASM32_MAX_MEMORY = 1 << 32  # bytes: the threads variant's shared memory must declare a maximum
 WASM_HEADER_SIZE = 8  # the magic "\0asm" and the binary format's version
 CPU_SECTION = ".symwasm.cpu"
 
@@ -120,6 +121,8 @@ def _cflags(target: Target, group: SourceGroup, src: str = "") -> list[str]:
     if target.is_wasm:
         flags += ["-ffreestanding", "-fno-builtin", "-nostdlib", "-mbulk-memory",
                   "-mnontrapping-fptoint", "-msimd128"]
+        if THREADS in target.wasm_features:
+            flags.append("-matomics")
     else:
         flags += ["-fPIC", "-fvisibility=hidden", "-ffunction-sections", "-fdata-sections"]
     return flags
@@ -218,7 +221,12 @@ def link_variants(jobs: Mapping[Target, tuple[Sequence[bytes], Path]], metadata:
             objs.append(str(weights_objs[_weights_key(target)]))
             linked = scratch / output.name
             if target.is_wasm:
-                _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2",
+                # the threads variant imports its memory, shared, which the host makes (at
+                # most 4 GiB, as wasm32's own); wasm-ld turns the data into passive segments
+                # that the first instance copies in, once
+                shared = ["--shared-memory", "--import-memory", f"--max-memory={WASM32_MAX_MEMORY}"] \
+                    if THREADS in target.wasm_features else []
+                _zig("wasm-ld", "--no-entry", "--gc-sections", "--strip-all", "-O2", *shared,
                      *(f"--export={e.name}" for e in EXPORTS), "-z", f"stack-size={WASM_STACK}",
                      *objs, "-o", str(linked), scratch=scratch)
                 linked.write_bytes(with_symwasm_sections(linked.read_bytes(), metadata, variant(target)))

@@ -257,9 +257,13 @@ class Model:
         if not self._b.has("sw_set_threads"):
             self.threads, why = 1, "the module is older than format 3.7, which added threads"
         else:
-            self.threads = self._b.call("sw_set_threads", self._ctx, asked)
-            why = "the module has no threads (a .wasm without shared memory)" if self.target == "wasm32" \
-                else "the system refused to start more"
+            count = self._b.call("sw_set_threads", self._ctx, asked)
+            self._join_threads()  # the previous pool's, which it told to leave
+            self.threads = self._b.start_threads(self._ctx, count) if self.target == "wasm32" else count
+            why = "the system refused to start more"
+            if self.target == "wasm32" and not getattr(self._b, "threaded", False):
+                why = "this .wasm has no threads (compile with --threads for its threads variant, which needs " \
+                      "shared memory)"
         self.threads_note = "" if self.threads >= asked else f"{self.threads} of {asked} threads: {why}"
 
     def set_threads(self, n: int) -> int:
@@ -317,6 +321,7 @@ class Model:
             if self._ctx:
                 self._b.call("sw_context_destroy", self._ctx)
                 self._ctx = 0
+                self._join_threads()
 
     def __enter__(self) -> "Model":
         return self
@@ -387,7 +392,14 @@ class Model:
         with self._lock:
             self._live()
             self._b.call("sw_context_destroy", self._ctx)
+            self._join_threads()
             self._restart()
+
+    def _join_threads(self) -> None:
+        """A .wasm's threads, once its context's pool told them to leave, are joined."""
+        join = getattr(self._b, "join_threads", None)
+        if join is not None:
+            join()
 
     def _restart(self) -> None:
         """A new instance and context, keeping the memory limit: after a trim, or after a
@@ -652,9 +664,10 @@ def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.
             t0 = time.perf_counter()
             metadata, this = wasm_info(p)
             check_format(metadata, str(p))
-            p, chosen = choose_variant(p, metadata, this, variant)
+            p, chosen = choose_variant(p, metadata, this, variant, threads > 1)
             directory = default_code_dir() if cache is True else (cache or None)
-            backend = WasmBackend(p, CodeCache(directory) if directory is not None else None)
+            backend = WasmBackend(p, CodeCache(directory) if directory is not None else None,
+                                  threaded="threads" in chosen.split("+"))
             code_cache = backend.cache_status
         else:
             from .native_host import NativeBackend

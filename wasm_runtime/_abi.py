@@ -76,6 +76,9 @@ EXPORTS = {
     "sw_run_io": ("i32", ("ptr",)),
     "sw_cancel_flag": ("ptr", ("ptr",)),
     "sw_set_threads": ("i32", ("ptr", "i32")),
+    "sw_thread_stack": ("ptr", ("ptr", "i32")),
+    "sw_thread_start": ("void", ("ptr", "ptr", "i32")),
+    "sw_threads_running": ("i32", ("ptr",)),
     "sw_last_error": ("ptr", ("ptr",)),
     "sw_last_error_len": ("i32", ("ptr",)),
 }
@@ -86,6 +89,9 @@ EXPORTS_SINCE = {
     "sw_io_table": (3, 5),
     "sw_run_io": (3, 5),
     "sw_set_threads": (3, 7),
+    "sw_thread_stack": (3, 7),
+    "sw_thread_start": (3, 7),
+    "sw_threads_running": (3, 7),
 }
 
 # byte offsets of sw_tensor's fields (and its size) by pointer size

@@ -21,6 +21,8 @@ import hashlib
 import json
 import os
 import platform
+import threading
+import time
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -59,29 +61,38 @@ ENGINE_CONFIG = {"wasm_simd": True, "wasm_relaxed_simd": True, "wasm_bulk_memory
                  # through it, and the host's copies skip asking for it after every call
                  "memory_may_move": False}
 
-# a model's variants, best first, and the wasm features this host's engine has
-VARIANTS = ("relaxed-simd", "baseline")
+# a threads variant's engine also has shared memory (part of its compiled-code cache's keys)
+THREADS = "threads"
+THREADS_CONFIG = {"wasm_threads": True, "shared_memory": True}
+# a model's variants, best first (the threads ones only when a call may run on threads), and
+# the wasm features this host's engine has
+VARIANTS = ("relaxed-simd+threads", "threads", "relaxed-simd", "baseline")
 ENGINE_FEATURES = frozenset({"simd128", "bulk-memory", "nontrapping-fptoint", "sign-ext", "mutable-globals",
-                             "relaxed-simd"})
+                             "relaxed-simd", THREADS})
+# how long a load waits for the threads it starts to enter the pool's loop
+THREAD_START_S = 30.0
 
 
-def choose_variant(path: Path, metadata: dict, this: str, want: str = "auto") -> tuple[Path, str]:
+def choose_variant(path: Path, metadata: dict, this: str, want: str = "auto",
+                   threads: bool = False) -> tuple[Path, str]:
     """The file to run of the model at ``path`` (with this metadata, the file of variant
-    ``this``), and its variant. ``want`` names one ("baseline", "relaxed-simd") or is
-    "auto", the best whose features this engine has and whose file is beside ``path`` with
-    the same metadata. A named variant that cannot run is an error; "auto" falls back to
-    the file given."""
+    ``this``), and its variant. ``want`` names one (:data:`VARIANTS`) or is "auto", the best
+    whose features this engine has and whose file is beside ``path`` with the same metadata:
+    a threads variant only when a call may run on ``threads``. A named variant that cannot
+    run is an error; "auto" falls back to the file given."""
     if want not in ("auto",) + VARIANTS:
         raise ValueError(f"unknown variant '{want}' (choose auto, {', '.join(VARIANTS)})")
     files = metadata.get("variants")
     files = files if isinstance(files, dict) else {}
-    for name in ([want] if want != "auto" else [v for v in VARIANTS if v in files]):
+    wanted = [v for v in VARIANTS if v in files and (threads or THREADS not in v.split("+"))]
+    for name in ([want] if want != "auto" else wanted):
         if name == this:
             return path, name
         problem = None
         entry = files.get(name)
         if entry is None:
-            problem = f"the model has no {name} variant (compile with --relaxed-simd)"
+            problem = f"the model has no {name} variant (compile with " + \
+                " and ".join(f"--{f}" for f in name.replace("relaxed-simd", "relaxed-simd+").split("+") if f) + ")"
         elif not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or "/" in entry["file"]:
             problem = f"its metadata's {name} entry is malformed"
         elif missing := sorted(set(entry.get("features", [])) - ENGINE_FEATURES):
@@ -100,7 +111,7 @@ def choose_variant(path: Path, metadata: dict, this: str, want: str = "auto") ->
 
 
 @lru_cache(maxsize=None)
-def _engine_key() -> str:
+def _engine_key(threaded: bool = False) -> str:
     """What, beside a module's bytes, decides the code Cranelift makes: the wasmtime build
     (its library file; a stat, where asking importlib.metadata for the version costs 50 ms),
     the engine's configuration, and this machine's CPU."""
@@ -112,31 +123,48 @@ def _engine_key() -> str:
         import importlib.metadata
 
         build = importlib.metadata.version("wasmtime")
-    return json.dumps([build, ENGINE_CONFIG, platform.machine(), sorted(host_flags() or ())])
+    config = ENGINE_CONFIG | THREADS_CONFIG if threaded else ENGINE_CONFIG
+    return json.dumps([build, config, platform.machine(), sorted(host_flags() or ())])
 
 
-def code_key(sha256: str) -> str:
+def code_key(sha256: str, threaded: bool = False) -> str:
     """The compiled-code cache's key for a module (the sha256 of its bytes) under this engine."""
-    return hashlib.sha256(f"{sha256} {_engine_key()}".encode()).hexdigest()
+    return hashlib.sha256(f"{sha256} {_engine_key(threaded)}".encode()).hexdigest()
+
+
+class _Shared(wasmtime.SharedMemory if hasattr(wasmtime, "SharedMemory") else object):
+    """A shared memory as an import. (wasmtime-py 50's own SharedMemory hands C a pointer to
+    its pointer when it is an import, so instantiation fails.)"""
+
+    def _as_extern(self):
+        return _wt.wasmtime_extern_t(_wt.WASMTIME_EXTERN_SHAREDMEMORY, _wt.wasmtime_extern_union(sharedmemory=self.ptr()))
+
+    # the Memory methods the backend uses, without a store (the memory is the engine's)
+    def data_ptr(self, store=None):  # noqa: ARG002 - Memory's signature
+        return super().data_ptr()
+
+    def data_len(self, store=None):  # noqa: ARG002
+        return super().data_len()
 
 
 class WasmBackend:
     """One engine, store and instance: a load of its own, used by one Model. With a
     ``cache``, the module's compiled code comes from it or goes into it, and
-    ``cache_status`` says which (see Model.code_cache)."""
+    ``cache_status`` says which (see Model.code_cache). ``threaded``: the module is a threads
+    variant, which imports its memory, shared: the backend makes the memory, and runs the
+    context's threads (:meth:`start_threads`), each an instance of its own over it."""
 
-    def __init__(self, path: Path, cache: CodeCache | None = None):
+    def __init__(self, path: Path, cache: CodeCache | None = None, threaded: bool = False):
         self.path = path
+        self.threaded = threaded
         cfg = wasmtime.Config()
-        for name, value in ENGINE_CONFIG.items():
+        for name, value in (ENGINE_CONFIG | THREADS_CONFIG if threaded else ENGINE_CONFIG).items():
             setattr(cfg, name, value)
         self.engine = wasmtime.Engine(cfg)
         self.module, self.cache_status = self._module(path, cache)
-        if self.module.imports:
-            raise ValueError(f"the module imports {[i.name for i in self.module.imports]}; "
-                             f"symwasm modules import nothing")
-        if "memory" not in [e.name for e in self.module.exports]:
-            raise ValueError("the module exports no memory; it is not a symwasm module")
+        self.shared_limits = self._check_imports()
+        self._threads: list[threading.Thread] = []
+        self._thread_errors: list[str] = []
         self.signatures = self._check_signatures()
         self.fast = _FAST_CALLS
         self.memory_cap = WASM32_MAX_MEMORY
@@ -153,7 +181,7 @@ class WasmBackend:
         if cache is None:
             return self._compile(path.read_bytes()), "off"
         try:
-            with cache.entry(code_key(cache.file_sha256(path))) as (found, state):
+            with cache.entry(code_key(cache.file_sha256(path), self.threaded)) as (found, state):
                 if found is not None:
                     with contextlib.suppress(wasmtime.WasmtimeError):
                         return wasmtime.Module.deserialize_file(self.engine, found), "hit"
@@ -164,21 +192,49 @@ class WasmBackend:
         data = path.read_bytes()
         module = self._compile(data)
         try:  # under the key of the bytes compiled, should the file have changed meanwhile
-            cache.store(code_key(hashlib.sha256(data).hexdigest()), module.serialize())
+            cache.store(code_key(hashlib.sha256(data).hexdigest(), self.threaded), module.serialize())
         except (OSError, CacheUnusable) as e:
             return module, f"not stored: {e}"
         return module, "stored" if state == "missing" else "replaced"
 
+    def _check_imports(self) -> tuple[int, int] | None:
+        """A plain module imports nothing and exports its memory; a threads variant imports
+        one shared memory, ``env.memory``, whose limits (in pages) are returned."""
+        imports = self.module.imports
+        if not self.threaded:
+            if imports:
+                raise ValueError(f"the module imports {[i.name for i in imports]}; symwasm modules import nothing "
+                                 f"(but a threads variant's memory)")
+            if "memory" not in [e.name for e in self.module.exports]:
+                raise ValueError("the module exports no memory; it is not a symwasm module")
+            return None
+        ty = imports[0].type if len(imports) == 1 else None
+        if not (isinstance(ty, wasmtime.MemoryType) and (imports[0].module, imports[0].name) == ("env", "memory")
+                and ty.is_shared and ty.limits.max is not None):
+            raise ValueError(f"the module imports {[f'{i.module}.{i.name}' for i in imports]}; a symwasm threads "
+                             f"variant imports one shared memory, env.memory")
+        if _wt is None:
+            raise ValueError("this wasmtime-py has no shared memories: run the model's variant without threads")
+        return ty.limits.min, ty.limits.max
+
     def instantiate(self) -> None:
-        """A fresh store and instance of the module: its linear memory back to the start."""
+        """A fresh store and instance of the module: its linear memory back to the start. The
+        old memory's threads were joined when its context was destroyed; after a call stopped
+        midway they may wait on it for ever, and are left (daemon threads, as the old memory)."""
+        self._threads = []
         self.store = wasmtime.Store(self.engine)
         self.store.set_limits(memory_size=self.memory_cap)
+        imports = []
+        if self.threaded:
+            lo, hi = self.shared_limits
+            self.shared = _Shared(self.engine, wasmtime.MemoryType(wasmtime.Limits(lo, hi), shared=True))
+            imports = [self.shared]
         try:
-            self.instance = wasmtime.Instance(self.store, self.module, [])
+            self.instance = wasmtime.Instance(self.store, self.module, imports)
         except wasmtime.Trap as e:
             raise ValueError(f"the module trapped while starting ({e.message})") from None
         exports = self.instance.exports(self.store)
-        self.memory: wasmtime.Memory = exports["memory"]
+        self.memory = self.shared if self.threaded else exports["memory"]
         self.fns = {name: exports[name] for name in self.signatures}
         self._mem: tuple[int, int] | None = None  # memory's base address and size, while known
         self._prepared: dict = {}  # per export, the ctypes values of a fast call (call)
@@ -207,6 +263,46 @@ class WasmBackend:
 
     def has(self, name: str) -> bool:
         return name in self.fns
+
+    def start_threads(self, ctx: int, count: int) -> int:
+        """Start the threads of the context's pool (``count`` with the caller's, as
+        sw_set_threads gave), each an instance of the module over the shared memory running
+        sw_thread_start on the stack the pool holds for it; returns how many run with the
+        caller's, once they are in the pool's loop."""
+        if not self.threaded or count <= 1:
+            return 1
+        for index in range(1, count):
+            top = self.call("sw_thread_stack", ctx, index)
+            if not top:
+                break
+            t = threading.Thread(target=self._thread, args=(top, ctx, index), daemon=True,
+                                 name=f"symwasm-{self.path.name}-{index}")
+            t.start()
+            self._threads.append(t)
+        deadline = time.monotonic() + THREAD_START_S
+        while self.call("sw_threads_running", ctx) < len(self._threads):
+            if self._thread_errors or time.monotonic() > deadline:
+                why = "; ".join(self._thread_errors) or f"not started within {THREAD_START_S:g} s"
+                raise RuntimeError(f"the module's threads did not start: {why}")
+            time.sleep(0.0002)
+        return 1 + len(self._threads)
+
+    def _thread(self, stack_top: int, ctx: int, index: int) -> None:
+        """Thread ``index``: its own store and instance over the shared memory (the module's
+        start function finds the memory's data in place), in the pool's loop until it stops."""
+        try:
+            store = wasmtime.Store(self.engine)
+            instance = wasmtime.Instance(store, self.module, [self.shared])
+            instance.exports(store)["sw_thread_start"](store, stack_top, ctx, index)
+        except Exception as e:  # noqa: BLE001 - said by start_threads; a trap here is a bug
+            self._thread_errors.append(f"thread {index}: {type(e).__name__}: {str(e).splitlines()[0]}")
+
+    def join_threads(self) -> None:
+        """Wait for the threads, which the context's pool has told to leave (sw_set_threads,
+        sw_context_destroy)."""
+        for t in self._threads:
+            t.join()
+        self._threads = []
 
     def limit_memory(self, vm_limit: int) -> None:
         """Cap linear memory at the VM's limit plus slack (the VM refuses first; the cap only

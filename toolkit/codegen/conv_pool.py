@@ -124,7 +124,8 @@ def _max_clamped(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]
     def clamp(v: ir.Value, last: int) -> ir.Value:
         return smin(kb, smax(kb, v, i64(0)), i64(last))
 
-    with kb.loop(x.numel(0, 2), name="plane") as nc:
+    # planes split across threads; a plane's work: its outputs' windows
+    with kb.split_loop(x.numel(0, 2), "plane", unit_work=oh * ow * kh * kw) as nc:
         with kb.loop(i64(oh), name="o0") as oy:
             first = b.sub(kb.mul(oy, i64(sh)), i64(top))
             rows = [kb.add(kb.mul(nc, i64(h * w)), kb.mul(clamp(kb.add(first, i64(r)), h - 1), i64(w)))
@@ -243,7 +244,8 @@ def build_pool(kb: KernelBuilder, params: Pooling, types: Sequence[TensorType]) 
             y.store(pos, acc)
 
     plane = src.numel(2)
-    with kb.loop(x.numel(0, 2), name="plane") as nc:
+    # planes split across threads; a plane's work: about its input's elements
+    with kb.split_loop(x.numel(0, 2), "plane", unit_work=kb.add(plane, y.numel(2))) as nc:
         outputs(0, kb.mul(nc, plane), nc, i64(1))
 
 

@@ -57,7 +57,7 @@ def loops(kb: KernelBuilder, inputs: Sequence[TensorType], out: TensorType, fn: 
 
     def flat():
         scalars = {k: t.load(i64(0)) for k, t in enumerate(ins) if kinds[k] == "scalar"}
-        with kb.loop(n) as i:
+        with kb.split_loop(n, "i", grain=16, unit_work=1) as i:  # split across threads when large
             vals = [scalars[k] if k in scalars else t.load(i) for k, t in enumerate(ins)]
             o.store(i, fn(kb.b, vals), saturate, round_mode)
 

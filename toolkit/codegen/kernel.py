@@ -61,6 +61,9 @@ def field_index(struct: str, name: str) -> int:
 TENSOR = struct_type("sw_tensor")
 KERNEL_FN = ir.FunctionType(I32, [_KINDS[k] for k in abi.KERNEL_PARAMS])
 WHOLE = (ir.Constant(I32, 0), ir.Constant(I32, 1))  # part and parts of a call that does all the work
+# the least elements of work a part of a split kernel gets (KernelBuilder.share): waking a
+# thread and sharing the cache lines costs about as much as a few thousand elements' work
+MIN_PART_WORK = 1 << 14
 _DATA, _SHAPE = field_index("sw_tensor", "data"), field_index("sw_tensor", "shape")
 
 STATUS_INVALID_INPUT = next(s.code for s in abi.STATUSES if s.name == "INVALID_INPUT")
@@ -283,20 +286,44 @@ class KernelBuilder:
         self._rejects_inputs = False  # a fail_if with an input status: inputs are checked
         self.parted = False  # share() was asked: the VM runs the kernel once per thread
 
-    def share(self, n: ir.Value | int, grain: int = 1) -> tuple[ir.Value, ir.Value]:
+    def share(self, n: ir.Value | int, grain: int = 1,
+              unit_work: ir.Value | int | None = None) -> tuple[ir.Value, ir.Value]:
         """This call's share ``[lo, hi)`` of ``n`` units of independent work, split evenly
         in units of ``grain`` between the parts (the last part's share ends at ``n``); marks
         the kernel parted. A part writes only its own units, computing each as one thread
-        would, so the results have the same bits whatever the number of parts."""
-        self.parted = True
+        would, so the results have the same bits whatever the number of parts.
+
+        ``unit_work``: about how many elements one unit reads or writes. Then the work goes
+        to at most as many parts as get :data:`MIN_PART_WORK` elements each (the parts after
+        them get nothing), and work known to be smaller than two parts' is not split at all:
+        the kernel stays whole, and its loop keeps its constant bounds."""
         b = self.b
+        if unit_work is not None and isinstance(n, (int, ir.Constant)) and isinstance(unit_work, (int, ir.Constant)):
+            count, work = (v if isinstance(v, int) else v.constant for v in (n, unit_work))
+            if count * work < 2 * MIN_PART_WORK:
+                return i64(0), i64(count)
+        self.parted = True
         n = i64(n) if isinstance(n, int) else n
         part, parts = (b.sext(a, I64) for a in self.fn.args[4:6])
         grains = ceildiv(self, n, i64(grain)) if grain > 1 else n
-        lo, hi = (b.udiv(b.mul(grains, p), parts) for p in (part, b.add(part, i64(1))))
+        if unit_work is not None:
+            work = i64(unit_work * grain) if isinstance(unit_work, int) else \
+                smax(self, self.mul(unit_work, i64(grain)), i64(1))
+            least = ceildiv(self, i64(MIN_PART_WORK), work)  # grains a part takes at least
+            parts = smax(self, i64(1), smin(self, parts, b.udiv(grains, least)))
+            part = smin(self, part, parts)  # parts past the last split one: [grains, grains)
+        lo, hi = (b.udiv(b.mul(grains, p), parts) for p in (part, smin(self, b.add(part, i64(1)), parts)))
         if grain > 1:
-            lo, hi = b.mul(lo, i64(grain)), smin(self, b.mul(hi, i64(grain)), n)
+            lo, hi = smin(self, b.mul(lo, i64(grain)), n), smin(self, b.mul(hi, i64(grain)), n)
         return lo, hi
+
+    @contextmanager
+    def split_loop(self, n: ir.Value | int, name: str = "i", grain: int = 1,
+                   unit_work: ir.Value | int | None = None):
+        """``for i in`` this part's share of ``range(n)`` (:meth:`share`); yields ``i``."""
+        lo, hi = self.share(n, grain, unit_work)
+        with self.loop(hi, name, None if isinstance(lo, ir.Constant) and lo.constant == 0 else lo) as i:
+            yield i
 
     @contextmanager
     def first_part(self):

@@ -625,7 +625,7 @@ def _softmax_rows(kb: KernelBuilder, x: Tensor, y: Tensor, kind: str) -> None:
         return merged
 
     new_lanes = b.icmp_signed(">=", lane_ids, splat(b, b.trunc(b.sub(i64(lanes), rem), I32), lanes))
-    with kb.loop(x.numel(0, x.rank - 1), "row") as r:
+    with kb.split_loop(x.numel(0, x.rank - 1), "row", unit_work=n) as r:  # rows split across threads
         base = kb.mul(r, n)
 
         def at(k: ir.Value) -> ir.Value:
@@ -713,7 +713,7 @@ def build_layer_norm(kb: KernelBuilder, params: tuple[int, float, int, tuple[boo
     rows, inner = x.numel(0, axis), x.numel(axis)
     count = b.sitofp(inner, F32)
     add = fold("sum", FLOAT32)
-    with kb.loop(rows, "r") as r:
+    with kb.split_loop(rows, "r", unit_work=inner) as r:  # rows split across threads
         base = kb.mul(r, inner)
 
         def at(j: ir.Value) -> ir.Value:

@@ -166,6 +166,19 @@ def relaxed_simd(target: Target) -> Target:
                    wasm_features=target.wasm_features + (RELAXED_SIMD,))
 
 
+THREADS = "threads"  # the module variant with shared memory and atomics (wasm's threads feature)
+
+
+def with_threads(target: Target) -> Target:
+    """wasm32 with shared memory: kernels and VM compiled with atomics, the memory imported and
+    shared, so a host can run the context's threads as instances of the module over one
+    memory (``vm/sw_pool.c``). An engine without threads rejects such a module, and a host must
+    supply the memory, so it is a file of its own next to the others (see toolkit.compiler)."""
+    if not target.is_wasm:
+        raise ValueError("the threads variant is a wasm32 one; native libraries always have threads")
+    return replace(target, features=target.features + ",+atomics", wasm_features=target.wasm_features + (THREADS,))
+
+
 def baseline(target: Target) -> Target:
     """``target`` without relaxed SIMD (the VM's own C code is compiled for it)."""
     if RELAXED_SIMD not in target.wasm_features:
@@ -175,7 +188,8 @@ def baseline(target: Target) -> Target:
 
 
 def variant(target: Target) -> str:
-    return RELAXED_SIMD if RELAXED_SIMD in target.wasm_features else "baseline"
+    """The variant's name: baseline, relaxed-simd, threads or relaxed-simd+threads."""
+    return "+".join(f for f in (RELAXED_SIMD, THREADS) if f in target.wasm_features) or "baseline"
 
 
 def new_module(target: Target, name: str) -> ir.Module:

@@ -53,6 +53,7 @@ struct sw_context {
   int32_t error_len;
   volatile int32_t cancel; /* set by the host from any thread: stop the running call */
   sw_pool* pool; /* the threads of parted kernels; NULL: the caller's only */
+  int64_t pool_bytes; /* memory the pool holds for its threads (counted in memory_held) */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -534,9 +535,41 @@ SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* c) { return (void*)&c
 SW_EXPORT(sw_set_threads) int32_t sw_set_threads(sw_context* c, int32_t threads) {
   if (threads == sw_pool_threads(c->pool)) return threads;
   sw_pool_destroy(c->pool);
-  c->pool = sw_pool_create(threads);
+  c->memory_held -= c->pool_bytes;
+  c->pool_bytes = 0;
+  c->pool = sw_pool_create(threads, &c->pool_bytes);
+  c->memory_held += c->pool_bytes;
   return sw_pool_threads(c->pool);
 }
+SW_EXPORT(sw_thread_stack) void* sw_thread_stack(sw_context* c, int32_t index) { return sw_pool_stack(c->pool, index); }
+SW_EXPORT(sw_threads_running) int32_t sw_threads_running(sw_context* c) { return sw_pool_running(c->pool); }
+
+/* A .wasm thread's entry: it moves the instance's stack pointer to the stack the pool gave it
+ * (every instance's starts at the main thread's), then runs the pool's loop. In assembly, so
+ * that nothing touches the stack before the move; where there are no threads it returns. */
+void sw_thread_main(sw_context* c, int32_t index);
+void sw_thread_main(sw_context* c, int32_t index) { sw_pool_work(c->pool, index); }
+#if defined(__wasm__) && defined(__wasm_atomics__)
+__asm__(".globaltype __stack_pointer, i32\n"
+        ".functype sw_thread_main (i32, i32) -> ()\n"
+        ".section .text.sw_thread_start,\"\",@\n"
+        ".globl sw_thread_start\n"
+        ".type sw_thread_start,@function\n"
+        "sw_thread_start:\n"
+        ".functype sw_thread_start (i32, i32, i32) -> ()\n"
+        "local.get 0\n"
+        "global.set __stack_pointer\n"
+        "local.get 1\n"
+        "local.get 2\n"
+        "call sw_thread_main\n"
+        "end_function\n");
+#else
+SW_EXPORT(sw_thread_start) void sw_thread_start(void* stack_top, sw_context* c, int32_t index) {
+  (void)stack_top;
+  (void)c;
+  (void)index;
+}
+#endif
 SW_EXPORT(sw_last_error) const char* sw_last_error(sw_context* c) { return c->error_text; }
 SW_EXPORT(sw_last_error_len) int32_t sw_last_error_len(sw_context* c) { return c->error_len; }
 
