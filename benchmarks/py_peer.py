@@ -101,8 +101,10 @@ def load_symwasm(target: str, model: str, artifact_dir: str, threads: int = 1,
     out = Path(artifact_dir) / f"{Path(model).stem}{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    # wasm32 with its relaxed-SIMD variant beside it: the host runs the one its engine validates
-    res = compile_model(model, str(out), target=target, relaxed=target == "wasm32")
+    # wasm32 with its relaxed-SIMD and threads variants beside it: the host runs the one its
+    # engine validates, the threads one when the peer runs at more than one thread
+    wasm = target == "wasm32"
+    res = compile_model(model, str(out), target=target, relaxed=wasm, threads=wasm)
     wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="symwasm-code-cache-") as cache:
         # nothing cached: a .wasm is compiled by wasmtime

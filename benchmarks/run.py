@@ -13,9 +13,11 @@ times these peers on identical inputs, each on one thread:
 
 and again at each other count of ``--threads`` (default: 1 and this machine's cores), as
 ``PEER@N``, the peers that split a call over N threads: onnxruntime (``intra_op_num_threads``),
-onnxruntime-web (``numThreads``, its worker pool in Node) and symwasm-native (the library's
-pool; it loads the module its one-thread peer compiled). symwasm's wasm32 module has no threads
-yet, so its peers run at 1 only. The ratios pair equal thread counts.
+onnxruntime-web (``numThreads``, its worker pool in Node), symwasm-native (the library's pool),
+symwasm-wasm32 and symwasm-node (the module's threads variant under wasmtime and in Node, each
+thread an instance of the module over one shared memory: Python threads, or the JS loader's
+workers); the symwasm ones load the module their one-thread peer compiled. The ratios pair
+equal thread counts.
 
 Each peer lives in its own long-lived child process (py_peer.py, ort_web_runner.mjs), so model
 loading and process start are never timed and a crashing peer only loses its own result.  Peers
@@ -53,7 +55,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PEERS = ("onnxruntime", "onnxruntime-web", "symwasm-native", "symwasm-wasm32", "symwasm-node")
 # the peers that split one call over several threads; the others run on one
-THREADED = ("onnxruntime", "onnxruntime-web", "symwasm-native")
+THREADED = ("onnxruntime", "onnxruntime-web", "symwasm-native", "symwasm-wasm32", "symwasm-node")
 # Ratios reported as (numerator, denominator): the symwasm target against its like-for-like peer
 # (symwasm-node and onnxruntime-web share the engine; wasmtime's ratio is reported beside it).
 RATIOS = (("symwasm-node", "onnxruntime-web"), ("symwasm-wasm32", "onnxruntime-web"),
@@ -250,9 +252,9 @@ def make_peers(names: list[str]) -> dict[str, PeerProcess]:
         if base == "onnxruntime-web":
             peers[name] = PeerProcess(name, [str(node()), str(HERE / "ort_web_runner.mjs"), str(threads)],
                                       ort_web_missing())
-        elif name == "symwasm-node":
-            peers[name] = PeerProcess(name, [str(node()), str(HERE / "symwasm_node_runner.mjs"), sys.executable],
-                                      node_missing())
+        elif base == "symwasm-node":
+            peers[name] = PeerProcess(name, [str(node()), str(HERE / "symwasm_node_runner.mjs"), sys.executable,
+                                             str(threads)], node_missing())
         else:
             peers[name] = PeerProcess(name, [sys.executable, str(HERE / "py_peer.py"), name])
     return peers

@@ -1,11 +1,12 @@
 // symwasm-node peer for benchmarks/run.py: symwasm's wasm32 module run by the JS loader
 // (js_loader/index.js) in Node, the engine onnxruntime-web runs in, so the two compare like
 // with like. The same JSON-lines protocol as ort_web_runner.mjs:
-//   {"op": "load", "model": "/path/m.onnx", "artifact_dir": DIR}
-//     -> compiles the model with `python -m toolkit.cli compile --relaxed-simd` (python is
-//        argv[2]) into DIR/<name>.node.wasm (and its relaxed-SIMD variant beside it) and loads
-//        it by path, so the loader runs the variant this Node validates:
-//        {"ok": true, "info": {compile_s, module_bytes, variant, ...}}
+//   {"op": "load", "model": "/path/m.onnx", "artifact_dir": DIR, "artifact"?: PATH}
+//     -> compiles the model with `python -m toolkit.cli compile --relaxed-simd --threads`
+//        (python is argv[2]) into DIR/<name>.node.wasm (and its variants beside it), or takes
+//        the one-thread peer's `artifact`, and loads it by path on argv[3] threads (default
+//        1), so the loader runs the variant this Node validates:
+//        {"ok": true, "info": {compile_s, module_bytes, variant, threads, ...}}
 //   {"op": "bench", ...} -> {"ok": true, "times_ms": [...], "warmup_runs": n, "outputs": [...]}
 // Any failure -> {"ok": false, "error": "..."} and the process stays usable.
 
@@ -17,23 +18,29 @@ import { loadModel } from '../js_loader/index.js';
 import { readArray, runFor, serve } from './peer_protocol.mjs';
 
 const PYTHON = process.argv[2] ?? 'python3';
+const THREADS = Number(process.argv[3] ?? 1);
 let model = null;
 
-async function load({ model: onnxPath, artifact_dir }) {
+async function load({ model: onnxPath, artifact_dir, artifact }) {
   model?.dispose?.();
   model = null;
-  mkdirSync(artifact_dir, { recursive: true });
-  const out = join(artifact_dir, `${basename(onnxPath, '.onnx')}.node.wasm`);
-  const t0 = performance.now();
-  execFileSync(PYTHON, ['-m', 'toolkit.cli', 'compile', onnxPath, '-o', out, '--target', 'wasm32', '-q',
-    '--relaxed-simd'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const compileS = (performance.now() - t0) / 1000;
+  let out = artifact;
+  let compileS;
+  if (!out) {
+    mkdirSync(artifact_dir, { recursive: true });
+    out = join(artifact_dir, `${basename(onnxPath, '.onnx')}.node.wasm`);
+    const t0 = performance.now();
+    execFileSync(PYTHON, ['-m', 'toolkit.cli', 'compile', onnxPath, '-o', out, '--target', 'wasm32', '-q',
+      '--relaxed-simd', '--threads'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    compileS = (performance.now() - t0) / 1000;
+  }
   const t1 = performance.now();
-  model = await loadModel(out);
+  model = await loadModel(out, { threads: THREADS });
+  if (model.threads !== THREADS) throw new Error(model.threadsNote);
   return {
     info: {
       compile_s: compileS, load_ms: performance.now() - t1, module_bytes: statSync(out).size,
-      artifact: out, node: process.version, variant: model.variant,
+      artifact: out, node: process.version, variant: model.variant, threads: model.threads,
     },
   };
 }

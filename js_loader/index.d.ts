@@ -181,6 +181,21 @@ export class Model {
   readonly variant: Variant;
   readonly inputs: readonly TensorInfo[];
   readonly outputs: readonly TensorInfo[];
+  /** Threads a call runs on, the caller's included (`LoadOptions.threads`, `setThreads`). */
+  readonly threads: number;
+  /**
+   * Why `threads` is fewer than asked, '' when it is not: `'1 of 4 threads: ' + why`, why being
+   * that the model has no threads variant (compile with --threads), that the engine has no shared
+   * memory, that the page is not cross-origin isolated, or that a browser's main thread may not
+   * wait (run the model with `createWorker`).
+   */
+  readonly threadsNote: string;
+  /**
+   * Run calls on `n` threads from now on, the caller's included (a whole number, 1 or more,
+   * else a ModelError of status 1), within the variant loaded: a variant without threads stays
+   * at 1 (`threadsNote` says why). Resolves to `threads` once the threads have started.
+   */
+  setThreads(n: number): Promise<number>;
   /**
    * Run the model with one feed per input. Rejects with a ModelError for bad inputs or a
    * failed run (the model stays usable), or with an Error if the module traps (a bug).
@@ -196,9 +211,9 @@ export class Model {
    */
   requiredBytes(bindings: Record<string, number>): number;
   /**
-   * Free the instance now (its context, buffers and this object's hold on its memory). Later
-   * runs reject, and `setMemoryLimit` throws, a ModelError of status 1 (`SOURCE: the model
-   * was disposed`); disposing again does nothing.
+   * Free the instance now (its context, buffers, threads and their workers, and this object's
+   * hold on its memory). Later runs reject, and `setMemoryLimit` and `setThreads` throw, a
+   * ModelError of status 1 (`SOURCE: the model was disposed`); disposing again does nothing.
    */
   dispose(): void;
 }
@@ -214,16 +229,21 @@ export function evaluateFormula(formula: number | unknown[], bindings: Record<st
  */
 export function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;
 
-/** A model's files: the baseline, and with `symwasm compile --relaxed-simd` `NAME.relaxed.wasm`. */
-export type Variant = 'relaxed-simd' | 'baseline';
+/**
+ * A model's files: the baseline, with `symwasm compile --relaxed-simd` `NAME.relaxed.wasm`,
+ * and with `--threads` the threads variant of each (`NAME.threads.wasm`,
+ * `NAME.relaxed.threads.wasm`: shared memory, so a call's kernels run on several threads).
+ */
+export type Variant = 'relaxed-simd+threads' | 'threads' | 'relaxed-simd' | 'baseline';
 
 /** The variants, best first. */
 export const VARIANTS: readonly Variant[];
 
 /**
- * The variants this engine validates, best first: probes of the WebAssembly features a
- * symwasm module may need say which (relaxed SIMD where `f32x4.relaxed_madd` validates).
- * Empty on an engine without WebAssembly SIMD, where loading any model fails.
+ * The variants that can run here, best first: probes of the WebAssembly features a symwasm
+ * module may need say which (relaxed SIMD where `f32x4.relaxed_madd` validates; threads where
+ * atomics validate and shared memory is given: Node, or a cross-origin isolated page). Empty
+ * on an engine without WebAssembly SIMD, where loading any model fails.
  */
 export function supportedVariants(): Variant[];
 
@@ -234,9 +254,19 @@ export interface LoadOptions {
    * (`NAME.relaxed.wasm` next to `NAME.wasm`); bytes and modules run as given. Where no
    * variant can run, a ModelError (status 4) names the features the engine lacks
    * (`m.wasm: cannot load the model: this engine lacks simd128`). A named variant must run:
-   * a ModelError (status 4) says why not.
+   * a ModelError (status 4) says why not. A threads variant given as a compiled
+   * WebAssembly.Module is refused: its memory's size is read from its bytes.
    */
   variant?: 'auto' | Variant;
+  /**
+   * Threads a call runs on, the caller's included (a whole number, 1 or more; default:
+   * `navigator.hardwareConcurrency` in browsers, `os.availableParallelism()` in Node). Above 1,
+   * 'auto' prefers a threads variant where the metadata lists one, the engine validates it and
+   * shared memory is given (Node; a cross-origin isolated page, not its main thread: use
+   * `createWorker` there); results have the same bits whatever the count. `Model.threads`
+   * says how many run and `Model.threadsNote` why fewer.
+   */
+  threads?: number;
 }
 
 /** How to cancel a `WorkerModel.run`; without either the run goes on until it finishes. */
@@ -263,11 +293,17 @@ export class WorkerModel {
   readonly variant: Variant;
   readonly inputs: readonly TensorInfo[];
   readonly outputs: readonly TensorInfo[];
+  /** As `Model.threads`, in the worker (threads run in a browser's worker too). */
+  readonly threads: number;
+  /** As `Model.threadsNote`. */
+  readonly threadsNote: string;
+  /** As `Model.setThreads`, kept for the instances that replace this one; served in order with the runs. */
+  setThreads(n: number): Promise<number>;
   /**
    * Run the model in the worker (the feeds are copied there). Rejects as `Model.run` does,
    * and when `options.timeout` expires or `options.signal` aborts first, with a ModelError of
    * status `STATUS.CANCELLED`: the worker is terminated and the next run gets a fresh
-   * instance with the same memory limit.
+   * instance with the same memory limit and threads.
    */
   run(feeds: Record<string, Feed>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /** Cap the bytes the VM may hold at once, kept for the instances that replace this one. */

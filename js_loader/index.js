@@ -6,7 +6,8 @@
  * Plain ES module with no dependencies and no build step. The ABI's tables (dtypes, status
  * codes, exports, the tensor layout) come from `abi.js`, generated from toolkit/abi.py.
  * `createWorker` runs a model in a worker (worker.js): off the calling thread, and a run can
- * be cancelled.
+ * be cancelled. A model's threads variant runs a call's split kernels on several threads,
+ * each a worker (thread.js) with an instance of its own over the one shared memory.
  */
 import {
   DTYPES, EXPORTS, EXPORTS_SINCE, FORMAT_VERSION, MAX_RANK, SHARED_DIM_MARK, STATUS, STATUS_MEANING, TENSOR_LAYOUT,
@@ -216,19 +217,24 @@ async function compileResponse(response, label) {
 }
 
 /**
- * Compile `source` into a WebAssembly.Module, labelled for messages.
- * @returns {Promise<{module: WebAssembly.Module, label: string}>}
+ * Compile `source` into a WebAssembly.Module, labelled for messages. `threaded`: it is a
+ * threads variant, whose memory's limits are read from its bytes too (`memory`: see
+ * importedMemory; undefined for a module given compiled, whose bytes are gone).
+ * @returns {Promise<{module: WebAssembly.Module, label: string, memory?: object | null}>}
  */
-async function compileSource(source) {
+async function compileSource(source, threaded = false) {
   if (source instanceof WebAssembly.Module) return { module: source, label: 'the given module' };
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
-    return { module: await compileBytes(source, 'the given bytes'), label: 'the given bytes' };
+    const label = 'the given bytes';
+    const memory = threaded ? await importedMemory(bytesReader(source)) : null;
+    return { module: await compileBytes(source, label), label, memory };
   }
   if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
   const label = String(source);
   const file = await openNamed(source, label);
   try {
-    return { module: await file.module(), label };
+    const memory = threaded ? await importedMemory(file.readTo) : null;
+    return { module: await file.module(), label, memory };
   } finally {
     file.close();
   }
@@ -314,18 +320,72 @@ export async function readMetadata(source) {
  * Load a compiled model.
  * @param {string | URL | ArrayBuffer | ArrayBufferView | WebAssembly.Module} source a URL
  *   (fetched), a file path or file: URL (Node), the module's bytes, or a compiled module
- * @param {{variant?: string}} [options] variant: 'auto' (default), 'relaxed-simd' or 'baseline' (see prepare)
+ * @param {{variant?: string, threads?: number}} [options] variant: 'auto' (default) or one of
+ *   VARIANTS (see prepare); threads: threads a call runs on, the caller's included (default:
+ *   the CPUs, defaultThreads)
  * @returns {Promise<Model>}
  */
 export async function loadModel(source, options = {}) {
-  const { module, metadata, label, variant } = await prepare(source, options?.variant);
-  const model = new Model(await instantiate(module, label), metadata, label);
+  const threads = options?.threads === undefined ? await defaultThreads() : threadCount(options.threads);
+  const { module, metadata, label, variant, memory: limits, whyOneThread } = await prepare(source, options?.variant,
+    threads, false);
+  const memory = limits ? sharedMemory(limits, label) : undefined;
+  const model = new Model(await instantiate(module, label, memory), metadata, label,
+    memory ? { module, memory } : { whyOneThread });
   model.variant = variant;
+  try {
+    await model.setThreads(threads);
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
   return model;
 }
 
-/** A model's variants, best first (the compiler's --relaxed-simd writes the second file). */
-export const VARIANTS = Object.freeze(['relaxed-simd', 'baseline']);
+/** A model's variants, best first: the compiler's --relaxed-simd and --threads write the others. */
+export const VARIANTS = Object.freeze(['relaxed-simd+threads', 'threads', 'relaxed-simd', 'baseline']);
+const THREADS = 'threads';
+const isThreaded = (variant) => variant.split('+').includes(THREADS);
+
+/** Threads a call runs on unless told: the CPUs, as onnxruntime-web's numThreads. */
+async function defaultThreads() {
+  if (isNode) return (await import('node:os')).availableParallelism();
+  return globalThis.navigator?.hardwareConcurrency || 1;
+}
+
+/** `n` when it is a count of threads; the Python host's error otherwise. */
+function threadCount(n) {
+  if (!(Number.isSafeInteger(n) && n >= 1)) {
+    throw new ModelError(`threads must be a whole number of threads (1 or more), not ${typeof n === 'string' ? `'${n}'` : n}`,
+      STATUS.INVALID_INPUT);
+  }
+  return n;
+}
+
+/** A browser's main thread: Atomics.wait, and so memory.atomic.wait32, trap there. */
+const isBrowserMainThread = !isNode && typeof WorkerGlobalScope === 'undefined';
+const MAIN_THREAD = 'a browser\'s main thread may not wait for other threads (run the model with createWorker to use '
+  + 'threads)';
+
+/** Why this environment cannot give a module shared memory, or null when it can. */
+function sharedMemoryProblem() {
+  if (typeof SharedArrayBuffer === 'undefined' || globalThis.crossOriginIsolated === false) {
+    return isNode ? 'this Node has no SharedArrayBuffer' : 'the page is not cross-origin isolated, which shared '
+      + 'memory needs (serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
+  }
+  try {
+    new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+  } catch {
+    return 'this engine has no shared WebAssembly memory';
+  }
+  return null;
+}
+
+/** Why calls here cannot run on several threads whatever the model (`inWorker`: in
+ * createWorker's worker rather than on this thread), or null when they can. */
+function threadsProblem(inWorker) {
+  return sharedMemoryProblem() ?? (!inWorker && isBrowserMainThread ? MAIN_THREAD : null);
+}
 const VARIANT_SECTION = 'symwasm.variant';
 
 /** A module's bytes from its sections, each [id, content] (every probe's is under 128 bytes,
@@ -357,7 +417,11 @@ const FEATURE_PROBES = Object.freeze({
   'sign-ext': probeFunction(I32, [0x41, 0, 0xc0]), // i32.extend8_s
   'mutable-globals': wasmModule([[6, [0x01, I32, 0x01, 0x41, 0, 0x0b]], [7, [0x01, 0x01, 0x67, 0x03, 0x00]]]), // exported
   'relaxed-simd': probeFunction(V128, [...V128_ZERO, ...V128_ZERO, ...V128_ZERO, 0xfd, 0x85, 0x02]), // f32x4.relaxed_madd
+  // a shared memory and i32.atomic.load
+  [THREADS]: probeFunction(I32, [0x41, 0, 0xfe, 0x10, 0x02, 0x00], [[5, [0x01, 0x03, 0x01, 0x01]]]),
 });
+/** The features a variant's name adds to the baseline's. */
+const VARIANT_FEATURES = ['relaxed-simd', THREADS];
 
 /** Those of `features` (metadata names) this engine does not validate. A name without a
  * probe is not checked: the engine's compile error then says what is wrong. */
@@ -366,16 +430,18 @@ function missingFeatures(features) {
 }
 
 /**
- * The model variants this engine can run, best first: relaxed SIMD where the engine
- * validates every feature a symwasm module may use, `f32x4.relaxed_madd` among them
- * (Chromium, Firefox, Node 22; Node 20 with --experimental-wasm-relaxed-simd), the baseline
- * where it validates all but relaxed SIMD, and none on an engine without WebAssembly SIMD.
+ * The model variants that can run here, best first: relaxed SIMD where the engine validates
+ * `f32x4.relaxed_madd` (Chromium, Firefox, Node 22; Node 20 with
+ * --experimental-wasm-relaxed-simd), threads where it validates atomics and this environment
+ * gives shared memory (Node; a browser page only when cross-origin isolated), the baseline
+ * on any engine with WebAssembly SIMD, and none on one without.
  * @returns {string[]}
  */
 export function supportedVariants() {
   const missing = missingFeatures(Object.keys(FEATURE_PROBES));
-  if (!missing.length) return [...VARIANTS];
-  return missing.every((f) => f === 'relaxed-simd') ? ['baseline'] : [];
+  if (missing.some((f) => !VARIANT_FEATURES.includes(f))) return [];
+  const lacks = (f) => missing.includes(f) || (f === THREADS && sharedMemoryProblem() !== null);
+  return VARIANTS.filter((name) => !name.split('+').some(lacks));
 }
 
 function variantOf(module) {
@@ -439,6 +505,50 @@ function customSectionsOf(bytes) {
   return out;
 }
 
+/** A module's bytes as openNamed's `readTo`, which gives them all whatever it is asked. */
+function bytesReader(bytes) {
+  const view = new Uint8Array(ArrayBuffer.isView(bytes) ? bytes.buffer : bytes, bytes.byteOffset ?? 0, bytes.byteLength);
+  return async () => view;
+}
+
+/**
+ * The limits of the memory a threads variant imports, {initial, maximum (undefined when it
+ * has none), shared}, in pages: from its import section, read with `readTo` (openNamed's) no
+ * further, as WebAssembly.Module.imports names an import but not its limits. Null when the
+ * first import is not a memory env.memory or the bytes are cut short.
+ */
+async function importedMemory(readTo) {
+  if (!isModuleHead(await readTo(8))) return null;
+  for (let pos = 8; ;) {
+    const section = sectionAt(await readTo(pos + 6), pos);
+    // sections come in order of their ids (custom sections, 0, anywhere): types, then imports
+    if (section === null || section.id > 2) return null;
+    if (section.id === 2) {
+      const view = await readTo(section.end);
+      return section.end <= view.length ? memoryImport(view, section) : null;
+    }
+    pos = section.end;
+  }
+}
+
+/** The import section's first entry when it is a memory env.memory: its limits, as importedMemory. */
+function memoryImport(view, { start, end }) {
+  const name = (at) => {
+    const n = u32At(view, at, end);
+    return n && n[1] + n[0] <= end ? [new TextDecoder().decode(view.subarray(n[1], n[1] + n[0])), n[1] + n[0]] : null;
+  };
+  const count = u32At(view, start, end);
+  const module = count && count[0] > 0 && name(count[1]);
+  const field = module && name(module[1]);
+  if (!field || module[0] !== 'env' || field[0] !== 'memory' || view[field[1]] !== 0x02) return null;
+  // limits: flags (bit 0 a maximum follows, bit 1 shared), the minimum, the maximum
+  const flags = view[field[1] + 1];
+  const initial = u32At(view, field[1] + 2, end);
+  const maximum = initial && flags & 1 ? u32At(view, initial[1], end) : undefined;
+  if (!initial || maximum === null) return null;
+  return { initial: initial[0], maximum: maximum?.[0], shared: (flags & 2) !== 0 };
+}
+
 /**
  * The custom sections at the front of a module, before its first other section, read with
  * `readTo` (openNamed's) no further than the metadata and variant sections, which symwasm
@@ -462,15 +572,16 @@ async function frontSections(readTo) {
 }
 
 /**
- * The model `prepare` was given, opened: its label, its custom sections and `module()`, which
- * compiles it, and `close()`, which stops reading it. A file named by path or URL is read up
- * to its metadata and variant sections and no further until `module()` reads on; a file
- * written before those sections moved to the front is read whole.
+ * The model `prepare` was given, opened: its label, its custom sections, `readTo`
+ * (openNamed's), `module()`, which compiles it, and `close()`, which stops reading it. A file
+ * named by path or URL is read up to its metadata and variant sections and no further until
+ * `module()` reads on; a file written before those sections moved to the front is read whole.
  */
 async function openGiven(source) {
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
     const label = 'the given bytes';
-    return { label, sections: customSectionsOf(source), module: () => compileBytes(source, label), close() {} };
+    return { label, sections: customSectionsOf(source), readTo: bytesReader(source),
+      module: () => compileBytes(source, label), close() {} };
   }
   if (typeof source !== 'string' && !(source instanceof URL)) throw notASource(source);
   const label = String(source);
@@ -484,12 +595,14 @@ async function openGiven(source) {
   }
   if (sections === null) {
     const bytes = await file.whole();
-    return { label, sections: customSectionsOf(bytes), module: () => compileBytes(bytes, label), close() {} };
+    return { label, sections: customSectionsOf(bytes), readTo: bytesReader(bytes), module: () => compileBytes(bytes, label),
+      close() {} };
   }
   let open = true;
   return {
     label,
     sections,
+    readTo: file.readTo,
     // closed when another variant's file was fetched instead, which turned out to be another
     // model's: then this file is read anew
     module: async () => (open ? file.module() : (await compileSource(source)).module),
@@ -507,41 +620,52 @@ async function openGiven(source) {
  * this engine lacks is refused by name rather than by a CompileError. A model given by URL
  * or path is a set of files, one per variant, that its metadata lists: with "auto" the best
  * variant whose features this engine validates runs, another file only if the metadata
- * lists it (nothing is fetched on a guess) and only if that file carries the same metadata.
- * The given file is read only as far as its metadata until the variant is chosen, then read
- * on, or left for the other variant's file. Bytes and modules run as given (a module
+ * lists it (nothing is fetched on a guess) and only if that file carries the same metadata;
+ * a threads variant only when a call may run on `threads` here (`inWorker`: in createWorker's
+ * worker). The given file is read only as far as its metadata until the variant is chosen,
+ * then read on, or left for the other variant's file. Bytes and modules run as given (a module
  * compiled here has every feature it needs).
- * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string, variant: string}>}
+ * @returns {Promise<{module: WebAssembly.Module, metadata: object, label: string, variant: string,
+ *   memory: object | null, whyOneThread: string}>} memory: a threads variant's (importedMemory);
+ *   whyOneThread: why a call will run on one thread although asked for more ('' when it was not)
  */
-async function prepare(source, want = 'auto') {
+async function prepare(source, want = 'auto', threads = 1, inWorker = false) {
   want ??= 'auto';
   if (want !== 'auto' && !VARIANTS.includes(want)) {
     throw new TypeError(`unknown variant '${want}' (choose auto, ${VARIANTS.join(', ')})`);
   }
+  const blocked = threads > 1 ? threadsProblem(inWorker) : null;
+  let found;
   if (source instanceof WebAssembly.Module) {
-    const found = checked(await compileSource(source));
+    found = checked(await compileSource(source));
     if (want !== 'auto' && found.variant !== want) {
       throw new ModelError(`${found.label}: cannot run the ${want} variant: it is the ${found.variant} variant`,
         STATUS.INVALID_PROGRAM);
     }
-    return found;
+  } else {
+    const given = await openGiven(source);
+    try {
+      found = await chooseVariant(given, source, want, threads > 1 && blocked === null);
+    } finally {
+      given.close();
+    }
   }
-  const given = await openGiven(source);
-  try {
-    return await chooseVariant(given, source, want);
-  } finally {
-    given.close();
-  }
+  found.whyOneThread = threads > 1 && !isThreaded(found.variant)
+    ? blocked ?? found.whyOneThread ?? `it is the ${found.variant} variant, which has no threads` : '';
+  return found;
 }
 
-/** prepare's choice among the files of the model `given` is (a file opened by openGiven). */
-async function chooseVariant(given, source, want) {
+/** prepare's choice among the files of the model `given` is (a file opened by openGiven);
+ * `threaded`: a threads variant may run. */
+async function chooseVariant(given, source, want, threaded) {
   const { label, sections } = given;
   let metadata = null;
   try {
     metadata = JSON.parse(new TextDecoder().decode(sections?.get(SECTION)));
   } catch { /* the checks of the given file say what is wrong */ }
   const own = sections?.has(VARIANT_SECTION) ? new TextDecoder().decode(sections.get(VARIANT_SECTION)) : 'baseline';
+  // read before any other file is opened, which closes this one
+  const ownMemory = isThreaded(own) ? await importedMemory(given.readTo) : null;
   const variants = metadata?.variants !== null && typeof metadata?.variants === 'object' ? metadata.variants : {};
   const features = (name) => {
     const listed = variants[name]?.features ?? (name === own ? metadata?.features : null);
@@ -550,8 +674,20 @@ async function chooseVariant(given, source, want) {
   // a path or URL names a set of files, one per variant; bytes are the one they are
   const named = typeof source === 'string' || source instanceof URL;
   const files = named ? variants : {};
-  const candidates = want === 'auto' ? VARIANTS.filter((name) => name === own || Object.hasOwn(files, name)) : [want];
+  const candidates = want === 'auto'
+    ? VARIANTS.filter((name) => (name === own || Object.hasOwn(files, name)) && (threaded || !isThreaded(name)))
+    : [want];
   const problems = new Map();
+  // a variant without threads chosen by auto where threads were wanted: why the threads variants were not
+  const chosen = (found) => {
+    if (want === 'auto' && threaded && !isThreaded(found.variant)) {
+      const tried = [...problems].filter(([name]) => isThreaded(name));
+      const none = named ? 'the model has no threads variant (compile with --threads)' : `it is the ${own} variant, `
+        + 'which has no threads (give the threads variant\'s bytes, or load the model by path or URL)';
+      found.whyOneThread = tried.length ? tried.map(([name, problem]) => `${name}: ${problem}`).join('; ') : none;
+    }
+    return found;
+  };
   for (const name of candidates) {
     const missing = missingFeatures(features(name));
     let problem;
@@ -560,15 +696,15 @@ async function chooseVariant(given, source, want) {
     } else if (missing.length) {
       problem = `this engine lacks ${missing.join(', ')}`;
     } else if (name === own) {
-      return checked({ module: await given.module(), label });
+      return chosen(checked({ module: await given.module(), label, memory: ownMemory }));
     } else {
       const other = siblingOf(source, label, files[name]?.file);
       if (other === null) {
-        problem = `the model has no ${name} variant (compile with --relaxed-simd)`;
+        problem = `the model has no ${name} variant (compile with ${name.split('+').map((f) => `--${f}`).join(' and ')})`;
       } else {
         given.close(); // no more of it is downloaded
-        const alt = checked(await compileSource(other));
-        if (alt.variant === name && JSON.stringify(alt.metadata) === JSON.stringify(metadata)) return alt;
+        const alt = checked(await compileSource(other, isThreaded(name)));
+        if (alt.variant === name && JSON.stringify(alt.metadata) === JSON.stringify(metadata)) return chosen(alt);
         problem = `${alt.label} is not the ${name} variant of this model (its metadata differs)`;
       }
     }
@@ -580,29 +716,60 @@ async function chooseVariant(given, source, want) {
     const each = [...problems].map(([name, problem]) => `${name}: ${problem}`);
     throw loadError(label, problems.size === 1 ? problems.get(own) : `no variant of it runs on this engine (${each.join('; ')})`);
   }
-  return checked({ module: await given.module(), label });
+  return chosen(checked({ module: await given.module(), label, memory: ownMemory }));
 }
 
-/** A compiled module (compileSource's result) checked: its metadata, format and imports. */
-function checked({ module, label }) {
+/**
+ * A compiled module (compileSource's result) checked: its metadata, format and imports: none,
+ * but a threads variant's one shared memory, whose limits `memory` gives (importedMemory's;
+ * undefined when the module came compiled).
+ */
+function checked({ module, label, memory }) {
   const metadata = metadataOf(module, label);
   checkFormat(metadata, label);
   checkMetadata(metadata, label);
+  const variant = variantOf(module);
   const imports = WebAssembly.Module.imports(module);
-  if (imports.length) {
-    throw loadError(label, `the module imports ${JSON.stringify(imports.map((i) => i.name))}; `
-      + 'symwasm modules import nothing');
+  if (!isThreaded(variant)) {
+    if (imports.length) {
+      throw loadError(label, `the module imports ${JSON.stringify(imports.map((i) => i.name))}; `
+        + 'symwasm modules import nothing');
+    }
+    return { module, metadata, label, variant, memory: null };
   }
-  return { module, metadata, label, variant: variantOf(module) };
+  if (imports.length !== 1 || imports[0].module !== 'env' || imports[0].name !== 'memory' || imports[0].kind !== 'memory') {
+    throw loadError(label, `the module imports ${JSON.stringify(imports.map((i) => `${i.module}.${i.name}`))}; `
+      + `a symwasm ${variant} variant imports one shared memory, env.memory`);
+  }
+  if (memory === undefined) {
+    throw loadError(label, `it is the ${variant} variant, whose memory's size this loader reads from the module's `
+      + 'bytes: give its bytes, path or URL rather than a WebAssembly.Module');
+  }
+  if (memory === null || !memory.shared || memory.maximum === undefined) {
+    throw loadError(label, 'its import section does not declare env.memory a shared memory with a maximum size');
+  }
+  return { module, metadata, label, variant, memory };
 }
 
-/** @returns {Promise<WebAssembly.Instance>} */
-async function instantiate(module, label) {
+/** A threads variant's memory: shared, of the limits it imports (importedMemory's). */
+function sharedMemory({ initial, maximum }, label) {
+  try {
+    return new WebAssembly.Memory({ initial, maximum, shared: true });
+  } catch (e) {
+    throw loadError(label, `cannot make its shared memory of ${initial} to ${maximum} pages (${e.message})`, e);
+  }
+}
+
+/**
+ * `memory`: a threads variant's shared memory (sharedMemory), which it imports.
+ * @returns {Promise<WebAssembly.Instance>}
+ */
+async function instantiate(module, label, memory) {
   try {
     // async instantiation: browsers refuse to instantiate large modules synchronously
-    return await WebAssembly.instantiate(module, {});
+    return await WebAssembly.instantiate(module, memory ? { env: { memory } } : {});
   } catch (e) {
-    // no imports, so a LinkError cannot happen; memory that cannot be reserved can
+    // the imports were checked, so a LinkError cannot happen; memory that cannot be reserved can
     throw loadError(label, `cannot instantiate the module (${e.message})`, e);
   }
 }
@@ -680,12 +847,35 @@ function defaultFeed({ dtype, default: given }) {
   return { data: new DTYPES[dtype].array(bytes.buffer), shape: given.shape, dtype };
 }
 
+/** UTF-8 text from bytes in a module's memory: a shared memory's are copied first, as
+ * browsers' TextDecoder refuses a view of a SharedArrayBuffer. */
+function decodeUtf8(bytes) {
+  return new TextDecoder().decode(bytes.buffer instanceof ArrayBuffer ? bytes : bytes.slice());
+}
+
+/** How long setThreads waits for the threads it starts to enter the pool's loop. */
+const THREAD_START_MS = 30_000;
+
 /**
  * A loaded module: one instance with its own VM context. `run` takes `{name: {data, shape}}`
  * and returns `{name: {data, shape, dtype}}`.
  */
 export class Model {
+  /** Threads a call runs on, the caller's included (setThreads). */
+  threads = 1;
+  /** Why they are fewer than asked; '' when they are not. */
+  threadsNote = '';
   #exports;
+  /** The module's memory: its export, or a threads variant's shared memory, which it imports. */
+  #wasmMemory;
+  /** A threads variant's module, which each of the pool's threads instantiates; null otherwise. */
+  #module = null;
+  /** Why an instance without threads runs calls on one thread. */
+  #whyOneThread;
+  /** The workers running the pool's threads (thread.js). */
+  #threadWorkers = [];
+  /** The last setThreads while it is under way (each waits for the one before); else null. */
+  #starting = null;
   #label;
   #ctx = 0;
   /** Format 3.5: the context's io table (sw_io_table), so a run is one call (sw_run_io); 0 before. */
@@ -701,17 +891,24 @@ export class Model {
 
   /**
    * Use loadModel(); this checks the metadata against the program and creates the model's
-   * context, which verifies the embedded program.
+   * context, which verifies the embedded program. Calls run on one thread until setThreads.
    * @param {WebAssembly.Instance} instance
    * @param {object} metadata checked by checkFormat and checkMetadata
    * @param {string} label the source, for messages
+   * @param {{module?: WebAssembly.Module, memory?: WebAssembly.Memory, whyOneThread?: string}} [threading]
+   *   a threads variant's module and the shared memory it was instantiated with; or for another
+   *   variant, why it runs on one thread (default: it has no threads)
    */
-  constructor(instance, metadata, label = 'the given module') {
-    const missing = ABI_EXPORTS.filter((name) => !(name in instance.exports));
+  constructor(instance, metadata, label = 'the given module', threading = {}) {
+    const missing = ABI_EXPORTS.filter((name) => !(name in instance.exports) && !(name === 'memory' && threading.memory));
     if (missing.length) {
       throw loadError(label, `not a symwasm module of this format (it does not export ${missing.join(', ')})`);
     }
     this.#exports = instance.exports;
+    this.#wasmMemory = threading.memory ?? instance.exports.memory;
+    this.#module = threading.memory ? threading.module : null;
+    this.#whyOneThread = threading.whyOneThread || 'this .wasm has no threads (compile with --threads for its threads '
+      + 'variant, which needs shared memory)';
     this.#label = label;
     this.metadata = metadata;
     this.target = metadata.target;
@@ -765,7 +962,79 @@ export class Model {
     const start = Math.min(ptr >>> 0, memory.length);
     const bytes = memory.subarray(start, Math.min(start + limit, memory.length));
     const end = bytes.indexOf(0);
-    return new TextDecoder().decode(end < 0 ? bytes : bytes.subarray(0, end));
+    return decodeUtf8(end < 0 ? bytes : bytes.subarray(0, end));
+  }
+
+  /**
+   * Run calls on `n` threads from now on, the caller's included: a threads variant starts
+   * n - 1 workers, each running one of the context's pool (the previous pool's stop first).
+   * Another variant, or a browser's main thread, stays at one thread; `threadsNote` says why.
+   * Results have the same bits whatever the count.
+   * @param {number} n
+   * @returns {Promise<number>} the threads calls run on (`threads`), once they have started
+   */
+  setThreads(n) {
+    this.#live();
+    const asked = threadCount(n);
+    const started = (this.#starting ?? Promise.resolve()).catch(() => {}).then(() => this.#applyThreads(asked));
+    this.#starting = started;
+    started.finally(() => {
+      if (this.#starting === started) this.#starting = null;
+    }).catch(() => {});
+    return started;
+  }
+
+  async #applyThreads(asked) {
+    this.#live();
+    let why = this.#whyOneThread;
+    if (!this.#module || isBrowserMainThread) {
+      if (this.#module) {
+        // a threads variant named on a browser's main thread
+        this.#stopThreads(this.#ctx, 1);
+        why = MAIN_THREAD;
+      }
+      this.threads = 1;
+    } else {
+      this.threads = await this.#startThreads(asked);
+      why = `the module's pool holds at most ${this.threads}`;
+    }
+    this.threadsNote = this.threads < asked ? `${this.threads} of ${asked} threads: ${why}` : '';
+    return this.threads;
+  }
+
+  /** Stop the pool's threads (sw_set_threads returns once they have left its loop), make a
+   * pool of `n` threads and end the old workers; returns the new pool's count. */
+  #stopThreads(ctx, n) {
+    const count = this.#call('sw_set_threads', ctx, n);
+    for (const worker of this.#threadWorkers.splice(0)) worker.terminate();
+    return count;
+  }
+
+  /** The threads of a pool of `asked`, each a worker: resolves to the count in effect once
+   * every one is in the pool's loop (sw_threads_running). A dispose meanwhile waits for this:
+   * the pool may not be freed while a thread is still entering it. */
+  async #startThreads(asked) {
+    const ctx = this.#ctx;
+    const count = this.#stopThreads(ctx, asked);
+    const failures = [];
+    const Worker = await workerClass();
+    this.#live();
+    for (let index = 1; index < count; index++) {
+      const stackTop = this.#call('sw_thread_stack', ctx, index) >>> 0;
+      this.#threadWorkers.push(spawnThread(Worker, { module: this.#module, memory: this.#wasmMemory, stackTop, ctx, index },
+        (reason) => failures.push(`thread ${index}: ${reason}`)));
+    }
+    const deadline = performance.now() + THREAD_START_MS;
+    while (this.#call('sw_threads_running', ctx) < count - 1) {
+      if (failures.length || performance.now() > deadline) {
+        this.#stopThreads(ctx, 1);
+        throw new ModelError(`${this.#label}: the model's threads did not start: `
+          + `${failures.join('; ') || `not within ${THREAD_START_MS / 1000} s`}`, STATUS.INTERNAL);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    this.#live();
+    return count;
   }
 
   /**
@@ -788,14 +1057,25 @@ export class Model {
   }
 
   /**
-   * Free the instance now: its context and buffers, and this object's hold on the module's
-   * memory. Later runs and setMemoryLimit fail with a ModelError; disposing again does nothing.
+   * Free the instance now: its context and buffers, its threads and their workers, and this
+   * object's hold on the module's memory. Later runs and setMemoryLimit fail with a
+   * ModelError; disposing again does nothing.
    */
   dispose() {
-    if (this.#ctx) this.#call('sw_context_destroy', this.#ctx);
+    const ctx = this.#ctx;
+    if (!ctx) return;
     this.#ctx = 0;
-    this.#exports = null;
     this.#buffers = [];
+    // the pool stops its threads and waits for them to leave its loop; threads still starting
+    // are waited for first (setThreads then rejects: the model was disposed)
+    const destroy = () => {
+      this.#call('sw_context_destroy', ctx);
+      for (const worker of this.#threadWorkers.splice(0)) worker.terminate();
+      this.#exports = null;
+      this.#wasmMemory = null;
+    };
+    if (this.#starting) this.#starting.then(destroy, destroy);
+    else destroy();
   }
 
   #live() {
@@ -872,20 +1152,22 @@ export class Model {
         result[info.name] = { data: this.#readStrings(ptr, count), shape, dtype };
         continue;
       }
-      // slice() copies, so the result survives the next run. A typed array's slice() of a few
-      // elements took 40 ns in Node against 380 for the ArrayBuffer's; data the VM did not align
-      // to its elements is copied as bytes, which aligns the copy
+      // slice() copies, so the result survives the next run (and is not shared memory). A typed
+      // array's slice() of a few elements took 40 ns in Node against 380 for the ArrayBuffer's;
+      // data the VM did not align to its elements is copied as bytes, which aligns the copy
       const data = ptr % size === 0 ? new array(buffer, ptr, count).slice()
-        : new array(buffer.slice(ptr, ptr + nbytes));
+        : new array(new Uint8Array(buffer, ptr, nbytes).slice().buffer);
       result[info.name] = { data, shape, dtype };
     }
     return result;
   }
 
-  /** Int32 and byte views of the module's memory, made again after it grows (which detaches them). */
+  /** Int32 and byte views of the module's memory, made again after it grows: growth detaches
+   * a memory's buffer, or for a shared memory (which any of its threads may grow) leaves the
+   * old buffer at its old length. */
   #heap() {
-    const buffer = this.#exports.memory.buffer;
-    if (this.#views?.buffer !== buffer) {
+    const buffer = this.#memory();
+    if (this.#views?.buffer.byteLength !== buffer.byteLength) {
       this.#views = { buffer, u8: new Uint8Array(buffer), i32: new Int32Array(buffer) };
     }
     return this.#views;
@@ -895,11 +1177,10 @@ export class Model {
   #readStrings(ptr, n) {
     const view = new DataView(this.#memory(), ptr, 16 * n);
     const bytes = new Uint8Array(this.#memory());
-    const decoder = new TextDecoder();
     return Array.from({ length: n }, (_, i) => {
       const addr = Number(view.getBigInt64(16 * i, true));
       const len = Number(view.getBigInt64(16 * i + 8, true));
-      return len ? decoder.decode(bytes.subarray(addr, addr + len)) : '';
+      return len ? decodeUtf8(bytes.subarray(addr, addr + len)) : '';
     });
   }
 
@@ -1004,7 +1285,7 @@ export class Model {
 
   /** The current memory buffer: memory may grow in any call, detaching older buffers. */
   #memory() {
-    return this.#exports.memory.buffer;
+    return this.#wasmMemory.buffer;
   }
 
   #call(name, ...args) {
@@ -1020,7 +1301,7 @@ export class Model {
     if (status !== 0) {
       const ptr = this.#call('sw_last_error', this.#ctx) >>> 0;
       const len = this.#call('sw_last_error_len', this.#ctx);
-      const message = new TextDecoder().decode(new Uint8Array(this.#memory(), ptr, len));
+      const message = decodeUtf8(new Uint8Array(this.#memory(), ptr, len));
       throw new ModelError(message || STATUS_MEANING[status] || `status ${status}`, status);
     }
   }
@@ -1038,14 +1319,16 @@ export class Model {
  * Worker): its runs take the calling thread no time, have Model's `run` API, and can be
  * stopped (`timeout`, `signal`). Load failures are the same as loadModel's.
  * @param {string | URL | ArrayBuffer | ArrayBufferView | WebAssembly.Module} source as for loadModel
- * @param {{variant?: string, memoryLimit?: number | bigint}} [options] variant: as for loadModel;
- *   memoryLimit: as Model.setMemoryLimit
+ * @param {{variant?: string, threads?: number, memoryLimit?: number | bigint}} [options] variant,
+ *   threads: as for loadModel (threads run in a browser's worker too); memoryLimit: as
+ *   Model.setMemoryLimit
  * @returns {Promise<WorkerModel>} once the worker has loaded the model and checked it
  */
 export async function createWorker(source, options = {}) {
-  const { module, metadata, label, variant } = await prepare(source, options?.variant);
+  const threads = options?.threads === undefined ? await defaultThreads() : threadCount(options.threads);
+  const { module, metadata, label, variant, memory, whyOneThread } = await prepare(source, options?.variant, threads, true);
   const memoryLimit = options?.memoryLimit === undefined ? undefined : BigInt(options.memoryLimit);
-  const init = { module, metadata, label, memoryLimit };
+  const init = { module, metadata, label, memoryLimit, memory, whyOneThread, threads };
   return new WorkerModel(await startWorker(init), init, variant);
 }
 
@@ -1054,7 +1337,12 @@ export async function createWorker(source, options = {}) {
  * errors as a Model, and `run` can be cancelled. Runs are served one at a time, in order.
  */
 export class WorkerModel {
-  /** What a worker needs to load the model: {module, metadata, label, memoryLimit}. */
+  /** Threads a call runs on in the worker, the caller's included (setThreads). */
+  threads = 1;
+  /** Why they are fewer than asked; '' when they are not. */
+  threadsNote = '';
+  /** What a worker needs to load the model: {module, metadata, label, memoryLimit, memory,
+   * whyOneThread, threads} (memory: a threads variant's limits; threads: the count asked). */
   #init;
   /** Promise of the current WorkerChannel; null when none is running or starting. */
   #channel = null;
@@ -1065,7 +1353,8 @@ export class WorkerModel {
   /**
    * Use createWorker().
    * @param {WorkerChannel} channel a worker that has loaded the model
-   * @param {{module: WebAssembly.Module, metadata: object, label: string, memoryLimit?: bigint}} init
+   * @param {{module: WebAssembly.Module, metadata: object, label: string, memoryLimit?: bigint,
+   *   memory: object | null, whyOneThread: string, threads: number}} init
    */
   constructor(channel, init, variant = 'baseline') {
     this.#init = init;
@@ -1140,6 +1429,35 @@ export class WorkerModel {
     this.#channel?.then((channel) => channel.post({ type: 'limit', bytes: limit }), () => {});
   }
 
+  /**
+   * As Model.setThreads, in the worker, for this instance and every one that replaces it
+   * after a cancelled run; served in order with the runs.
+   * @param {number} n
+   * @returns {Promise<number>} the threads calls run on (`threads`)
+   */
+  async setThreads(n) {
+    this.#live();
+    const threads = threadCount(n);
+    this.#init = { ...this.#init, threads };
+    const previous = this.#queue;
+    let finished;
+    this.#queue = Promise.all([previous, new Promise((resolve) => { finished = resolve; })]);
+    try {
+      await previous;
+      this.#live();
+      this.#threadsOf(await (await this.#worker()).call({ type: 'threads', threads }));
+      return this.threads;
+    } finally {
+      finished();
+    }
+  }
+
+  /** The worker's reply to a load or setThreads: {threads, threadsNote}. */
+  #threadsOf({ threads, threadsNote }) {
+    this.threads = threads;
+    this.threadsNote = threadsNote;
+  }
+
   /** Terminate the worker, which frees its instance; runs still pending and later calls fail
    * with a ModelError. Disposing again does nothing. */
   dispose() {
@@ -1170,7 +1488,10 @@ export class WorkerModel {
     const forget = () => {
       if (this.#channel === started) this.#channel = null;
     };
-    started.then((channel) => channel.closed.then(forget), forget);
+    started.then((channel) => {
+      this.#threadsOf(channel.loaded);
+      return channel.closed.then(forget);
+    }, forget);
   }
 
   /** Stop a worker mid-call and start its replacement now, so the next run waits less. */
@@ -1211,13 +1532,14 @@ function cancellation(timeout, signal) {
 }
 
 /**
- * A worker that has loaded the model described by `init`.
+ * A worker that has loaded the model described by `init`; its `loaded` is the load's reply,
+ * {threads, threadsNote}.
  * @returns {Promise<WorkerChannel>}
  */
 async function startWorker(init) {
   const channel = new WorkerChannel(await spawnWorker(), init.label);
   try {
-    await channel.call({ type: 'load', ...init });
+    channel.loaded = await channel.call({ type: 'load', ...init });
   } catch (e) {
     channel.close(e);
     throw e;
@@ -1232,11 +1554,8 @@ async function startWorker(init) {
  */
 async function spawnWorker() {
   if (isNode) {
-    const { Worker } = await import('node:worker_threads');
-    // a worker inherits the process's flags but refuses --input-type, which a script run as
-    // `node --input-type=module -e …` has
-    const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--input-type'));
-    const worker = new Worker(new URL('./worker.js', import.meta.url), { execArgv });
+    const Worker = await workerClass();
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { execArgv: nodeWorkerFlags() });
     // an idle worker does not keep the process alive; one with a call pending does
     worker.unref();
     return {
@@ -1251,22 +1570,64 @@ async function spawnWorker() {
       },
     };
   }
-  if (typeof Worker === 'undefined') throw new Error('createWorker: this environment has no Worker');
-  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  const worker = new (await workerClass())(new URL('./worker.js', import.meta.url), { type: 'module' });
   return {
     post: (message, transfer) => worker.postMessage(message, transfer),
     terminate: () => worker.terminate(),
     busy: () => {},
     listen(onMessage, onFailure) {
       worker.addEventListener('message', (e) => onMessage(e.data));
-      worker.addEventListener('error', (e) => {
-        e.preventDefault();
-        // a worker script that fails to load gives an Event with no message
-        onFailure(e.message || 'its script could not be loaded (it must be served from the page\'s origin)');
-      });
+      worker.addEventListener('error', (e) => onFailure(workerErrorReason(e)));
       worker.addEventListener('messageerror', () => onFailure('a message could not be read'));
     },
   };
+}
+
+/** The Worker class: Node's worker_threads one, or the browser's. */
+async function workerClass() {
+  if (isNode) return (await import('node:worker_threads')).Worker;
+  if (typeof Worker === 'undefined') throw new Error('this environment has no Worker (createWorker and threads need one)');
+  return Worker;
+}
+
+/** A Node worker's flags: the process's, but --input-type, which a worker refuses and a
+ * script run as `node --input-type=module -e …` has. */
+function nodeWorkerFlags() {
+  return process.execArgv.filter((flag) => !flag.startsWith('--input-type'));
+}
+
+/** A browser worker's error event as a reason: a script that fails to load gives no message. */
+function workerErrorReason(e) {
+  e.preventDefault();
+  return e.message || 'its script could not be loaded (it must be served from the page\'s origin)';
+}
+
+/**
+ * A worker running thread.js, one thread of a context's pool, sent `start` ({module, memory,
+ * stackTop, ctx, index}: thread.js says what it does with them); `onFailure(reason)` hears
+ * it fail or end. The pool's owner terminates it once the pool has stopped.
+ * @param {typeof Worker} Worker workerClass()'s
+ * @returns {{terminate: () => void}}
+ */
+function spawnThread(Worker, start, onFailure) {
+  const url = new URL('./thread.js', import.meta.url);
+  if (isNode) {
+    // no flags: it needs none of the process's, and refuses V8's (V8's apply to it anyway)
+    const worker = new Worker(url, { execArgv: [] });
+    worker.on('message', ({ error }) => onFailure(error));
+    worker.on('error', (e) => onFailure(e.message));
+    worker.on('exit', (code) => onFailure(`it exited with code ${code}`));
+    worker.postMessage(start);
+    // it waits in the pool for a call: the process need not (unref'd after its listeners,
+    // as a 'message' listener refs it)
+    worker.unref();
+    return { terminate: () => void worker.terminate() };
+  }
+  const worker = new Worker(url, { type: 'module' });
+  worker.addEventListener('message', (e) => onFailure(e.data.error));
+  worker.addEventListener('error', (e) => onFailure(workerErrorReason(e)));
+  worker.postMessage(start);
+  return worker;
 }
 
 /** Calls into one worker: each `call` posts a message with an id and settles on the reply

@@ -3,9 +3,10 @@
  * (a module Worker): it loads the model from the compiled module it is sent and runs it,
  * one message at a time. Not a module to import.
  *
- * Messages in: {id, type: 'load', module, metadata, label, memoryLimit?},
- * {id, type: 'run', feeds} and {type: 'limit', bytes}. Replies: {id, result} or
- * {id, error: {name, message, status, cause}}.
+ * Messages in: {id, type: 'load', module, metadata, label, memoryLimit?, memory, whyOneThread,
+ * threads} (memory: a threads variant's memory limits, null for another), {id, type: 'run',
+ * feeds}, {id, type: 'threads', threads} and {type: 'limit', bytes}. Replies: {id, result}
+ * (for a load or threads, {threads, threadsNote}) or {id, error: {name, message, status, cause}}.
  */
 import { Model, ModelError, STATUS } from './index.js';
 
@@ -32,15 +33,22 @@ async function handle({ id, type, ...args }) {
   try {
     if (type === 'load') {
       let instance;
+      let memory;
       try {
-        instance = await WebAssembly.instantiate(args.module, {});
+        memory = args.memory ? new WebAssembly.Memory({ ...args.memory, shared: true }) : undefined;
+        instance = await WebAssembly.instantiate(args.module, memory ? { env: { memory } } : {});
       } catch (e) {
         throw new ModelError(`${args.label}: cannot load the model: cannot instantiate the module (${e.message})`,
           STATUS.INVALID_PROGRAM, { cause: e });
       }
-      model = new Model(instance, args.metadata, args.label);
+      model = new Model(instance, args.metadata, args.label,
+        memory ? { module: args.module, memory } : { whyOneThread: args.whyOneThread });
       if (args.memoryLimit !== undefined) model.setMemoryLimit(args.memoryLimit);
-      port.post({ id, result: null });
+      await model.setThreads(args.threads);
+      port.post({ id, result: { threads: model.threads, threadsNote: model.threadsNote } });
+    } else if (type === 'threads') {
+      await model.setThreads(args.threads);
+      port.post({ id, result: { threads: model.threads, threadsNote: model.threadsNote } });
     } else if (type === 'limit') {
       model.setMemoryLimit(args.bytes);
     } else if (type === 'run') {

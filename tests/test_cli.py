@@ -147,6 +147,26 @@ def test_inspect_says_what_stays_dynamic(model_file, tmp_path):
         "its non-zero elements at run time"]
 
 
+def test_run_threads(model_file, tmp_path):
+    """--threads N: natively the calls run on N threads; a .wasm without its threads variant
+    runs on one and says why on stderr, and with it (compile --threads) on N; a count below 1
+    is a usage error naming the option."""
+    m, path = model_file
+    x = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for suffix, extra, want, note in ((".so", ["--target", "native"], 2, ""),
+                                      (".wasm", [], 1, "note: 1 of 2 threads: this .wasm has no threads (compile with "
+                                                       "--threads"),
+                                      (".threads-source.wasm", ["--threads"], 2, "")):
+        out = tmp_path / f"m{suffix}"
+        symwasm("compile", path, "-o", out, *extra, "-q")
+        r = symwasm("run", out, "--input", f"x={tmp_path / 'x.npy'}", "--threads", "2", "--benchmark", "2")
+        assert r.stdout.splitlines()[-3].endswith(f"calls run on {want} thread{'s' if want > 1 else ''}"), r.stdout
+        assert (note in r.stderr) if note else "note:" not in r.stderr, r.stderr
+    r = symwasm("run", out, "--threads", "0", check=False)
+    assert r.returncode == 2 and "argument --threads: a whole number of at least 1, not '0'" in r.stderr, r.stderr
+
+
 def test_run_benchmark(model_file, tmp_path):
     """--benchmark N: the outputs, then the load (and where the compiled code came from),
     the first run and the steady state over N runs, with a progress bar on stderr; the
@@ -162,7 +182,8 @@ def test_run_benchmark(model_file, tmp_path):
                     tmp_path / "res", env=env)
         lines = r.stdout.splitlines()[-3:]
         how = "compiled, and stored in the code cache" if target == "wasm32" else "a native library: nothing to compile"
-        assert lines[0].startswith("load: ") and lines[0].endswith(f" ms ({how})"), lines
+        # the suite loads models on one thread (tests/conftest.py)
+        assert lines[0].startswith("load: ") and lines[0].endswith(f" ms ({how}); calls run on 1 thread"), lines
         assert lines[1].startswith("first run: ") and lines[1].endswith(" ms"), lines
         assert lines[2].startswith("steady state: median ") and " ms over 40 runs (quartiles " in lines[2], lines
         bar = r.stderr.splitlines()  # redrawn in place: splitlines splits at each \r too

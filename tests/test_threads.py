@@ -22,6 +22,7 @@ import wasm_runtime
 from toolkit.compiler import compile_model
 from util import build, const, make_model, native_targets, vinfo
 
+pytestmark = pytest.mark.check  # make check and the full tier: several modules, threads, a cancelled call
 CANCELLED = 6
 THREADS = (2, 3, 5)
 # bindings: a lone row, a few rows and more than a row block; n x m products of fewer panels
@@ -34,8 +35,10 @@ def _split_model():
     """Products and convolutions whose kernels split their work: MatMul on a constant B
     (packed panels), on a run-time B and batched, MatMul after a Relu (the lone-row sparse
     path keeps its work in part 0), Gemm with transposes and C, convolutions (3x3 padded,
-    1x1 strided, and few pixels), and the kernels split by rows or elements when they are
-    large (Softmax, LayerNormalization, pools, elementwise), each with symbolic dims."""
+    1x1 strided, few pixels in a batch of two, and by Winograd's transforms on a static image:
+    several chunks of tile rows), the kernels split by rows or elements when they are
+    large (Softmax, LayerNormalization, pools, elementwise), and a broadcast Add in place of
+    a Relu's output (a path that is not split), each with symbolic dims."""
     rng = np.random.default_rng(7)
 
     def r(*shape):
@@ -56,22 +59,26 @@ def _split_model():
         helper.make_node("MaxPool", ["img"], ["y11"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("AveragePool", ["img"], ["y12"], kernel_shape=[1, 3], strides=[1, 2]),
         helper.make_node("Mul", ["img", "img"], ["y13"]),
+        helper.make_node("Conv", ["wimg", "k4"], ["y14"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["img"], ["r15"]),
+        helper.make_node("Add", ["r15", "col"], ["y15"]),
     ]
     inputs = [vinfo("x", np.float32, ["n", 37]), vinfo("b", np.float32, [37, "m"]),
               vinfo("p", np.float32, [2, "n", 9]), vinfo("q", np.float32, [2, 9, "m"]),
               vinfo("xt", np.float32, [37, "n"]), vinfo("img", np.float32, [1, 5, "n", "m"]),
-              vinfo("small", np.float32, [1, 40, 3, "m"]), vinfo("ln_s", np.float32, ["m"])]
-    outputs = [vinfo(f"y{i}", np.float32, None) for i in range(1, 14)]
+              vinfo("small", np.float32, [2, 40, 3, "m"]), vinfo("ln_s", np.float32, ["m"]),
+              vinfo("wimg", np.float32, [1, 128, 30, 30]), vinfo("col", np.float32, [1, 1, "n", 1])]
+    outputs = [vinfo(f"y{i}", np.float32, None) for i in range(1, 16)]
     inits = [const("w1", r(37, 70)), const("w2", r(37, 45)), const("w3", r(52, 37)), const("c3", r(52)),
              const("k1", r(24, 5, 3, 3)), const("kb1", r(24)), const("k2", r(33, 5, 1, 1)),
-             const("k3", r(48, 40, 3, 3)), const("kb3", r(48))]
+             const("k3", r(48, 40, 3, 3)), const("kb3", r(48)), const("k4", r(128, 128, 3, 3) / 30)]
     return make_model(nodes, inputs, outputs, inits)
 
 
 def _feeds(n: int, m: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     shapes = {"x": (n, 37), "b": (37, m), "p": (2, n, 9), "q": (2, 9, m), "xt": (37, n), "img": (1, 5, n, m),
-              "small": (1, 40, 3, m), "ln_s": (m,)}
+              "small": (2, 40, 3, m), "ln_s": (m,), "wimg": (1, 128, 30, 30), "col": (1, 1, n, 1)}
     return {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
 
 
@@ -96,7 +103,7 @@ def test_threads_give_the_same_bits(split_model, target, tmp_path):
     assert one.variant in (None, "baseline")
     parted = subprocess.run([sys.executable, "-m", "toolkit.cli", "inspect", str(one.path)],
                             capture_output=True, text=True, check=True).stdout.count("split across threads")
-    assert parted >= 11, "the products, convolutions and large row and elementwise kernels should split"
+    assert parted >= 12, "the products, convolutions and large row and elementwise kernels should split"
     many = {t: wasm_runtime.load(one.path, threads=t) for t in THREADS}
     for t, m in many.items():
         assert (m.threads, m.threads_note) == (t, "")

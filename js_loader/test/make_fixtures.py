@@ -250,12 +250,30 @@ def shared_dims():
     return m, [{"x": f32(2, 4), "y": f32(5, 3)}, {"x": f32(3, 4), "y": f32(3, 3)}], None, {}
 
 
+def matmul_softmax():
+    """softmax(x @ w) with x [n, 256] and w [256, 512], compiled with --threads and
+    --relaxed-simd (four files): both kernels split their work among threads (the MatMul w's
+    panels, the Softmax its rows, 16K elements a part), for threads.test.js."""
+    m = model("matmul_softmax", [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Softmax", ["t"], ["y"])],
+              [("x", F32, ["n", 256])], [("y", F32, ["n", 512])], [numpy_helper.from_array(f32(256, 512) / 16, "w")])
+    return m, [{"x": f32(n, 256)} for n in (1, 37, 300)], None, {}
+
+
+def matmul_threads():
+    """matmul compiled with --threads: a long call to cancel while it runs on several threads."""
+    m, runs, _, _ = matmul()
+    return m, runs, None, {}
+
+
 FIXTURES = {f.__name__: f for f in (add_mul, where_greater, int64_ops, dtypes, matmul, small_dtypes,
                                     e8m0, strings, dense, wide, weight_inputs, input_defaults,
-                                    shared_dims)}  # new ones last: they share RNG
+                                    shared_dims, matmul_softmax, matmul_threads)}  # new ones last: they share RNG
 COMPILE_OPTIONS = {"input_defaults": {"overridable": ["all"]}}
-RELAXED = {"dense", "wide"}  # compiled with the relaxed-SIMD variant too
-NAMED_ONLY = {"wide"}  # 32 MiB of files: built only when named, not among all
+RELAXED = {"dense", "wide", "matmul_softmax"}  # compiled with the relaxed-SIMD variant too
+THREADS = {"matmul_softmax", "matmul_threads"}  # compiled with the threads variant (of each) too
+# built only when named, not among all: wide is 32 MiB of files; the threads ones are for
+# threads.test.js alone (elsewhere a load on several threads would pick their threads files)
+NAMED_ONLY = {"wide"} | THREADS
 
 
 def encode(arr) -> dict:
@@ -276,7 +294,8 @@ def run_record(ref: ReferenceEvaluator, names: list[str], feeds: dict) -> dict:
 def build(name: str, out: Path) -> dict:
     m, runs, growth, errors = FIXTURES[name]()
     wasm = out / f"{name}.wasm"
-    result = compile_model(m, wasm, target="wasm32", relaxed=name in RELAXED, **COMPILE_OPTIONS.get(name, {}))
+    result = compile_model(m, wasm, target="wasm32", relaxed=name in RELAXED, threads=name in THREADS,
+                           **COMPILE_OPTIONS.get(name, {}))
     ref = ReferenceEvaluator(m)
     names = [o.name for o in m.graph.output]
     host = wasm_runtime.load(wasm)

@@ -542,7 +542,9 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
     (vectors along the pixels, as :func:`conv_epilogue` takes them). The image's size may be
     known only at run time (:func:`.plan.dual_route`). Across threads, each part computes its
     share of the product's panels (output channels) and transposes those channels only; every
-    part stages the input and copies the patches alike, the same values to the same places."""
+    part stages the input and copies an image's patches alike, the same values to the same
+    places, so a batch of images with patches runs as one part (the patches of the next image
+    would overwrite those another part still reads)."""
     if xs is not None:
         channel = kb.mul(kb.mul(xs.dim(2), xs.dim(3)), xs.dim(4))
     else:
@@ -569,17 +571,22 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         # the pixels are at most CONV_T_MAX_PIXELS
         rows_tile = replace(rows_tile, mc=max(rows_tile.mc, pixels.constant if isinstance(pixels, ir.Constant)
                                               else CONV_T_MAX_PIXELS))
-    with kb.loop(x.dim(0), "n") as n:
+    # across threads, each part computes its share of the output channels (the product's
+    # panels). Every part copies an image's patches alike, so with more than one image a part
+    # could overwrite the patches another still reads: then the parts are one
+    one_image = b.icmp_signed("==", x.dim(0), i64(1))
+    part, parts = kb.part(None if pointwise else b.select(one_image, i64(1 << 30), i64(1)))  # (1 << 30: no limit)
+    with b.if_then(b.icmp_signed("<", part, parts)), kb.loop(x.dim(0), "n") as n:  # a part with a share
         if pointwise:
             a = G.View(xs, kb.mul(n, kb.mul(c, channel)), i64(1), channel)
         else:
             _materialize(kb, lanes, im, xs, patches, oh, ow, pixels, wq, depth, kb.mul(n, kb.mul(c, channel)))
             a = G.View(patches, i64(0), i64(1), pixels)
-        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth, split=True)
+        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth, split=(part, parts))
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v, mask=None: v)
-        # this part's channels: the panels of the product it computed (as gemm shares them)
-        lo, hi = kb.share(i64(-(-m.constant // tile.nr)))
+        # this part's channels: the panels of the product it computed
+        lo, hi = kb.portion(i64(-(-m.constant // tile.nr)), part, parts)
         _TransposedOut(kb, lanes, vt, block, yt, y, m, pixels, y_base, epilogue).image(
             vectors, residual_operands(post, operands), kb.mul(lo, i64(tile.nr)), smin(kb, kb.mul(hi, i64(tile.nr)), m))
 
@@ -715,6 +722,8 @@ class _TransposedOut:
                     with kb.loop(pixels, "pt", start=whole_pixels, plain=True) as j:
                         self.out(kb.add(i0, e), j, yt.load(self.yt_at(j, kb.add(i0, e))))
         whole_channels = kb.mul(blocks, i64(lanes))
+        if first is not None:  # a share of no whole block: its channels (if any) are all tail
+            whole_channels = smax(kb, whole_channels, first)
         if masked_tails:
             channel_rest = b.sub(end, whole_channels)
 

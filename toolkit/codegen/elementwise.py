@@ -74,7 +74,10 @@ def loops(kb: KernelBuilder, inputs: Sequence[TensorType], out: TensorType, fn: 
         with then:
             flat()
         with otherwise:
-            _nested(kb, ins, o, fn, saturate, round_mode)
+            # not split: in the first part only, since every part running it would be wrong
+            # when the output is an input's buffer (in place), read after another part wrote it
+            with kb.first_part():
+                _nested(kb, ins, o, fn, saturate, round_mode)
 
 
 def _nested(kb: KernelBuilder, ins: list[Tensor], o: Tensor, fn: ScalarFn, saturate: bool, round_mode: str) -> None:

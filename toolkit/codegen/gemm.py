@@ -501,7 +501,7 @@ def _difference(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
 def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: Tensor, y_base: ir.Value,
          m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
          prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None,
-         inline_epilogue: bool = False, split: bool = False) -> None:
+         inline_epilogue: bool = False, split: bool | tuple[ir.Value, ir.Value] = False) -> None:
     """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for a [k, n] B read as its source
     answers (:class:`BSource`, :class:`Reading`); y is row-major [m, n] from ``y_base``. The
     epilogue (default: none) runs once per element, over each tile the last k block has
@@ -510,8 +510,9 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
     the tile computes. ``inline_epilogue``: the epilogue is a vector instruction or two
     (:func:`.fused.cheap`), so with one k block it runs on the accumulators as they are
     stored rather than over the stored tile read back. ``split``: this call computes its part's
-    share of B's panels (:meth:`.KernelBuilder.share`), so the kernel's parts run on the
-    context's threads; a panel's columns are computed alike whoever computes them."""
+    share of B's panels (:meth:`.KernelBuilder.share`; or, given ``(part, parts)`` from
+    :meth:`.KernelBuilder.part`, that part's), so the kernel's parts run on the context's
+    threads; a panel's columns are computed alike whoever computes them."""
     b = kb.b
     mr, nr = tile.mr, tile.nr
     wasm = kb.target is not None and kb.target.is_wasm
@@ -541,11 +542,14 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
     if split:
         total = full_panels if ragged is False else kb.add(full_panels, i64(1)) if ragged is True \
             else kb.add(full_panels, b.zext(ragged, I64))
-        first, hi = kb.share(total)
+        first, hi = kb.share(total) if split is True else kb.portion(total, *split)
+        # the whole panels [first, end) (first <= end: a share of only the partial panel, or
+        # none, starts past the last whole one), and the partial panel if the share holds it
         end = smin(kb, hi, full_panels)
         if ragged is not False:
-            here = b.icmp_signed(">", hi, full_panels)
+            here = b.and_(b.icmp_signed(">", hi, full_panels), b.icmp_signed("<=", first, full_panels))
             ragged = here if ragged is True else b.and_(ragged, here)
+        first = smin(kb, first, end)
     _Driver(mk, bsrc, reading, k, end, ragged, block, offsets, first, full_panels).run(m, mc, lone, one_block)
 
 

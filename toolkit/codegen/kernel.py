@@ -302,20 +302,36 @@ class KernelBuilder:
             count, work = (v if isinstance(v, int) else v.constant for v in (n, unit_work))
             if count * work < 2 * MIN_PART_WORK:
                 return i64(0), i64(count)
-        self.parted = True
         n = i64(n) if isinstance(n, int) else n
-        part, parts = (b.sext(a, I64) for a in self.fn.args[4:6])
         grains = ceildiv(self, n, i64(grain)) if grain > 1 else n
+        most = None
         if unit_work is not None:
             work = i64(unit_work * grain) if isinstance(unit_work, int) else \
                 smax(self, self.mul(unit_work, i64(grain)), i64(1))
-            least = ceildiv(self, i64(MIN_PART_WORK), work)  # grains a part takes at least
-            parts = smax(self, i64(1), smin(self, parts, b.udiv(grains, least)))
-            part = smin(self, part, parts)  # parts past the last split one: [grains, grains)
-        lo, hi = (b.udiv(b.mul(grains, p), parts) for p in (part, smin(self, b.add(part, i64(1)), parts)))
+            most = b.udiv(grains, ceildiv(self, i64(MIN_PART_WORK), work))  # parts of MIN_PART_WORK
+        part, parts = self.part(most)
+        lo, hi = self.portion(grains, part, parts)
         if grain > 1:
             lo, hi = smin(self, b.mul(lo, i64(grain)), n), smin(self, b.mul(hi, i64(grain)), n)
         return lo, hi
+
+    def part(self, most: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
+        """This call's part and the number of parts (i64); marks the kernel parted. With
+        ``most``, the work goes to at most that many parts (at least one): a part past them
+        gets the index ``parts``, whose :meth:`portion` is empty."""
+        self.parted = True
+        b = self.b
+        part, parts = (b.sext(a, I64) for a in self.fn.args[4:6])
+        if most is not None:
+            parts = smax(self, i64(1), smin(self, parts, most))
+            part = smin(self, part, parts)
+        return part, parts
+
+    def portion(self, n: ir.Value, part: ir.Value, parts: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Part ``part``'s ``[lo, hi)`` of ``n`` units split evenly between ``parts`` (empty
+        for part == parts)."""
+        b = self.b
+        return tuple(b.udiv(b.mul(n, p), parts) for p in (part, smin(self, b.add(part, i64(1)), parts)))
 
     @contextmanager
     def split_loop(self, n: ir.Value | int, name: str = "i", grain: int = 1,
@@ -327,7 +343,9 @@ class KernelBuilder:
 
     @contextmanager
     def first_part(self):
-        """The ``with`` body runs in part 0 only: work a parted kernel does not split."""
+        """The ``with`` body runs in part 0 only: work a parted kernel does not split. (Never
+        in every part: where an output is an input's buffer, a part would read what another
+        already wrote.)"""
         with self.b.if_then(self.b.icmp_signed("==", self.fn.args[4], ir.Constant(I32, 0))):
             yield
 

@@ -132,6 +132,8 @@ class _Tiles:
     ow: ir.Value
     tw: ir.Value  # tiles in a tile row
     wq: ir.Value  # the staged input's row length
+    v0: ir.Value  # where this part's chunk of V starts in vt
+    m0: ir.Value  # where its chunk of M starts in mt
 
 
 def _in_groups(g: _Tiles, count: ir.Value, limit: ir.Value, body) -> None:
@@ -180,7 +182,8 @@ def _transform_in(g: _Tiles, ci: ir.Value, tiles: ir.Value, top_row: ir.Value, t
     for p in range(4):
         v = _bt(b, [cols[q][p] for q in range(4)])  # (Bt d) B, row p
         for q in range(4):
-            _store(b, g.vt, kb.add(kb.mul(kb.add(kb.mul(i64(4 * p + q), g.c), ci), tiles), kb.add(t_row, tx)), v[q])
+            _store(b, g.vt, kb.add(g.v0, kb.add(kb.mul(kb.add(kb.mul(i64(4 * p + q), g.c), ci), tiles),
+                                                kb.add(t_row, tx))), v[q])
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,8 @@ def _transform_out(g: _Tiles, row: _OutRow, tx: ir.Value, width: int) -> None:
     """Y of ``width`` tiles from tile tx of a tile row, through the epilogue, into y."""
     kb, b = g.kb, g.kb.b
     at = kb.add(row.t_row, tx)
-    mm = [_load(b, g.mt, kb.add(kb.mul(kb.mul(i64(xi), g.m), row.tiles), at), width) for xi in range(16)]
+    mm = [_load(b, g.mt, kb.add(g.m0, kb.add(kb.mul(kb.mul(i64(xi), g.m), row.tiles), at)), width)
+          for xi in range(16)]
     cols = [_at(b, [mm[4 * p + q] for p in range(4)]) for q in range(4)]  # At M, by column
     out = [_at(b, [cols[q][r] for q in range(4)]) for r in range(2)]  # (At M) A, row r
     ox = kb.mul(i64(2), tx)
@@ -238,7 +242,10 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
     """y = post(conv(x, w) + bias) for a 3x3 convolution with unit strides by F(2x2, 3x3).
     ``params``: (window, GEMM tile, bias, post). Tensors: x, U (:func:`transform_weights`),
     [bias], the post ops' operands, the three scratch tensors of :func:`scratch_shapes`, y.
-    Scalars: the symbolic pads."""
+    Scalars: the symbolic pads. Across threads, each part takes its share of every image's
+    tile rows and the matching share of the two scratch tensors (so at most as many parts as
+    the scratch holds tile rows); every part stages the input alike, the same values to the
+    same places. A tile's products are the same whatever the chunk it falls in."""
     win, tile, bias, post = params
     b = kb.b
     x, u, bt, operands, k = conv_inputs(kb, types, bias, post)
@@ -253,19 +260,26 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
     th, tw = ceildiv(kb, oh, i64(2)), ceildiv(kb, ow, i64(2))
     wq = xs.dim(3)
     plane = kb.mul(xs.dim(2), wq)
-    # whole tile rows per chunk: as many as the scratch holds (at least one; it holds one row),
-    # and never 0, which would divide by zero when the output is empty
-    rows_per = smax(kb, i64(1), smin(kb, th, b.udiv(vt.dim(2), smax(kb, tw, i64(1)))))
+    # across threads, each part takes its share of the tile rows and of the scratch, which
+    # holds at least one tile row per part (so there are at most as many parts as it holds)
+    cap = vt.dim(2)  # tiles of a chunk the scratch holds
+    part, parts = kb.part(most=b.udiv(cap, smax(kb, tw, i64(1))))
+    width = b.udiv(cap, parts)  # this part's tiles of scratch
+    row_lo, row_hi = kb.portion(th, part, parts)
+    # whole tile rows per chunk: as many as the part's scratch holds (at least one; it holds
+    # one row), and never 0, which would divide by zero when the output is empty
+    rows_per = smax(kb, i64(1), smin(kb, th, b.udiv(width, smax(kb, tw, i64(1)))))
     full_pairs = b.udiv(ow, i64(2))  # tiles whose two output columns both exist
-    g = _Tiles(kb, tile.lanes, xs, vt, mt, y, m, c, oh, ow, tw, wq)
+    v0, m0 = (kb.mul(part, kb.mul(kb.mul(i64(16), ch), width)) for ch in (c, m))
+    g = _Tiles(kb, tile.lanes, xs, vt, mt, y, m, c, oh, ow, tw, wq, v0, m0)
 
     with kb.loop(x.dim(0), "n") as n:
         image = kb.mul(n, kb.mul(c, plane))
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base)
-        with kb.loop(ceildiv(kb, th, rows_per), "chunk") as ch:
-            ty0 = kb.mul(ch, rows_per)
-            rows = smin(kb, rows_per, b.sub(th, ty0))
+        with kb.loop(ceildiv(kb, b.sub(row_hi, row_lo), rows_per), "chunk") as ch:
+            ty0 = kb.add(row_lo, kb.mul(ch, rows_per))
+            rows = smin(kb, rows_per, b.sub(row_hi, ty0))
             tiles = kb.mul(rows, tw)
 
             # the input transform: V[xi, c, t] for the chunk's tiles t
@@ -278,8 +292,8 @@ def build_conv2d_winograd(kb: KernelBuilder, params: tuple, types: Sequence) -> 
             # the 16 products M[xi] = U[xi] @ V[xi]: [m, c] @ [c, tiles]
             with kb.loop(i64(16), "xi") as xi:
                 a = G.View(u, kb.mul(xi, kb.mul(m, c)), c, i64(1))
-                src = G.View(vt, kb.mul(xi, kb.mul(c, tiles)), tiles, i64(1))
-                G.gemm(kb, tile, a, src, mt, kb.mul(xi, kb.mul(m, tiles)), m, tiles, c)
+                src = G.View(vt, kb.add(v0, kb.mul(xi, kb.mul(c, tiles))), tiles, i64(1))
+                G.gemm(kb, tile, a, src, mt, kb.add(m0, kb.mul(xi, kb.mul(m, tiles))), m, tiles, c)
 
             # the output transform, the bias and the fused ops
             with kb.loop(m, "oc") as oc:

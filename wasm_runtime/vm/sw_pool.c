@@ -80,7 +80,7 @@ struct sw_pool {
   _Atomic int32_t job;      /* the current job's number: bumped to publish one, and to quit */
   _Atomic uint64_t claim;   /* job number << 32 | the next part to claim */
   _Atomic int32_t done;     /* parts of the current job finished */
-  _Atomic int32_t sleepers; /* threads asleep on `job`, `done` or `running` */
+  _Atomic int32_t sleepers; /* threads asleep on `job` or `done` */
   _Atomic int32_t running;  /* threads inside the pool's loop (a .wasm's host starts them) */
   int32_t threads;          /* parts per job, the caller's thread included */
   int32_t quit;             /* set, then `job` bumped: the threads return */
@@ -200,7 +200,7 @@ void sw_pool_work(sw_pool* p, int32_t index) {
     run_parts(p, (uint32_t)seen);
     seen = wait_change(p, &p->job, seen);
   }
-  if (atomic_fetch_sub(&p->running, 1) == 1) wake_all(p, &p->running);
+  atomic_fetch_sub(&p->running, 1); /* the last touch of the pool: it may be freed at once */
 }
 
 int32_t sw_pool_running(const sw_pool* p) { return p ? atomic_load(&p->running) : 0; }
@@ -268,8 +268,11 @@ void sw_pool_destroy(sw_pool* p) {
   atomic_fetch_add(&p->job, 1);
   wake_all(p, &p->job);
 #if defined(__wasm__)
-  /* the host's threads leave the loop; none may still read the pool when it is freed */
-  for (int32_t n; (n = atomic_load(&p->running)) != 0;) wait_change(p, &p->running, n);
+  /* the host's threads leave the loop; none may still read the pool when it is freed. A
+   * spin, not a sleep: a thread's last touch of the pool is leaving the count, with no
+   * wake-up after it, and the threads are on their way out */
+  while (atomic_load(&p->running) != 0) {
+  }
   for (int32_t i = 1; i < p->threads; i++) sw_mem_free(p->stacks[i]);
 #else
   for (int32_t i = 1; i < p->threads; i++) pthread_join(p->tid[i], 0);
