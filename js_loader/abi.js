@@ -36,10 +36,10 @@ export const STATUS = Object.freeze({ OK: 0, INVALID_INPUT: 1, OUT_OF_RANGE: 2, 
 export const STATUS_MEANING = Object.freeze({ 0: 'success', 1: 'invalid input', 2: 'out of range', 3: 'out of memory', 4: 'invalid program', 5: 'internal error', 6: 'cancelled' });
 
 /** Every export the loader may call (besides `memory`). */
-export const EXPORTS = Object.freeze(['sw_format_version', 'sw_num_inputs', 'sw_num_outputs', 'sw_metadata', 'sw_metadata_len', 'sw_input_name', 'sw_input_dtype', 'sw_input_rank', 'sw_output_name', 'sw_context_create', 'sw_context_status', 'sw_context_destroy', 'sw_set_memory_limit', 'sw_memory_held', 'sw_input_buffer', 'sw_shape_buffer', 'sw_set_input', 'sw_run', 'sw_output_tensor', 'sw_io_table', 'sw_run_io', 'sw_cancel_flag', 'sw_set_threads', 'sw_thread_stack', 'sw_thread_start', 'sw_threads_running', 'sw_last_error', 'sw_last_error_len']);
+export const EXPORTS = Object.freeze(['sw_format_version', 'sw_num_inputs', 'sw_num_outputs', 'sw_metadata', 'sw_metadata_len', 'sw_input_name', 'sw_input_dtype', 'sw_input_rank', 'sw_output_name', 'sw_context_create', 'sw_context_status', 'sw_context_destroy', 'sw_set_memory_limit', 'sw_memory_held', 'sw_input_buffer', 'sw_shape_buffer', 'sw_set_input', 'sw_run', 'sw_output_tensor', 'sw_io_table', 'sw_run_io', 'sw_cancel_flag', 'sw_set_threads', 'sw_thread_stack', 'sw_thread_start', 'sw_thread_failed', 'sw_threads_running', 'sw_last_error', 'sw_last_error_len']);
 
 /** Exports added after 3.0, with the format version that added them (older modules lack them). */
-export const EXPORTS_SINCE = Object.freeze({ sw_io_table: [3, 5], sw_run_io: [3, 5], sw_set_threads: [3, 7], sw_thread_stack: [3, 7], sw_thread_start: [3, 7], sw_threads_running: [3, 7] });
+export const EXPORTS_SINCE = Object.freeze({ sw_io_table: [3, 5], sw_run_io: [3, 5], sw_set_threads: [3, 7], sw_thread_stack: [3, 7], sw_thread_start: [3, 7], sw_thread_failed: [3, 7], sw_threads_running: [3, 7] });
 
 /** Each export's wasm32 signature: [parameter types, result types]. */
 export const SIGNATURES = Object.freeze({
@@ -68,6 +68,7 @@ export const SIGNATURES = Object.freeze({
   sw_set_threads: [['i32', 'i32'], ['i32']],
   sw_thread_stack: [['i32', 'i32'], ['i32']],
   sw_thread_start: [['i32', 'i32', 'i32'], []],
+  sw_thread_failed: [['i32', 'i32'], []],
   sw_threads_running: [['i32'], ['i32']],
   sw_last_error: [['i32'], ['i32']],
   sw_last_error_len: [['i32'], ['i32']],

@@ -14,11 +14,17 @@ const nodePort = inBrowser ? null : (await import('node:worker_threads')).parent
 if (!inBrowser && !nodePort) throw new Error('thread.js runs as a worker of a model\'s threads; import index.js instead');
 
 async function run({ module, memory, stackTop, ctx, index }) {
+  let instance = null;
   try {
     // the module's start function sees that the first instance already put its data in memory
-    const instance = await WebAssembly.instantiate(module, { env: { memory } });
+    instance = await WebAssembly.instantiate(module, { env: { memory } });
     instance.exports.sw_thread_start(stackTop, ctx, index);
   } catch (e) {
+    // a trap (a bug): the pool is told, so the call waiting for this thread's part fails
+    // (status INTERNAL) rather than waits for ever
+    try {
+      instance?.exports.sw_thread_failed(ctx, index);
+    } catch { /* the message below says what went wrong */ }
     const error = `${e.name}: ${e.message}`;
     if (nodePort) nodePort.postMessage({ error });
     else self.postMessage({ error });

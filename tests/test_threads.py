@@ -37,8 +37,9 @@ def _split_model():
     path keeps its work in part 0), Gemm with transposes and C, convolutions (3x3 padded,
     1x1 strided, few pixels in a batch of two, and by Winograd's transforms on a static image:
     several chunks of tile rows), the kernels split by rows or elements when they are
-    large (Softmax, LayerNormalization, pools, elementwise), and a broadcast Add in place of
-    a Relu's output (a path that is not split), each with symbolic dims."""
+    large (Softmax, LayerNormalization, pools, elementwise), and a LayerNormalization whose
+    bias varies along the rows, applied in place by a broadcasting elementwise kernel (a path
+    that is not split), each with symbolic dims."""
     rng = np.random.default_rng(7)
 
     def r(*shape):
@@ -60,8 +61,7 @@ def _split_model():
         helper.make_node("AveragePool", ["img"], ["y12"], kernel_shape=[1, 3], strides=[1, 2]),
         helper.make_node("Mul", ["img", "img"], ["y13"]),
         helper.make_node("Conv", ["wimg", "k4"], ["y14"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["img"], ["r15"]),
-        helper.make_node("Add", ["r15", "col"], ["y15"]),
+        helper.make_node("LayerNormalization", ["img", "one", "col"], ["y15"], axis=-1),
     ]
     inputs = [vinfo("x", np.float32, ["n", 37]), vinfo("b", np.float32, [37, "m"]),
               vinfo("p", np.float32, [2, "n", 9]), vinfo("q", np.float32, [2, 9, "m"]),
@@ -71,7 +71,8 @@ def _split_model():
     outputs = [vinfo(f"y{i}", np.float32, None) for i in range(1, 16)]
     inits = [const("w1", r(37, 70)), const("w2", r(37, 45)), const("w3", r(52, 37)), const("c3", r(52)),
              const("k1", r(24, 5, 3, 3)), const("kb1", r(24)), const("k2", r(33, 5, 1, 1)),
-             const("k3", r(48, 40, 3, 3)), const("kb3", r(48)), const("k4", r(128, 128, 3, 3) / 30)]
+             const("k3", r(48, 40, 3, 3)), const("kb3", r(48)), const("k4", r(128, 128, 3, 3) / 30),
+             const("one", np.ones(1, np.float32))]
     return make_model(nodes, inputs, outputs, inits)
 
 
@@ -197,5 +198,24 @@ def test_cancel_stops_every_thread_and_the_pool_runs_again(kind, small_native, s
     assert mod.run(feeds)["y"].tobytes() == want.tobytes()
     assert mod.set_threads(2) == 2 and _os_threads_settle(before + 1) == before + 1
     assert mod.run(feeds)["y"].tobytes() == want.tobytes()
+    assert mod.set_threads(2) == 2 and _os_threads_settle(before + 1) == before + 1  # the same count: a new pool
+    assert mod.run(feeds)["y"].tobytes() == want.tobytes()
     mod.close()
     assert _os_threads_settle(before) == before
+
+
+def test_a_failed_thread_fails_the_call(small_threaded):
+    """A .wasm thread that stops in a trap tells the pool (sw_thread_failed): the call
+    waiting for its part fails with INTERNAL, as every later one, rather than waiting for
+    ever; trim() gives a working model again."""
+    mod = wasm_runtime.load(small_threaded, threads=2)
+    rng = np.random.default_rng(4)
+    feeds = {"a": rng.standard_normal((33, 20)).astype(np.float32), "b": rng.standard_normal((20, 90)).astype(np.float32)}
+    want = mod.run(feeds)["y"]
+    mod._b.call("sw_thread_failed", mod._ctx, 1)  # as a trapped thread's host does
+    for _ in range(2):
+        with pytest.raises(wasm_runtime.ModelError, match="a thread of the model's pool failed") as e:
+            mod.run(feeds)
+        assert e.value.status == wasm_runtime.STATUS["INTERNAL"]
+    mod.trim()
+    assert mod.threads == 2 and mod.run(feeds)["y"].tobytes() == want.tobytes()

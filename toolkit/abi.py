@@ -257,8 +257,10 @@ EXPORTS: tuple[Export, ...] = (
            "SW_CANCELLED; the host clears it before each sw_run"),
     Export("sw_set_threads", "i32", (CTX, ("i32", "threads")),
            "runs the kernels split in parts on this many threads, the caller's included, from the next "
-           "sw_run (natively the library starts the others and stops them at sw_context_destroy); "
-           "returns the count in effect: 1 where the module has no threads", since=(3, 7)),
+           "sw_run: the old threads are stopped and a new pool made, even of the same count (natively the "
+           "library starts the others and stops them at sw_context_destroy); fewer when the memory limit "
+           "leaves no room for a .wasm thread's stack; returns the count in effect: 1 where the module has "
+           "no threads", since=(3, 7)),
     Export("sw_thread_stack", "ptr", (CTX, ("i32", "index")),
            "a .wasm of the threads variant: the top of the stack the context's pool holds for thread index "
            "(1 <= index < the count sw_set_threads gave); NULL otherwise", since=(3, 7)),
@@ -266,6 +268,9 @@ EXPORTS: tuple[Export, ...] = (
            "a .wasm of the threads variant: thread index's loop, called in an instance of the module of its "
            "own over the same shared memory, on the stack sw_thread_stack gave, until the context's threads "
            "stop (sw_set_threads, sw_context_destroy); elsewhere it returns at once", since=(3, 7)),
+    Export("sw_thread_failed", "void", (CTX, ("i32", "index")),
+           "a .wasm's host: thread index stopped in a trap, so the call waiting for its part fails with "
+           "SW_INTERNAL, as every later one: the host then loads the module again", since=(3, 7)),
     Export("sw_threads_running", "i32", (CTX,),
            "how many threads are inside sw_thread_start's loop (natively: the library's own)", since=(3, 7)),
     Export("sw_last_error", "cstr", (CTX,), "the last error message (UTF-8)"),

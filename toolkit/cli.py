@@ -521,8 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "pick the variant their engine validates")
     c.add_argument("--threads", action="store_true",
                    help="with --target wasm32: also write the threads variant of each file, MODEL.threads.wasm "
-                        "(and MODEL.relaxed.threads.wasm): shared memory, so the Python host runs a call's "
-                        "products, convolutions and large row kernels on several threads (load(threads=N)); a "
+                        "(and MODEL.relaxed.threads.wasm): shared memory, so the Python host and the JS loader run "
+                        "a call's products, convolutions and large row kernels on several threads (threads=N); a "
                         "native library always can")
     c.add_argument("--bind", action="append", default=[], metavar="SYMBOL=VALUE[,...]",
                    help="fix symbolic dims (the model's named input dims) at compile time, e.g. "
@@ -571,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "from the cache), the first run and the steady state's median and spread")
     r.add_argument("--threads", type=_positive_int, metavar="N",
                    help="run each call on N threads, this one included (default: the CPUs this process may "
-                        "use, or SYMWASM_THREADS); a .wasm runs on one for now, and says so")
+                        "use, or SYMWASM_THREADS); a .wasm needs its threads variant beside it (compile --threads), "
+                        "else it runs on one and says so")
     r.add_argument("--no-cache", action="store_true",
                    help="compile the .wasm without the compiled-code cache (neither read nor written)")
     r.add_argument("--save-dir", help="write each output to DIR/<name>.npy")

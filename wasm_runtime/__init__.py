@@ -11,7 +11,8 @@ share the library's code and differ only in their contexts, so that is cheap; ea
 compiled-code cache after the first load of the file (wasm_runtime.cache).
 
 Threads inside a call: ``load(path, threads=n)`` runs the kernels that split their work (products,
-convolutions) on n threads, the caller's included; the default is the CPUs this process may
+convolutions, large row-wise and elementwise kernels) on n threads, the caller's included (a
+``.wasm`` needs its threads variant, ``compile --threads``); the default is the CPUs this process may
 use (``SYMWASM_THREADS`` overrides it), as onnxruntime does. The results have the same bits
 whatever n. ``Model.threads`` says how many run, ``Model.threads_note`` why fewer than asked.
 
@@ -35,6 +36,7 @@ import numpy as np
 from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT
 
 DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
+MAX_THREADS = 64  # a context's pool's most (vm/sw_pool.h SW_MAX_THREADS)
 # natively, an input of at least this many bytes is read in place (format 3.6) instead of
 # copied into the module's buffer: below it the copy (about 1 us for 64 bytes) costs no more
 # than asking numpy for the array's address (ndarray.ctypes.data, about 1.2 us)
@@ -259,8 +261,14 @@ class Model:
         else:
             count = self._b.call("sw_set_threads", self._ctx, asked)
             self._join_threads()  # the previous pool's, which it told to leave
-            self.threads = self._b.start_threads(self._ctx, count) if self.target == "wasm32" else count
-            why = "the system refused to start more"
+            try:
+                self.threads = self._b.start_threads(self._ctx, count) if self.target == "wasm32" else count
+            except RuntimeError as e:  # a .wasm thread that could not start: the pool is stopped
+                self._b.call("sw_set_threads", self._ctx, 1)
+                self._join_threads()
+                raise ModelError(f"{self.path.name}: {e}", STATUS["INTERNAL"]) from None
+            why = f"the pool holds at most {MAX_THREADS}" if asked > MAX_THREADS else \
+                "the system refused to start more, or the memory limit leaves no room for their stacks"
             if self.target == "wasm32" and not getattr(self._b, "threaded", False):
                 why = "this .wasm has no threads (compile with --threads for its threads variant, which needs " \
                       "shared memory)"
@@ -463,7 +471,9 @@ class Model:
             except ModelError as e:
                 if e.status == STATUS["CANCELLED"]:
                     raise ModelError(f"the call was {self._stop_reason or 'cancelled'}", e.status) from None
-                raise
+                if not getattr(self._b, "broken", False):
+                    raise
+                trapped = Trapped(f"{e} ({'; '.join(self._b.thread_errors)})")  # a .wasm thread trapped
             except Trapped as e:
                 trapped = e
             finally:

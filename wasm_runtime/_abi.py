@@ -78,6 +78,7 @@ EXPORTS = {
     "sw_set_threads": ("i32", ("ptr", "i32")),
     "sw_thread_stack": ("ptr", ("ptr", "i32")),
     "sw_thread_start": ("void", ("ptr", "ptr", "i32")),
+    "sw_thread_failed": ("void", ("ptr", "i32")),
     "sw_threads_running": ("i32", ("ptr",)),
     "sw_last_error": ("ptr", ("ptr",)),
     "sw_last_error_len": ("i32", ("ptr",)),
@@ -91,6 +92,7 @@ EXPORTS_SINCE = {
     "sw_set_threads": (3, 7),
     "sw_thread_stack": (3, 7),
     "sw_thread_start": (3, 7),
+    "sw_thread_failed": (3, 7),
     "sw_threads_running": (3, 7),
 }
 

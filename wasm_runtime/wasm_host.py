@@ -164,7 +164,8 @@ class WasmBackend:
         self.module, self.cache_status = self._module(path, cache)
         self.shared_limits = self._check_imports()
         self._threads: list[threading.Thread] = []
-        self._thread_errors: list[str] = []
+        self.thread_errors: list[str] = []  # why a thread stopped in a trap (or did not start)
+        self.broken = False  # one did: the instance's pool fails every call until a restart
         self.signatures = self._check_signatures()
         self.fast = _FAST_CALLS
         self.memory_cap = WASM32_MAX_MEMORY
@@ -222,6 +223,7 @@ class WasmBackend:
         old memory's threads were joined when its context was destroyed; after a call stopped
         midway they may wait on it for ever, and are left (daemon threads, as the old memory)."""
         self._threads = []
+        self.thread_errors, self.broken = [], False
         self.store = wasmtime.Store(self.engine)
         self.store.set_limits(memory_size=self.memory_cap)
         imports = []
@@ -271,31 +273,39 @@ class WasmBackend:
         caller's, once they are in the pool's loop."""
         if not self.threaded or count <= 1:
             return 1
+        self.thread_errors = []
         for index in range(1, count):
             top = self.call("sw_thread_stack", ctx, index)
             if not top:
                 break
-            t = threading.Thread(target=self._thread, args=(top, ctx, index), daemon=True,
+            t = threading.Thread(target=self._thread, args=(self.shared, top, ctx, index), daemon=True,
                                  name=f"symwasm-{self.path.name}-{index}")
             t.start()
             self._threads.append(t)
         deadline = time.monotonic() + THREAD_START_S
         while self.call("sw_threads_running", ctx) < len(self._threads):
-            if self._thread_errors or time.monotonic() > deadline:
-                why = "; ".join(self._thread_errors) or f"not started within {THREAD_START_S:g} s"
+            if self.thread_errors or time.monotonic() > deadline:
+                why = "; ".join(self.thread_errors) or f"not started within {THREAD_START_S:g} s"
                 raise RuntimeError(f"the module's threads did not start: {why}")
             time.sleep(0.0002)
         return 1 + len(self._threads)
 
-    def _thread(self, stack_top: int, ctx: int, index: int) -> None:
+    def _thread(self, memory: _Shared, stack_top: int, ctx: int, index: int) -> None:
         """Thread ``index``: its own store and instance over the shared memory (the module's
-        start function finds the memory's data in place), in the pool's loop until it stops."""
+        start function finds the memory's data in place), in the pool's loop until it stops.
+        A trap (a bug) is told to the pool (sw_thread_failed), so the call waiting for the
+        thread's part fails rather than waits for ever, and the Model restarts the module."""
+        exports = store = None
         try:
             store = wasmtime.Store(self.engine)
-            instance = wasmtime.Instance(store, self.module, [self.shared])
-            instance.exports(store)["sw_thread_start"](store, stack_top, ctx, index)
-        except Exception as e:  # noqa: BLE001 - said by start_threads; a trap here is a bug
-            self._thread_errors.append(f"thread {index}: {type(e).__name__}: {str(e).splitlines()[0]}")
+            exports = wasmtime.Instance(store, self.module, [memory]).exports(store)
+            exports["sw_thread_start"](store, stack_top, ctx, index)
+        except Exception as e:  # noqa: BLE001 - said by start_threads and the failed call
+            self.thread_errors.append(f"thread {index}: {type(e).__name__}: {str(e).splitlines()[0]}")
+            if exports is not None and memory is getattr(self, "shared", None):
+                self.broken = True
+                with contextlib.suppress(Exception):
+                    exports["sw_thread_failed"](store, ctx, index)
 
     def join_threads(self) -> None:
         """Wait for the threads, which the context's pool has told to leave (sw_set_threads,

@@ -65,7 +65,7 @@ test('a threads variant runs on 2 and 3 threads with the same bits as on 1, whic
 test('setThreads changes the pool within the loaded variant; bad counts are refused as in the Python host', async () => {
   const model = await loadModel(wasmPath('matmul_softmax'), { threads: 2 });
   const reference = bits(await runAll(model, 'matmul_softmax'));
-  for (const n of [3, 1, 2]) {
+  for (const n of [3, 1, 2, 2]) { // the same count twice: a new pool
     assert.equal(await model.setThreads(n), n);
     assert.deepEqual({ threads: model.threads, note: model.threadsNote, variant: model.variant },
       { threads: n, note: '', variant: relaxed ? 'relaxed-simd+threads' : 'threads' });

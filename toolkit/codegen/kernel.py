@@ -296,17 +296,23 @@ class KernelBuilder:
         ``unit_work``: about how many elements one unit reads or writes. Then the work goes
         to at most as many parts as get :data:`MIN_PART_WORK` elements each (the parts after
         them get nothing), and work known to be smaller than two parts' is not split at all:
-        the kernel stays whole, and its loop keeps its constant bounds."""
+        the kernel stays whole, and its loop keeps its constant bounds (in a kernel already
+        parted, the first part runs it whole). A share asked before the kernel is parted by
+        another cannot know it: ask for the split work first."""
         b = self.b
         if unit_work is not None and isinstance(n, (int, ir.Constant)) and isinstance(unit_work, (int, ir.Constant)):
             count, work = (v if isinstance(v, int) else v.constant for v in (n, unit_work))
             if count * work < 2 * MIN_PART_WORK:
-                return i64(0), i64(count)
+                if not self.parted:
+                    return i64(0), i64(count)
+                # the kernel is parted already: the whole loop is the first part's
+                first = b.icmp_signed("==", self.fn.args[4], ir.Constant(I32, 0))
+                return i64(0), b.select(first, i64(count), i64(0))
         n = i64(n) if isinstance(n, int) else n
         grains = ceildiv(self, n, i64(grain)) if grain > 1 else n
         most = None
         if unit_work is not None:
-            work = i64(unit_work * grain) if isinstance(unit_work, int) else \
+            work = i64(max(1, unit_work * grain)) if isinstance(unit_work, int) else \
                 smax(self, self.mul(unit_work, i64(grain)), i64(1))
             most = b.udiv(grains, ceildiv(self, i64(MIN_PART_WORK), work))  # parts of MIN_PART_WORK
         part, parts = self.part(most)

@@ -262,12 +262,14 @@ SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* ctx);
 SW_EXPORT(sw_run_io) sw_status_t sw_run_io(sw_context* ctx);
 /* an int32 that, set non-zero (from any thread) during sw_run, stops the call with SW_CANCELLED; the host clears it before each sw_run */
 SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* ctx);
-/* runs the kernels split in parts on this many threads, the caller's included, from the next sw_run (natively the library starts the others and stops them at sw_context_destroy); returns the count in effect: 1 where the module has no threads */
+/* runs the kernels split in parts on this many threads, the caller's included, from the next sw_run: the old threads are stopped and a new pool made, even of the same count (natively the library starts the others and stops them at sw_context_destroy); fewer when the memory limit leaves no room for a .wasm thread's stack; returns the count in effect: 1 where the module has no threads */
 SW_EXPORT(sw_set_threads) int32_t sw_set_threads(sw_context* ctx, int32_t threads);
 /* a .wasm of the threads variant: the top of the stack the context's pool holds for thread index (1 <= index < the count sw_set_threads gave); NULL otherwise */
 SW_EXPORT(sw_thread_stack) void* sw_thread_stack(sw_context* ctx, int32_t index);
 /* a .wasm of the threads variant: thread index's loop, called in an instance of the module of its own over the same shared memory, on the stack sw_thread_stack gave, until the context's threads stop (sw_set_threads, sw_context_destroy); elsewhere it returns at once */
 SW_EXPORT(sw_thread_start) void sw_thread_start(void* stack_top, sw_context* ctx, int32_t index);
+/* a .wasm's host: thread index stopped in a trap, so the call waiting for its part fails with SW_INTERNAL, as every later one: the host then loads the module again */
+SW_EXPORT(sw_thread_failed) void sw_thread_failed(sw_context* ctx, int32_t index);
 /* how many threads are inside sw_thread_start's loop (natively: the library's own) */
 SW_EXPORT(sw_threads_running) int32_t sw_threads_running(sw_context* ctx);
 /* the last error message (UTF-8) */

@@ -19,8 +19,9 @@
 
 #if defined(__wasm__) && !defined(__wasm_atomics__)
 
-sw_pool* sw_pool_create(int32_t threads, int64_t* held) {
+sw_pool* sw_pool_create(int32_t threads, int64_t budget, int64_t* held) {
   (void)threads;
+  (void)budget;
   (void)held;
   return 0;
 }
@@ -44,6 +45,11 @@ void sw_pool_work(sw_pool* p, int32_t index) {
   (void)index;
 }
 int32_t sw_pool_running(const sw_pool* p) {
+  (void)p;
+  return 0;
+}
+void sw_pool_fail(sw_pool* p) { (void)p; }
+int32_t sw_pool_broken(const sw_pool* p) {
   (void)p;
   return 0;
 }
@@ -82,8 +88,9 @@ struct sw_pool {
   _Atomic int32_t done;     /* parts of the current job finished */
   _Atomic int32_t sleepers; /* threads asleep on `job` or `done` */
   _Atomic int32_t running;  /* threads inside the pool's loop (a .wasm's host starts them) */
+  _Atomic int32_t broken;   /* a thread failed (its host said so): calls fail, the pool is rebuilt */
   int32_t threads;          /* parts per job, the caller's thread included */
-  int32_t quit;             /* set, then `job` bumped: the threads return */
+  _Atomic int32_t quit;     /* set, then `job` bumped: the threads return */
   sw_kernel_fn fn;
   sw_tensor* const* tensors;
   int64_t* scalars;
@@ -95,6 +102,7 @@ struct sw_pool {
   unsigned char* stacks[SW_MAX_THREADS];
 #else
   pthread_t tid[SW_MAX_THREADS];
+  pid_t owner; /* the process that started the threads: a forked child has none of them */
 #endif
 };
 
@@ -196,7 +204,7 @@ void sw_pool_work(sw_pool* p, int32_t index) {
   if (!p || index < 1 || index >= p->threads) return;
   atomic_fetch_add(&p->running, 1);
   int32_t seen = atomic_load(&p->job);
-  while (!p->quit) {
+  while (!atomic_load(&p->quit)) {
     run_parts(p, (uint32_t)seen);
     seen = wait_change(p, &p->job, seen);
   }
@@ -213,7 +221,7 @@ static void* work(void* arg) {
 }
 #endif
 
-sw_pool* sw_pool_create(int32_t threads, int64_t* held) {
+sw_pool* sw_pool_create(int32_t threads, int64_t budget, int64_t* held) {
   if (threads <= 1) return 0;
   if (threads > SW_MAX_THREADS) threads = SW_MAX_THREADS;
   sw_pool* p = (sw_pool*)sw_mem_alloc(sizeof(sw_pool));
@@ -223,13 +231,19 @@ sw_pool* sw_pool_create(int32_t threads, int64_t* held) {
   atomic_init(&p->done, 0);
   atomic_init(&p->sleepers, 0);
   atomic_init(&p->running, 0);
-  p->quit = 0;
+  atomic_init(&p->broken, 0);
+  atomic_init(&p->quit, 0);
   p->threads = 1;
+#if !defined(__wasm__)
+  (void)budget;
+  p->owner = getpid();
+#endif
   for (int32_t i = 1; i < threads; i++) {
     p->workers[i].pool = p;
     p->workers[i].index = i;
 #if defined(__wasm__)
     /* the host starts the thread; its stack is the pool's, counted against the memory limit */
+    if (*held + WORKER_STACK > budget) break;
     p->stacks[i] = (unsigned char*)sw_mem_alloc(WORKER_STACK);
     if (!p->stacks[i]) break;
     *held += WORKER_STACK;
@@ -262,19 +276,30 @@ void* sw_pool_stack(sw_pool* p, int32_t index) {
   return 0;
 }
 
+void sw_pool_fail(sw_pool* p) {
+  if (!p) return;
+  atomic_store(&p->broken, 1);
+  atomic_store(&p->done, p->threads); /* the caller stops waiting for the failed thread's part */
+  wake_all(p, &p->done);
+}
+
+int32_t sw_pool_broken(const sw_pool* p) { return p ? atomic_load(&p->broken) : 0; }
+
 void sw_pool_destroy(sw_pool* p) {
   if (!p) return;
-  p->quit = 1;
+  atomic_store(&p->quit, 1);
   atomic_fetch_add(&p->job, 1);
   wake_all(p, &p->job);
 #if defined(__wasm__)
   /* the host's threads leave the loop; none may still read the pool when it is freed. A
    * spin, not a sleep: a thread's last touch of the pool is leaving the count, with no
    * wake-up after it, and the threads are on their way out */
-  while (atomic_load(&p->running) != 0) {
+  while (atomic_load(&p->running) != 0 && !atomic_load(&p->broken)) {
   }
+  if (atomic_load(&p->broken)) return; /* a thread that failed may still be in it: left, not freed */
   for (int32_t i = 1; i < p->threads; i++) sw_mem_free(p->stacks[i]);
 #else
+  if (p->owner != getpid()) return; /* a forked child: the threads are the parent's (left, not freed) */
   for (int32_t i = 1; i < p->threads; i++) pthread_join(p->tid[i], 0);
 #endif
   sw_mem_free(p);
@@ -282,7 +307,7 @@ void sw_pool_destroy(sw_pool* p) {
 
 sw_status_t sw_pool_run(sw_pool* p, sw_kernel_fn fn, sw_tensor* const* tensors, int64_t* scalars, int64_t* detail,
                         const volatile int32_t* cancel) {
-  if (!p) return fn(tensors, scalars, detail, cancel, 0, 1);
+  if (!p || atomic_load(&p->broken)) return p ? SW_INTERNAL : fn(tensors, scalars, detail, cancel, 0, 1);
   uint32_t job = (uint32_t)atomic_load(&p->job) + 1;
   p->fn = fn;
   p->tensors = tensors;
@@ -293,7 +318,8 @@ sw_status_t sw_pool_run(sw_pool* p, sw_kernel_fn fn, sw_tensor* const* tensors, 
   atomic_store(&p->job, (int32_t)job);
   wake_all(p, &p->job);
   run_parts(p, job);
-  for (int32_t done; (done = atomic_load(&p->done)) != p->threads;) wait_change(p, &p->done, done);
+  for (int32_t done; (done = atomic_load(&p->done)) < p->threads;) wait_change(p, &p->done, done);
+  if (atomic_load(&p->broken)) return SW_INTERNAL;
   for (int32_t i = 0; i < p->threads; i++)
     if (p->status[i] != SW_OK) {
       detail[0] = p->detail[i][0];

@@ -20,9 +20,9 @@ typedef struct sw_pool sw_pool;
 
 /* A pool of `threads` threads, the caller's included, or NULL when there are none to start
  * (threads <= 1, no thread support, out of memory). It may have fewer than asked when the
- * system refuses some: sw_pool_threads says how many. Memory the pool holds for its threads
- * (a .wasm's worker stacks) is added to *held. */
-sw_pool* sw_pool_create(int32_t threads, int64_t* held);
+ * system refuses some or their memory (a .wasm's worker stacks, added to *held) would take
+ * *held past `budget`: sw_pool_threads says how many. */
+sw_pool* sw_pool_create(int32_t threads, int64_t budget, int64_t* held);
 int32_t sw_pool_threads(const sw_pool* p);
 /* Stops the pool's threads, waits for them to leave it and frees it; NULL is a no-op. */
 void sw_pool_destroy(sw_pool* p);
@@ -36,5 +36,9 @@ void* sw_pool_stack(sw_pool* p, int32_t index);
 void sw_pool_work(sw_pool* p, int32_t index);
 /* how many threads are inside sw_pool_work */
 int32_t sw_pool_running(const sw_pool* p);
+/* a .wasm's host: one of the pool's threads failed (trapped), so the call waiting for its part
+ * returns SW_INTERNAL, as every later one does: the pool is broken for good */
+void sw_pool_fail(sw_pool* p);
+int32_t sw_pool_broken(const sw_pool* p);
 
 #endif

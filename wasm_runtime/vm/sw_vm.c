@@ -532,14 +532,19 @@ SW_EXPORT(sw_shape_buffer) int64_t* sw_shape_buffer(sw_context* c) { return c->s
 SW_EXPORT(sw_memory_held) int64_t sw_memory_held(sw_context* c) { return c->memory_held + c->memory_in_use; }
 SW_EXPORT(sw_io_table) sw_tensor* sw_io_table(sw_context* c) { return c->io; }
 SW_EXPORT(sw_cancel_flag) void* sw_cancel_flag(sw_context* c) { return (void*)&c->cancel; }
+/* A new pool every time, even of the same count: a host joins the old one's threads after
+ * this returns, and starts the new one's. */
 SW_EXPORT(sw_set_threads) int32_t sw_set_threads(sw_context* c, int32_t threads) {
-  if (threads == sw_pool_threads(c->pool)) return threads;
   sw_pool_destroy(c->pool);
   c->memory_held -= c->pool_bytes;
   c->pool_bytes = 0;
-  c->pool = sw_pool_create(threads, &c->pool_bytes);
+  c->pool = sw_pool_create(threads, c->memory_limit - c->memory_held, &c->pool_bytes);
   c->memory_held += c->pool_bytes;
   return sw_pool_threads(c->pool);
+}
+SW_EXPORT(sw_thread_failed) void sw_thread_failed(sw_context* c, int32_t index) {
+  (void)index;
+  sw_pool_fail(c->pool);
 }
 SW_EXPORT(sw_thread_stack) void* sw_thread_stack(sw_context* c, int32_t index) { return sw_pool_stack(c->pool, index); }
 SW_EXPORT(sw_threads_running) int32_t sw_threads_running(sw_context* c) { return sw_pool_running(c->pool); }
@@ -1178,6 +1183,8 @@ static sw_status_t execute(sw_context* c) {
         else
           st = P->kernels[k](call_tensors, scalars, detail, &c->cancel, 0, 1);
         if (st == SW_CANCELLED) return fail_text(c, st, 0, "the call was cancelled");
+        if (st == SW_INTERNAL && sw_pool_broken(c->pool))
+          return fail_text(c, st, 0, "a thread of the model's pool failed (it trapped)");
         if (st != SW_OK) return fail(c, st, msg, detail[0], detail[1], detail[2]);
         for (int32_t i = 0; i < ns; i++) heap[ss[i]] = scalars[i];
         pc += 5 + nt + ns;
