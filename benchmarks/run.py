@@ -572,6 +572,15 @@ def web_runtime(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def thread_counts(peers: list[str]) -> str:
+    """What the peers' names say of their threads, for the report."""
+    counts = sorted({split_peer(p)[1] for p in peers})
+    if counts == [1]:
+        return "one thread everywhere"
+    more = ", ".join(str(t) for t in counts if t > 1)
+    return f"every peer at one thread, and as PEER@N at {more} threads (ratios pair equal counts)"
+
+
 def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, Any],
            opts: Options) -> str:
     """The full markdown report."""
@@ -588,7 +597,7 @@ def report(records: list[dict[str, Any]], peers: list[str], machine: dict[str, A
         f"onnxruntime {machine['onnxruntime']}, wasmtime {machine['wasmtime']}",
         f"- node {machine['node']}, onnxruntime-web {machine['onnxruntime-web']}{web_note}",
         *([f"- wasm32 modules compiled with --relaxed-simd: {ran}"] if (ran := variants(records)) else []),
-        f"- single thread everywhere; {opts.repeat} repetition(s) per peer, interleaved in "
+        f"- {thread_counts(peers)}; {opts.repeat} repetition(s) per peer, interleaved in "
         f"rotating order; warm-up {opts.warmup_s:g} s before the first repetition{rewarm}; "
         f"each repetition times >= {opts.min_time_s:g} s and >= {MIN_RUNS} runs",
         "",
