@@ -1,8 +1,9 @@
 // Runs samples/web/bench.html in headless Chromium for browser_bench.py:
 //   node browser_bench.mjs DIR QUERY
 // serves the repository at / and DIR (the page's manifest, models, inputs and reference
-// outputs) at /browser_bench/, opens the page with QUERY (warmup, time, repeat), runs it and
-// prints its results as JSON on stdout; the page's progress goes to stderr.
+// outputs) at /browser_bench/, cross-origin isolated (the N-thread peers need shared memory),
+// opens the page with QUERY (warmup, time, repeat, threads), runs it and prints its results
+// as JSON on stdout; the page's progress goes to stderr.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -12,10 +13,11 @@ const REPO = path.resolve(fileURLToPath(new URL('..', import.meta.url)));
 const [dir, query = ''] = process.argv.slice(2);
 if (!dir) throw new Error('usage: node browser_bench.mjs DIR [QUERY]');
 
-const server = await serve([{ prefix: '/browser_bench/', dir }, { prefix: '/', dir: REPO }]);
+const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+const server = await serve([{ prefix: '/browser_bench/', dir }, { prefix: '/', dir: REPO }], { headers: ISOLATION });
 const browser = await launchChromium();
 try {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const page = await browser.newPage({ viewport: { width: 2000, height: 1000 } });
   const problems = [];
   page.on('console', (m) => (m.type() === 'error' ? problems.push(m.text()) : process.stderr.write(`  ${m.text()}\n`)));
   page.on('pageerror', (e) => problems.push(e.stack || String(e)));

@@ -164,7 +164,8 @@ def test_run_threads(model_file, tmp_path):
         assert r.stdout.splitlines()[-3].endswith(f"calls run on {want} thread{'s' if want > 1 else ''}"), r.stdout
         assert (note in r.stderr) if note else "note:" not in r.stderr, r.stderr
     r = symwasm("run", out, "--threads", "0", check=False)
-    assert r.returncode == 2 and "argument --threads: a whole number of at least 1, not '0'" in r.stderr, r.stderr
+    assert r.returncode == 2 and "argument --threads: expected a positive number of threads, got '0'" in r.stderr, \
+        r.stderr
 
 
 def test_run_benchmark(model_file, tmp_path):

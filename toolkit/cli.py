@@ -237,17 +237,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
-    return n
-
-
 def _progress_bar(done: int, total: int, width: int = 30) -> None:
     """The steady-state runs' progress on stderr, redrawn in place (``done`` of the first
     run, which is not one of them, draws the empty bar); at most one redraw a percent."""
@@ -483,14 +472,17 @@ def _tolerance(text: str) -> float:
     return x
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of runs, got '{text}'")
-    return n
+def _count_of(what: str):
+    """An argparse type: a whole number of ``what`` (runs, threads), at least 1."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"expected a positive number of {what}, got '{text}'")
+        return n
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -565,11 +557,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--random", nargs="*", metavar="SYMBOL=VALUE",
                    help="random data for inputs not given, with these symbol values")
     r.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
-    r.add_argument("--benchmark", type=_positive, nargs="?", const=100, metavar="N",
+    r.add_argument("--benchmark", type=_count_of("runs"), nargs="?", const=100, metavar="N",
                    help="time the model: its load, its first run, then N more runs (default 100), with a "
                         "progress bar on stderr; reports the load time (and whether the compiled code came "
                         "from the cache), the first run and the steady state's median and spread")
-    r.add_argument("--threads", type=_positive_int, metavar="N",
+    r.add_argument("--threads", type=_count_of("threads"), metavar="N",
                    help="run each call on N threads, this one included (default: the CPUs this process may "
                         "use, or SYMWASM_THREADS); a .wasm needs its threads variant beside it (compile --threads), "
                         "else it runs on one and says so")

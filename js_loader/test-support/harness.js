@@ -51,8 +51,9 @@ const STALL_MS = 30_000;
 /**
  * Serve directories on 127.0.0.1 at an ephemeral port. Each mount maps a URL prefix to a
  * directory; `wasmType` overrides the .wasm content type, to test servers that send
- * something other than application/wasm. Nothing is cached, and a file is sent as its
- * client takes it (one that stops reading holds the rest back).
+ * something other than application/wasm. `options.headers` go with every file sent (the
+ * in-browser benchmark's cross-origin isolation headers). Nothing is cached, and a file is
+ * sent as its client takes it (one that stops reading holds the rest back).
  *
  * `served` counts, per URL path, the requests, the bytes of the file handed to their
  * connections (those waiting in the sockets' buffers included) and the hang-ups, requests
@@ -62,10 +63,11 @@ const STALL_MS = 30_000;
  * what loopback's socket buffers take on their own (several MB). `idle()` resolves once every
  * response has ended or waited out its stall.
  * @param {{prefix: string, dir: string, wasmType?: string}[]} mounts
+ * @param {{headers?: Record<string, string>}} [options]
  * @returns {Promise<{url: string, close: () => Promise<void>, idle: () => Promise<void>,
  *   served: Map<string, {requests: number, bytes: number, hangUps: number}>, stalls: Map<string, number>}>}
  */
-export async function serve(mounts) {
+export async function serve(mounts, { headers = {} } = {}) {
   const served = new Map();
   const stalls = new Map();
   let sending = 0;
@@ -80,8 +82,8 @@ export async function serve(mounts) {
     const info = await stat(file).catch(() => null);
     if (!info?.isFile()) return void res.writeHead(404).end();
     const ext = path.extname(file);
-    res.writeHead(200, { 'content-type': (ext === '.wasm' && mount.wasmType) || TYPES[ext] || 'application/octet-stream',
-      'content-length': info.size, 'cache-control': 'no-store' });
+    res.writeHead(200, { ...headers, 'content-type': (ext === '.wasm' && mount.wasmType) || TYPES[ext]
+      || 'application/octet-stream', 'content-length': info.size, 'cache-control': 'no-store' });
     const count = served.get(pathname) ?? { requests: 0, bytes: 0, hangUps: 0 };
     served.set(pathname, count);
     count.requests++;

@@ -1,8 +1,16 @@
 // The in-browser benchmark: symwasm (through the JS loader) and onnxruntime-web (the npm
-// package's wasm backend) on the same models and inputs in this page, one thread each.
-// benchmarks/browser_bench.py writes the manifest (models, inputs, onnxruntime's outputs)
-// and runs this page headless; a person can open it and press Run.
-import { DTYPES, loadModel, supportedVariants } from '../../js_loader/index.js';
+// package's wasm backend) on the same models and inputs in this page, at one thread and at
+// SETTINGS.threads. benchmarks/browser_bench.py writes the manifest (models, inputs,
+// onnxruntime's outputs) and runs this page headless, cross-origin isolated; a person can open
+// it and press Run.
+//
+// Threads need a cross-origin isolated page (shared memory). symwasm's threads wait for each
+// other, which a page's main thread may not, so symwasm@N runs in createWorker's worker: each
+// call is a round trip to it, and symwasm-worker@1, createWorker at one thread, pays the same.
+// onnxruntime-web reads numThreads once, when its runtime starts: onnxruntime-web@N is a
+// second copy of the package, imported in a hidden same-origin iframe (a window has its own
+// modules), which runs on this page's thread, so every peer takes turns in this one loop.
+import { createWorker, DTYPES, loadModel, supportedVariants } from '../../js_loader/index.js';
 
 const ORT_DIST = new URL('../../benchmarks/node_modules/onnxruntime-web/dist/', import.meta.url);
 const query = new URLSearchParams(location.search);
@@ -14,24 +22,38 @@ const SETTINGS = {
   repeat: Number(query.get('repeat') ?? 3),
   loads: 3, // the load time is the median of this many loads
   minSamples: 5,
-  // performance.now() is coarsened to 0.1 ms in a page that is not cross-origin isolated, so
-  // calls are timed in batches of about this many ms, each sample a batch's mean
+  // performance.now() is coarsened to 0.1 ms in a page that is not cross-origin isolated (5 us
+  // in one that is), so calls are timed in batches of about this many ms, each sample a batch's mean
   batchMs: 5,
+  threads: Number(query.get('threads') ?? navigator.hardwareConcurrency), // N of the N-thread peers
 };
 
-let ort = null;
+/** onnxruntime-web at one thread (this page's copy) and at SETTINGS.threads (the iframe's):
+ * {ort, realm, firstSessionMs}. */
+const ORT = { one: null, many: null };
+const N = SETTINGS.threads;
 
+// the one-thread peers on this page's thread, then, when N is more than one, the N-thread
+// peers with symwasm-worker@1, which pays symwasm@N's round trips at one thread
 const PEERS = [
-  { name: 'symwasm', load: (entry) => symwasm(entry, 'auto') },
-  { name: 'symwasm-baseline', load: (entry) => symwasm(entry, 'baseline') },
-  { name: 'onnxruntime-web', load: onnxruntimeWeb },
+  { name: 'symwasm', load: (entry) => symwasm(entry, loadModel, { threads: 1 }) },
+  { name: 'symwasm-baseline', load: (entry) => symwasm(entry, loadModel, { variant: 'baseline', threads: 1 }) },
+  { name: 'onnxruntime-web', load: (entry) => onnxruntimeWeb(entry, ORT.one) },
+  ...(N > 1 ? [
+    { name: 'symwasm-worker@1', load: (entry) => symwasm(entry, createWorker, { threads: 1 }) },
+    { name: `symwasm@${N}`, load: (entry) => symwasm(entry, createWorker, { threads: N }) },
+    { name: `onnxruntime-web@${N}`, load: (entry) => onnxruntimeWeb(entry, ORT.many) },
+  ] : []),
 ];
 
-async function symwasm(entry, variant) {
+/** A symwasm peer: the model loaded by `load` (loadModel or createWorker) with `options`. */
+async function symwasm(entry, load, options) {
   if (entry.wasm_error) throw new Error(entry.wasm_error);
-  const model = await loadModel(new URL(entry.wasm, MANIFEST), { variant });
+  const model = await load(new URL(entry.wasm, MANIFEST), options);
   return {
     variant: model.variant,
+    threads: model.threads,
+    threadsNote: model.threadsNote,
     feeds: (inputs) => Object.fromEntries(inputs.map(({ name, data, shape }) => [name, { data, shape }])),
     run: (feeds) => model.run(feeds),
     outputs: (raw) => model.outputs.map(({ name }) => ({ name, ...raw[name] })),
@@ -39,22 +61,50 @@ async function symwasm(entry, variant) {
   };
 }
 
-async function onnxruntimeWeb(entry) {
+async function onnxruntimeWeb(entry, { ort, realm }) {
   const session = await ort.InferenceSession.create(new URL(entry.onnx, MANIFEST).href,
     // severity 3: errors only, not its notes on unused initializers (console errors in a browser)
     { executionProviders: ['wasm'], graphOptimizationLevel: 'all', logSeverityLevel: 3 });
+  // its Tensor checks its data with instanceof, so an iframe's copy takes that window's arrays
+  const array = (data) => (realm === globalThis ? data : new realm[data.constructor.name](data));
   return {
-    feeds: (inputs) => Object.fromEntries(inputs.map(({ name, data, shape, dtype }) => [name, new ort.Tensor(dtype, data, shape)])),
+    threads: ort.env.wasm.numThreads,
+    feeds: (inputs) => Object.fromEntries(inputs.map(({ name, data, shape, dtype }) => [name, new ort.Tensor(dtype, array(data), shape)])),
     run: (feeds) => session.run(feeds),
     outputs: (raw) => session.outputNames.map((name) => ({ name, dtype: raw[name].type, shape: raw[name].dims, data: raw[name].data })),
     dispose: () => session.release(),
   };
 }
 
-async function startOnnxruntime() {
-  ort = await import(new URL('ort.wasm.min.mjs', ORT_DIST).href);
-  ort.env.wasm.numThreads = 1;
+/** A hidden same-origin iframe's window, where `importHere(url)` imports a module of its own. */
+async function frameRealm() {
+  const frame = document.createElement('iframe');
+  frame.hidden = true;
+  // a module script runs before its document's load event
+  frame.srcdoc = '<script type="module">globalThis.importHere = (url) => import(url);</script>';
+  const loaded = new Promise((resolve) => frame.addEventListener('load', resolve, { once: true }));
+  document.body.append(frame);
+  await loaded;
+  return frame.contentWindow;
+}
+
+/** onnxruntime-web imported in `realm` (this page, or frameRealm's) at `numThreads`. */
+async function startOnnxruntime(realm, numThreads) {
+  const url = new URL('ort.wasm.min.mjs', ORT_DIST).href;
+  const ort = await (realm === globalThis ? import(url) : realm.importHere(url)).catch((e) => {
+    throw new Error(`cannot start onnxruntime-web from ${ORT_DIST.pathname}: ${e.message}; run \`npm ci --prefix benchmarks\``,
+      { cause: e });
+  });
+  ort.env.wasm.numThreads = numThreads;
   ort.env.wasm.wasmPaths = ORT_DIST.href;
+  return { ort, realm, firstSessionMs: null };
+}
+
+/** Starts onnxruntime-web at one thread and, when N is more than one, at N. */
+async function startOnnxruntimes() {
+  if (!(Number.isSafeInteger(N) && N >= 1)) throw new Error(`threads=${query.get('threads')}: not a count of threads`);
+  ORT.one = await startOnnxruntime(globalThis, 1);
+  if (N > 1) ORT.many = await startOnnxruntime(await frameRealm(), N);
 }
 
 /** A raw little-endian tensor file as {name, dtype, shape, data}. */
@@ -110,12 +160,18 @@ async function time(peer, feeds, seconds, batch) {
 
 const $ = (id) => document.getElementById(id);
 const fmt = (x) => (x >= 1000 ? x.toFixed(0) : x.toPrecision(3));
-const LABELS = { symwasm: 'symwasm', 'symwasm-baseline': 'baseline SIMD', 'onnxruntime-web': 'onnxruntime-web' };
+const LABELS = { symwasm: 'symwasm', 'symwasm-baseline': 'baseline SIMD', 'onnxruntime-web': 'onnxruntime-web',
+  'symwasm-worker@1': 'symwasm worker@1', [`symwasm@${N}`]: `symwasm@${N}`, [`onnxruntime-web@${N}`]: `ort-web@${N}` };
 const COLUMNS = [
   ['', 'model', (r) => r.model],
   ['', 'config', (r) => r.config],
   ...PEERS.map(({ name }) => ['ms per call', LABELS[name], (r) => latency(r.peers[name])]),
   ['ratio', 'symwasm / ort-web', (r) => ratio(r.peers.symwasm, r.peers['onnxruntime-web'])],
+  ...(N > 1 ? [
+    ['ratio', `at ${N} threads`, (r) => ratio(r.peers[`symwasm@${N}`], r.peers[`onnxruntime-web@${N}`])],
+    [`speed-up 1→${N}`, 'symwasm (worker)', (r) => ratio(r.peers['symwasm-worker@1'], r.peers[`symwasm@${N}`])],
+    [`speed-up 1→${N}`, 'ort-web', (r) => ratio(r.peers['onnxruntime-web'], r.peers[`onnxruntime-web@${N}`])],
+  ] : []),
   ...PEERS.map(({ name }) => ['load ms', LABELS[name], (r) => (r.peers[name]?.load_ms === undefined ? '–' : fmt(r.peers[name].load_ms))]),
 ];
 
@@ -163,7 +219,8 @@ async function benchModel(entry, rows, tolerance) {
       try {
         peers[name] = await load(entry);
         cell.loads.push(performance.now() - t0);
-        cell.variant = peers[name].variant;
+        const { variant, threads, threadsNote } = peers[name];
+        Object.assign(cell, { variant, threads }, threadsNote ? { threadsNote } : {});
       } catch (e) {
         delete peers[name];
         cell.error = String(e.message ?? e).split('\n')[0];
@@ -223,21 +280,35 @@ async function run() {
   const only = query.get('models')?.split(',');
   const models = manifest.models.filter((m) => !only || only.includes(m.model));
   // onnxruntime-web fetches and compiles its runtime (ort-wasm-simd-threaded.wasm) with its
-  // first session: that session is timed apart, so each model's load time is its own
-  const t0 = performance.now();
-  const first = await onnxruntimeWeb(models[0]);
-  const ortFirstSessionMs = performance.now() - t0;
-  await first.dispose();
+  // first session (each copy its own): that session is timed apart, so each model's load time is its own
+  for (const instance of [ORT.one, ORT.many].filter(Boolean)) {
+    const t0 = performance.now();
+    const first = await onnxruntimeWeb(models[0], instance);
+    instance.firstSessionMs = performance.now() - t0;
+    await first.dispose();
+  }
   const rows = [];
   for (const entry of models) await benchModel(entry, rows, manifest.tolerance);
+  const ort = ORT.one.ort;
   const result = {
-    userAgent: navigator.userAgent, crossOriginIsolated, variants: supportedVariants(), ortVersion: ort.env.versions,
-    ortNumThreads: ort.env.wasm.numThreads, ortFirstSessionMs, settings: SETTINGS, rows,
+    userAgent: navigator.userAgent, crossOriginIsolated, frameCrossOriginIsolated: ORT.many?.realm.crossOriginIsolated,
+    hardwareConcurrency: navigator.hardwareConcurrency, threads: N, peers: PEERS.map(({ name }) => name),
+    variants: supportedVariants(), ortVersion: ort.env.versions,
+    ortNumThreads: ort.env.wasm.numThreads, ortFirstSessionMs: ORT.one.firstSessionMs,
+    ortManyNumThreads: ORT.many?.ort.env.wasm.numThreads, ortManyFirstSessionMs: ORT.many?.firstSessionMs,
+    settings: SETTINGS, rows,
   };
+  // what ran, as the peers said: a page that is not cross-origin isolated runs every peer at one thread
+  const ran = (name) => [...new Set(rows.map((r) => r.peers[name]).filter((c) => c?.threads !== undefined)
+    .map((c) => `${c.variant ?? 'its runtime'} at ${c.threads}${c.threadsNote ? ` (${c.threadsNote})` : ''}`))].join(', ');
   $('notes').textContent = `Median per call in ms (min–max of the ${SETTINGS.repeat} repetitions' medians), `
-    + `outputs checked against onnxruntime's (✗: mismatch). symwasm runs the variant the loader picks here `
-    + `(${supportedVariants()[0]}); load: median of ${SETTINGS.loads}; onnxruntime-web ${ort.env.versions.web}, numThreads ${ort.env.wasm.numThreads}; `
-    + `its first session, which also started its runtime, took ${fmt(ortFirstSessionMs)} ms.`;
+    + `outputs checked against onnxruntime's (✗: mismatch); load: median of ${SETTINGS.loads}; onnxruntime-web `
+    + `${ort.env.versions.web}: its first session, which also started its runtime, took ${fmt(ORT.one.firstSessionMs)} ms`
+    + (N > 1 ? ` (its copy at ${N} threads, in an iframe: ${fmt(ORT.many.firstSessionMs)} ms)` : '') + '. '
+    + `This page is ${crossOriginIsolated ? '' : 'not '}cross-origin isolated. `
+    + (N > 1 ? `symwasm worker@1 and symwasm@${N} run in createWorker's worker, each call a round trip to it; `
+      + `speed-up: the one-thread time over the ${N}-thread time. ` : '')
+    + `What ran (variant at threads): ${PEERS.map(({ name }) => `${LABELS[name]}: ${ran(name)}`).join('; ')}.`;
   progress('done');
   $('run').disabled = false;
   return result;
@@ -245,11 +316,11 @@ async function run() {
 
 // what benchmarks/browser_bench.mjs calls
 globalThis.bench = {
-  ready: startOnnxruntime().then(() => {
+  ready: startOnnxruntimes().then(() => {
     $('run').disabled = false;
     progress('ready: press Run (it takes a few minutes)');
   }, (e) => {
-    progress(`cannot start onnxruntime-web from ${ORT_DIST.pathname}: ${e.message}; run \`npm ci --prefix benchmarks\``);
+    progress(e.message);
     throw e;
   }),
   run,
