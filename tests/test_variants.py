@@ -96,7 +96,7 @@ def test_a_missing_or_foreign_variant_file(pair, tmp_path):
     with pytest.raises(wasm_runtime.ModelError, match="is not the relaxed-simd variant of this model "
                                                       r"\(its metadata differs\)"):
         wasm_runtime.load(tmp_path / "dense.wasm", variant="relaxed-simd")
-    with pytest.raises(wasm_runtime.ModelError, match=r"unknown variant 'fast' \(choose auto, relaxed-simd, baseline\)"):
+    with pytest.raises(wasm_runtime.ModelError, match=r"unknown variant 'fast' \(choose auto, relaxed-simd\+threads, threads, relaxed-simd, baseline\)"):
         wasm_runtime.load(tmp_path / "dense.wasm", variant="fast")
 
 

@@ -20,6 +20,7 @@ bump only adds (instructions, exports).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # 2.0: every export takes a context (sw_context*); more dtypes; sw_output_data & co. removed
@@ -287,6 +288,12 @@ KERNEL_PARAMS = ("ptr", "ptr", "ptr", "ptr", "i32", "i32")
 # scalars, outputs (its last tensors), the offset of its signature in kernel_sigs, and
 # whether its work is split in parts across the context's threads (1) or not (0)
 KERNEL_INFO = ("tensors", "scalars", "outputs", "signature", "parted")
+KERNEL_INFO_PARTED_SINCE = (3, 7)  # modules of earlier formats have the first four only
+
+
+def kernel_info_fields(version: Sequence[int]) -> tuple[str, ...]:
+    """The kernel_info fields of a module of format ``version`` (its metadata's)."""
+    return KERNEL_INFO if tuple(version) >= KERNEL_INFO_PARTED_SINCE else KERNEL_INFO[:4]
 # a kernel signature's dim that the VM does not check (an expression of the kernel's symbols)
 DIM_UNCHECKED = -(2 ** 31)
 

@@ -335,13 +335,15 @@ def cmd_inspect(args) -> int:
         slots = {int(k): v for k, v in p["slots"].items()}
         blocks = {int(k): v for k, v in p.get("blocks", {}).items()}
         info, sigs = p.get("kernel_info", []), p.get("kernel_sigs", [])
+        fields = abi.kernel_info_fields(meta["format_version"])
         print("kernels:")
         for i, k in enumerate(p["kernels"]):
-            n = len(abi.KERNEL_INFO)
+            n = len(fields)
             if len(info) < n * i + n:
                 print(f"  {k}")
                 continue
-            nt, ns, nout, at, parted = info[n * i: n * i + n]
+            entry = dict(zip(fields, info[n * i: n * i + n]))
+            nt, ns, nout, at, parted = (entry.get(f, 0) for f in abi.KERNEL_INFO)
             types = kernel_signature_text(sigs, at, nt)
             print(f"  {k}: {', '.join(types[:nt - nout])} -> {', '.join(types[nt - nout:])}"
                   + (f"; {ns} scalars" if ns else "") + ("; split across threads" if parted else ""))
