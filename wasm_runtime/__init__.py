@@ -669,7 +669,7 @@ def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.
     chosen = code_cache = None
     try:
         if is_wasm(p):
-            from .wasm_host import WasmBackend, choose_variant
+            from .wasm_host import WasmBackend, choose_variant, is_threaded
 
             t0 = time.perf_counter()
             metadata, this = wasm_info(p)
@@ -677,7 +677,7 @@ def load(path: str | os.PathLike, variant: str = "auto", cache: bool | str | os.
             p, chosen = choose_variant(p, metadata, this, variant, threads > 1)
             directory = default_code_dir() if cache is True else (cache or None)
             backend = WasmBackend(p, CodeCache(directory) if directory is not None else None,
-                                  threaded="threads" in chosen.split("+"))
+                                  threaded=is_threaded(chosen))
             code_cache = backend.cache_status
         else:
             from .native_host import NativeBackend

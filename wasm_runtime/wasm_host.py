@@ -69,6 +69,13 @@ THREADS_CONFIG = {"wasm_threads": True, "shared_memory": True}
 VARIANTS = ("relaxed-simd+threads", "threads", "relaxed-simd", "baseline")
 ENGINE_FEATURES = frozenset({"simd128", "bulk-memory", "nontrapping-fptoint", "sign-ext", "mutable-globals",
                              "relaxed-simd", THREADS})
+
+
+def is_threaded(variant: str) -> bool:
+    """Whether a variant's name (``relaxed-simd+threads``) says it has threads."""
+    return THREADS in variant.split("+")
+
+
 # how long a load waits for the threads it starts to enter the pool's loop
 THREAD_START_S = 30.0
 
@@ -84,15 +91,14 @@ def choose_variant(path: Path, metadata: dict, this: str, want: str = "auto",
         raise ValueError(f"unknown variant '{want}' (choose auto, {', '.join(VARIANTS)})")
     files = metadata.get("variants")
     files = files if isinstance(files, dict) else {}
-    wanted = [v for v in VARIANTS if v in files and (threads or THREADS not in v.split("+"))]
+    wanted = [v for v in VARIANTS if v in files and (threads or not is_threaded(v))]
     for name in ([want] if want != "auto" else wanted):
         if name == this:
             return path, name
         problem = None
         entry = files.get(name)
         if entry is None:
-            problem = f"the model has no {name} variant (compile with " + \
-                " and ".join(f"--{f}" for f in name.replace("relaxed-simd", "relaxed-simd+").split("+") if f) + ")"
+            problem = f"the model has no {name} variant (compile with {' and '.join(f'--{f}' for f in name.split('+'))})"
         elif not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or "/" in entry["file"]:
             problem = f"its metadata's {name} entry is malformed"
         elif missing := sorted(set(entry.get("features", [])) - ENGINE_FEATURES):

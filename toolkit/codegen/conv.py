@@ -582,11 +582,10 @@ def transposed_gemm(kb: KernelBuilder, win: Window, tile, post: tuple, x: Tensor
         else:
             _materialize(kb, lanes, im, xs, patches, oh, ow, pixels, wq, depth, kb.mul(n, kb.mul(c, channel)))
             a = G.View(patches, i64(0), i64(1), pixels)
-        G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth, split=(part, parts))
+        # this part's channels: the panels of the product it computes
+        lo, hi = G.gemm(kb, rows_tile, a, G.Packed(w, i64(0)), yt, i64(0), pixels, m, depth, split=(part, parts))
         y_base = kb.mul(n, kb.mul(m, pixels))
         epilogue = conv_epilogue(bt, post, operands, pixels, y_base) or (lambda kb, i, j, v, mask=None: v)
-        # this part's channels: the panels of the product it computed
-        lo, hi = kb.portion(i64(-(-m.constant // tile.nr)), part, parts)
         _TransposedOut(kb, lanes, vt, block, yt, y, m, pixels, y_base, epilogue).image(
             vectors, residual_operands(post, operands), kb.mul(lo, i64(tile.nr)), smin(kb, kb.mul(hi, i64(tile.nr)), m))
 

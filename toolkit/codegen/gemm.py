@@ -420,7 +420,7 @@ class _RowBlock:
         # latency
         pg = ROW_ACCUMULATORS // tile.vecs
         if d.reading in (Reading.PACKED, Reading.IN_PLACE) and pg > 1:
-            mn, count = self.mn, _difference(d.mk.kb, d.full_panels, d.first_panel)
+            mn, count = self.mn, d.mk.kb.sub(d.full_panels, d.first_panel)
             few = b.icmp_signed("<", mn, i64(tile.mr)) if not isinstance(mn, ir.Constant) else mn.constant < tile.mr
             groups = b.udiv(count, i64(pg)) if not isinstance(count, ir.Constant) else i64(count.constant // pg)
             if few is True:
@@ -489,19 +489,11 @@ class _RowBlock:
                            partial, koffs)
 
 
-def _difference(kb: KernelBuilder, a: ir.Value, b_: ir.Value) -> ir.Value:
-    """a - b, folded when both are constants or b is 0."""
-    if isinstance(b_, ir.Constant) and b_.constant == 0:
-        return a
-    if isinstance(a, ir.Constant) and isinstance(b_, ir.Constant):
-        return i64(a.constant - b_.constant)
-    return kb.b.sub(a, b_)
-
-
 def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: Tensor, y_base: ir.Value,
          m: ir.Value, n: ir.Value, k: ir.Value, epilogue: Epilogue | None = None,
          prefetch: Callable[[KernelBuilder, ir.Value, ir.Value], None] | None = None,
-         inline_epilogue: bool = False, split: bool | tuple[ir.Value, ir.Value] = False) -> None:
+         inline_epilogue: bool = False,
+         split: bool | tuple[ir.Value, ir.Value] = False) -> tuple[ir.Value, ir.Value] | None:
     """``y[i, j] = epilogue(i, j, sum_k a[i, k] * B[k, j])`` for a [k, n] B read as its source
     answers (:class:`BSource`, :class:`Reading`); y is row-major [m, n] from ``y_base``. The
     epilogue (default: none) runs once per element, over each tile the last k block has
@@ -512,7 +504,8 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
     stored rather than over the stored tile read back. ``split``: this call computes its part's
     share of B's panels (:meth:`.KernelBuilder.share`; or, given ``(part, parts)`` from
     :meth:`.KernelBuilder.part`, that part's), so the kernel's parts run on the context's
-    threads; a panel's columns are computed alike whoever computes them."""
+    threads; a panel's columns are computed alike whoever computes them. Returns the share,
+    ``[lo, hi)`` in panels (the partial one counted), when ``split``."""
     b = kb.b
     mr, nr = tile.mr, tile.nr
     wasm = kb.target is not None and kb.target.is_wasm
@@ -538,11 +531,10 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
     b_stride = bsrc.rs if reading is Reading.IN_PLACE else i64(nr)
     mk = Microkernel(kb, tile, a, a.row_step(mr, mc), b_stride, y, y_base, n, one_panel, edge, epilogue, prefetch,
                      inline_epilogue)
-    first, end = i64(0), full_panels
+    first, end, share = i64(0), full_panels, None
     if split:
-        total = full_panels if ragged is False else kb.add(full_panels, i64(1)) if ragged is True \
-            else kb.add(full_panels, b.zext(ragged, I64))
-        first, hi = kb.share(total) if split is True else kb.portion(total, *split)
+        total = ceildiv(kb, n, i64(nr))  # the panels, the partial one counted
+        share = first, hi = kb.share(total) if split is True else kb.portion(total, *split)
         # the whole panels [first, end) (first <= end: a share of only the partial panel, or
         # none, starts past the last whole one), and the partial panel if the share holds it
         end = smin(kb, hi, full_panels)
@@ -551,6 +543,7 @@ def gemm(kb: KernelBuilder, tile: GemmTile, a: View | PanelA, bsrc: BSource, y: 
             ragged = here if ragged is True else b.and_(ragged, here)
         first = smin(kb, first, end)
     _Driver(mk, bsrc, reading, k, end, ragged, block, offsets, first, full_panels).run(m, mc, lone, one_block)
+    return share
 
 
 SPARSE_ROWS = 4  # rows of B a step of the lone sparse row adds into y

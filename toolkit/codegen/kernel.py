@@ -306,8 +306,7 @@ class KernelBuilder:
                 if not self.parted:
                     return i64(0), i64(count)
                 # the kernel is parted already: the whole loop is the first part's
-                first = b.icmp_signed("==", self.fn.args[4], ir.Constant(I32, 0))
-                return i64(0), b.select(first, i64(count), i64(0))
+                return i64(0), b.select(self._is_first_part(), i64(count), i64(0))
         n = i64(n) if isinstance(n, int) else n
         grains = ceildiv(self, n, i64(grain)) if grain > 1 else n
         most = None
@@ -352,8 +351,11 @@ class KernelBuilder:
         """The ``with`` body runs in part 0 only: work a parted kernel does not split. (Never
         in every part: where an output is an input's buffer, a part would read what another
         already wrote.)"""
-        with self.b.if_then(self.b.icmp_signed("==", self.fn.args[4], ir.Constant(I32, 0))):
+        with self.b.if_then(self._is_first_part()):
             yield
+
+    def _is_first_part(self) -> ir.Value:
+        return self.b.icmp_signed("==", self.fn.args[4], ir.Constant(I32, 0))
 
     def tensor(self, index: int, dtype: DType, shape: Sequence[Dim]) -> Tensor:
         return Tensor(self, index, dtype, shape)
@@ -372,6 +374,14 @@ class KernelBuilder:
         if isinstance(a, ir.Constant) and isinstance(b, ir.Constant):
             return i64(a.constant * b.constant)
         return self.b.mul(a, b)
+
+    def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        """a - b, folded when b is 0 or both are constants (as :meth:`add` and :meth:`mul`)."""
+        if isinstance(b, ir.Constant) and b.constant == 0:
+            return a
+        if isinstance(a, ir.Constant) and isinstance(b, ir.Constant):
+            return i64(a.constant - b.constant)
+        return self.b.sub(a, b)
 
     def add(self, a: ir.Value, b: ir.Value) -> ir.Value:
         if isinstance(a, ir.Constant) and a.constant == 0:

@@ -77,10 +77,12 @@ int32_t sw_pool_broken(const sw_pool* p) {
 #define SPIN_NS 1000000
 #endif
 
-typedef struct {
+#if !defined(__wasm__)
+typedef struct { /* a POSIX thread's argument */
   sw_pool* pool;
   int32_t index;
 } sw_worker;
+#endif
 
 struct sw_pool {
   _Atomic int32_t job;      /* the current job's number: bumped to publish one, and to quit */
@@ -97,10 +99,10 @@ struct sw_pool {
   const volatile int32_t* cancel;
   sw_status_t status[SW_MAX_THREADS];
   int64_t detail[SW_MAX_THREADS][3];
-  sw_worker workers[SW_MAX_THREADS];
 #if defined(__wasm__)
   unsigned char* stacks[SW_MAX_THREADS];
 #else
+  sw_worker workers[SW_MAX_THREADS];
   pthread_t tid[SW_MAX_THREADS];
   pid_t owner; /* the process that started the threads: a forked child has none of them */
 #endif
@@ -239,8 +241,6 @@ sw_pool* sw_pool_create(int32_t threads, int64_t budget, int64_t* held) {
   p->owner = getpid();
 #endif
   for (int32_t i = 1; i < threads; i++) {
-    p->workers[i].pool = p;
-    p->workers[i].index = i;
 #if defined(__wasm__)
     /* the host starts the thread; its stack is the pool's, counted against the memory limit */
     if (*held + WORKER_STACK > budget) break;
@@ -249,6 +249,8 @@ sw_pool* sw_pool_create(int32_t threads, int64_t budget, int64_t* held) {
     *held += WORKER_STACK;
 #else
     (void)held;
+    p->workers[i].pool = p;
+    p->workers[i].index = i;
     p->threads = i + 1; /* before the thread starts: it checks its index against it */
     if (pthread_create(&p->tid[i], 0, work, &p->workers[i]) != 0) {
       p->threads = i;
