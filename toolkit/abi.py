@@ -36,6 +36,7 @@ from dataclasses import dataclass
 # 3.7: sw_set_threads: kernels split in parts run on several threads
 FORMAT_VERSION = (3, 7)
 MAX_RANK = 8
+MAX_THREADS = 64  # the most threads a context's pool runs (vm/sw_pool.c), the caller's included
 # a dim name that several inputs give, whose copies never meet in an op, is one symbol per
 # input (toolkit/frontend/onnx/shared_dims.py): N for the first input, N@y for input y's copy;
 # hosts size a copy from the declared name when a caller gives only that (required_bytes)
@@ -330,7 +331,9 @@ def c_header() -> str:
     L = [f"/* {GENERATED} */", "#ifndef SW_ABI_H", "#define SW_ABI_H", "",
          "#include <stddef.h>", "#include <stdint.h>", "",
          f"#define SW_FORMAT_MAJOR {major}", f"#define SW_FORMAT_MINOR {minor}",
-         f"#define SW_MAX_RANK {MAX_RANK}", "", "/* dtype codes (ONNX TensorProto) */"]
+         f"#define SW_MAX_RANK {MAX_RANK}",
+         f"#define SW_MAX_THREADS {MAX_THREADS} /* the most threads a context's pool runs */", "",
+         "/* dtype codes (ONNX TensorProto) */"]
     for d in DTYPES:
         L.append(f"#define SW_DT_{d.name.upper()} {d.code} /* {d.c_type}, {d.size} byte(s) */")
     L += ["", "/* bytes per element; 0 for a code that is not a dtype */",
@@ -385,7 +388,7 @@ def c_header() -> str:
 
 def python_module() -> str:
     L = [f'"""The module ABI for the Python host: {GENERATED}."""', "",
-         f"FORMAT_VERSION = {FORMAT_VERSION!r}", f"MAX_RANK = {MAX_RANK}",
+         f"FORMAT_VERSION = {FORMAT_VERSION!r}", f"MAX_RANK = {MAX_RANK}", f"MAX_THREADS = {MAX_THREADS}",
          f"SHARED_DIM_MARK = {SHARED_DIM_MARK!r}  # N@y: input y's own copy of a dim name N", "",
          "# name -> (code, bytes, kind: f float, i signed, u unsigned, b bool)", "DTYPES = {"]
     L += [f'    "{d.name}": ({d.code}, {d.size}, "{d.kind}"),' for d in DTYPES]

@@ -33,10 +33,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, STATUS, STATUS_MEANING, TENSOR_LAYOUT
+from ._abi import DTYPES, FORMAT_VERSION, MAX_RANK, MAX_THREADS, STATUS, STATUS_MEANING, TENSOR_LAYOUT
 
 DEFAULT_MEMORY_LIMIT = 2 << 30  # the VM's own default (sw_context_create)
-MAX_THREADS = 64  # a context's pool's most (vm/sw_pool.h SW_MAX_THREADS)
 # natively, an input of at least this many bytes is read in place (format 3.6) instead of
 # copied into the module's buffer: below it the copy (about 1 us for 64 bytes) costs no more
 # than asking numpy for the array's address (ndarray.ctypes.data, about 1.2 us)

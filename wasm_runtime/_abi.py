@@ -2,6 +2,7 @@
 
 FORMAT_VERSION = (3, 7)
 MAX_RANK = 8
+MAX_THREADS = 64
 SHARED_DIM_MARK = '@'  # N@y: input y's own copy of a dim name N
 
 # name -> (code, bytes, kind: f float, i signed, u unsigned, b bool)

@@ -8,6 +8,7 @@
 #define SW_FORMAT_MAJOR 3
 #define SW_FORMAT_MINOR 7
 #define SW_MAX_RANK 8
+#define SW_MAX_THREADS 64 /* the most threads a context's pool runs */
 
 /* dtype codes (ONNX TensorProto) */
 #define SW_DT_FLOAT32 1 /* float, 4 byte(s) */

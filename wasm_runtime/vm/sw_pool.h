@@ -14,8 +14,6 @@
 
 #include "sw_abi.h"
 
-#define SW_MAX_THREADS 64
-
 typedef struct sw_pool sw_pool;
 
 /* A pool of `threads` threads, the caller's included, or NULL when there are none to start
